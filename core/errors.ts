@@ -1,0 +1,101 @@
+/**
+ * The one error type of Trailwire. Every failure the core reports carries a stable `code`; each
+ * transport maps codes to its own statuses with one table (`HTTP_STATUS_BY_CODE` here, the gRPC
+ * table in `adapters/grpc`). A test checks that every code is mapped and documented.
+ */
+
+export const ERROR_CODES = [
+  'validation_failed',
+  'invalid_api_key',
+  'missing_token',
+  'invalid_token',
+  'wrong_audience',
+  'forbidden',
+  'not_found',
+  'conflict',
+  'payload_too_large',
+  'unsupported_media_type',
+  'rate_limited',
+  'unavailable',
+  'internal',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** One problem with one input field: a JSON pointer-ish path (`/take`, `/sensors/0/wheel`) and why. */
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+export interface TrailwireErrorOptions {
+  /** Per-field details of a `validation_failed`. */
+  errors?: FieldError[];
+  /** For `rate_limited`: seconds until the window ends. */
+  retryAfterSeconds?: number;
+  cause?: unknown;
+}
+
+export class TrailwireError extends Error {
+  override readonly name = 'TrailwireError';
+  readonly code: ErrorCode;
+  readonly errors: FieldError[] | undefined;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, message: string, options: TrailwireErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.errors = options.errors;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+}
+
+/** A `validation_failed` error with one field error. */
+export function invalidField(path: string, message: string): TrailwireError {
+  return new TrailwireError('validation_failed', `${path.replace(/^\//, '')}: ${message}`, {
+    errors: [{ path, message }],
+  });
+}
+
+export function isTrailwireError(error: unknown): error is TrailwireError {
+  return error instanceof TrailwireError;
+}
+
+/** HTTP status and problem title of each code: the HTTP transport's mapping table. */
+export const HTTP_STATUS_BY_CODE: Record<ErrorCode, { status: number; title: string }> = {
+  validation_failed: { status: 400, title: 'Bad Request' },
+  invalid_api_key: { status: 401, title: 'Unauthorized' },
+  missing_token: { status: 401, title: 'Unauthorized' },
+  invalid_token: { status: 401, title: 'Unauthorized' },
+  wrong_audience: { status: 403, title: 'Forbidden' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  not_found: { status: 404, title: 'Not Found' },
+  conflict: { status: 409, title: 'Conflict' },
+  payload_too_large: { status: 413, title: 'Content Too Large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported Media Type' },
+  rate_limited: { status: 429, title: 'Too Many Requests' },
+  unavailable: { status: 503, title: 'Service Unavailable' },
+  internal: { status: 500, title: 'Internal Server Error' },
+};
+
+/** What each code means, for the docs (`/openapi.json`, README) and the problem `type` URIs. */
+export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
+  validation_failed: 'The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field.',
+  invalid_api_key: 'The X-API-KEY header is missing or does not match a current key of this audience.',
+  missing_token: 'The Authorization header with a Bearer token is missing.',
+  invalid_token: 'The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation.',
+  wrong_audience: 'The token is valid but for the other audience (a partner token on a customer endpoint or the reverse).',
+  forbidden: 'The token does not grant this operation.',
+  not_found: 'No such resource is visible to this caller.',
+  conflict: 'The request conflicts with the current state (for example a VIN that is already registered).',
+  payload_too_large: 'The request body exceeds the configured limit.',
+  unsupported_media_type: 'The request body must be application/json.',
+  rate_limited: 'A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After.',
+  unavailable: 'The service is starting, shutting down, or its store is unreachable.',
+  internal: 'An unexpected error; the log has the details under the request id.',
+};
+
+/** The problem `type` URI of a code (RFC 9457): stable, and documented in the README. */
+export function problemType(code: ErrorCode): string {
+  return `https://trailwire.dev/problems/${code.replace(/_/g, '-')}`;
+}

@@ -1,0 +1,193 @@
+/**
+ * The storage seam of Trailwire. The core talks to persistence only through `TrailwireStore`; each
+ * backend (SQLite now, PostgreSQL later) implements it and must pass the one conformance suite in
+ * `test/conformance/store.ts`. Methods are async so that networked backends fit the same shape.
+ *
+ * Rules every implementation follows:
+ * - Customer isolation is enforced in the query: every read of customer data takes the customer id
+ *   and answers `null` / `[]` for anything that customer does not own.
+ * - Lists are keyset pages: ordered by id (or by timestamp then sequence for telemetry), starting
+ *   strictly after the given key, at most `limit` rows. The cost of a page must not grow with depth.
+ */
+import type {
+  Audience,
+  CargosafeReading,
+  CargosafeUnit,
+  Customer,
+  Device,
+  DeviceReading,
+  Fleet,
+  GpsFix,
+  Partner,
+  Principal,
+  Trailer,
+} from './model.ts';
+import type { CanonicalTelemetry } from './canonical.ts';
+
+/** A page of an id-ordered list: rows with id strictly greater than `afterId`. */
+export interface IdPageQuery<K extends string | number = string> {
+  afterId?: K;
+  limit: number;
+}
+
+/** Active-only filtering for trailers and devices (see `Device` staleness in the README). */
+export interface ActiveFilter {
+  activeOnly: boolean;
+  /** A device that has not reported since this time (epoch ms) counts as inactive. */
+  staleBefore: number;
+}
+
+/** A page of a time range: `from <= timestamp < to`, ascending, strictly after `after`. */
+export interface TimePageQuery {
+  from: number;
+  to: number;
+  after?: TimeKey;
+  limit: number;
+}
+
+/** The keyset position of a telemetry record: its timestamp, then a store-assigned sequence. */
+export interface TimeKey {
+  timestamp: number;
+  seq: number;
+}
+
+/** A telemetry record with its keyset position. */
+export interface Sequenced<T> {
+  key: TimeKey;
+  record: T;
+}
+
+export interface NewPartner {
+  id: string;
+  name: string;
+  product: string;
+  keyHash: string;
+  createdAt: number;
+}
+
+export interface NewCustomer {
+  id: string;
+  name: string;
+  keyHash: string;
+  createdAt: number;
+}
+
+export interface NewTrailer {
+  id: string;
+  fleetId: number | null;
+  vin: string;
+  unitId: string | null;
+  createdAt: number;
+}
+
+export interface NewDevice {
+  id: string;
+  trailerId: string;
+  kind: string;
+  serial: string;
+  position: string | null;
+  createdAt: number;
+}
+
+export interface NewCargosafeUnit {
+  id: string;
+  trailerId: string;
+  serial: string;
+  createdAt: number;
+}
+
+/** A persisted JWT signing key (the private key as PKCS#8 PEM). */
+export interface StoredSigningKey {
+  kid: string;
+  alg: 'RS256' | 'ES256';
+  privateKeyPem: string;
+  createdAt: number;
+}
+
+export interface PrincipalStore {
+  createPartner(input: NewPartner): Promise<Partner>;
+  createCustomer(input: NewCustomer): Promise<Customer>;
+  /** The principal of this audience whose current key hashes to `keyHash`, or null. */
+  findPrincipalByKeyHash(audience: Audience, keyHash: string): Promise<Principal | null>;
+  getPrincipal(audience: Audience, id: string): Promise<Principal | null>;
+  /**
+   * Replaces the principal's key hash and increments its key version atomically.
+   * Answers the new key version, or null when no such principal exists.
+   */
+  rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number): Promise<number | null>;
+}
+
+export interface SecretStore {
+  /** Every signing key ever saved, oldest first. */
+  listSigningKeys(): Promise<StoredSigningKey[]>;
+  /** Saves a key unless one with the same kid exists. */
+  saveSigningKey(key: StoredSigningKey): Promise<void>;
+  /**
+   * Answers the secret stored under `name`, storing `candidate` first if there is none. Several
+   * processes racing here all get the same value (the first one stored).
+   */
+  getOrCreateSecret(name: string, candidate: string): Promise<string>;
+}
+
+/** Operator-side writes: provisioning fleets and trailers, activating and deactivating. */
+export interface FleetAdminStore {
+  createFleet(input: { customerId: string; name: string; createdAt: number }): Promise<Fleet>;
+  getFleetById(fleetId: number): Promise<Fleet | null>;
+  findTrailerByVin(vin: string): Promise<Trailer | null>;
+  /** Inserts a trailer; throws `TrailwireError('conflict')` when the VIN already exists. */
+  createTrailer(input: NewTrailer): Promise<Trailer>;
+  /** Assigns an existing (typically unassigned) trailer to a fleet. */
+  assignTrailer(trailerId: string, fleetId: number, unitId: string | null): Promise<Trailer>;
+  setTrailerActive(trailerId: string, active: boolean): Promise<boolean>;
+  setDeviceActive(deviceId: string, active: boolean): Promise<boolean>;
+}
+
+/** Customer-scoped reads: each answers only what `customerId` owns. */
+export interface FleetReadStore {
+  listFleets(customerId: string, page: IdPageQuery<number>): Promise<Fleet[]>;
+  getFleet(customerId: string, fleetId: number): Promise<Fleet | null>;
+  listTrailers(customerId: string, fleetId: number, page: IdPageQuery & ActiveFilter): Promise<Trailer[]>;
+  getTrailer(customerId: string, trailerId: string): Promise<Trailer | null>;
+  listGps(customerId: string, trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]>;
+  listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]>;
+  getDevice(customerId: string, deviceId: string): Promise<Device | null>;
+  listDeviceReadings(customerId: string, deviceId: string, page: TimePageQuery): Promise<Sequenced<DeviceReading>[]>;
+  listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]>;
+  getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null>;
+  listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]>;
+}
+
+/**
+ * The canonical write of one intake payload (or one batch of demo data), in one transaction:
+ * the trailer is found by VIN (created unassigned when unknown), GPS fixes are appended and the
+ * latest fix moves forward, devices and cargosafe units are created on first sight, readings are
+ * appended, device states are updated, and the trailer's counts and status are recomputed with
+ * `deriveTrailerStatus`. Readings are unique per (source, timestamp), so applying the same batch
+ * twice (a retry after a crash) changes nothing the second time.
+ */
+export interface TelemetryWriteStore {
+  applyTelemetry(batch: TelemetryBatch): Promise<AppliedTelemetry>;
+}
+
+export interface TelemetryBatch {
+  vin: string;
+  /** Processing time (epoch ms): the status date when the status changes, and creation times. */
+  at: number;
+  telemetry: CanonicalTelemetry;
+}
+
+export interface AppliedTelemetry {
+  /** The trailer after the write. */
+  trailer: Trailer;
+  /** The trailer's fleet, or null while it is unassigned. */
+  fleet: Fleet | null;
+  /** Whether the trailer was created by this write (an unknown VIN). */
+  createdTrailer: boolean;
+}
+
+/** Everything a Trailwire process needs from its store. */
+export interface TrailwireStore extends PrincipalStore, SecretStore, FleetAdminStore, FleetReadStore, TelemetryWriteStore {
+  /** Answers when the store can serve queries (for `/readyz`); throws otherwise. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
