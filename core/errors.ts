@@ -3,6 +3,7 @@
  * transport maps codes to its own statuses with one table (`HTTP_STATUS_BY_CODE` here, the gRPC
  * table in `adapters/grpc`). A test checks that every code is mapped and documented.
  */
+import type { RateLimitState } from './rate-limit.ts';
 
 export const ERROR_CODES = [
   'validation_failed',
@@ -31,8 +32,8 @@ export interface FieldError {
 export interface TrailwireErrorOptions {
   /** Per-field details of a `validation_failed`. */
   errors?: FieldError[];
-  /** For `rate_limited`: seconds until the window ends. */
-  retryAfterSeconds?: number;
+  /** For `rate_limited`: the limit that was exhausted, for the RateLimit-* headers. */
+  rateLimit?: RateLimitState;
   cause?: unknown;
 }
 
@@ -40,13 +41,13 @@ export class TrailwireError extends Error {
   override readonly name = 'TrailwireError';
   readonly code: ErrorCode;
   readonly errors: FieldError[] | undefined;
-  readonly retryAfterSeconds: number | undefined;
+  readonly rateLimit: RateLimitState | undefined;
 
   constructor(code: ErrorCode, message: string, options: TrailwireErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.errors = options.errors;
-    this.retryAfterSeconds = options.retryAfterSeconds;
+    this.rateLimit = options.rateLimit;
   }
 }
 

@@ -1,0 +1,51 @@
+/**
+ * Operator actions behind the `trailwire` CLI and the demo seed: fleets, trailer registration
+ * (a VIN that intake already created unassigned is assigned instead of duplicated), and switching
+ * trailers and devices off and on.
+ */
+import type { Clock, IdGenerator } from './clock.ts';
+import { invalidField, TrailwireError } from './errors.ts';
+import type { Fleet, Trailer } from './model.ts';
+import type { FleetAdminStore, PrincipalStore } from './store.ts';
+import { parseVin } from './vin.ts';
+
+export class AdminService {
+  constructor(
+    private readonly store: FleetAdminStore & PrincipalStore,
+    private readonly clock: Clock,
+    private readonly ids: IdGenerator,
+    private readonly options: { verifyVinCheckDigit: boolean } = { verifyVinCheckDigit: true },
+  ) {}
+
+  async createFleet(input: { customerId: string; name: string }): Promise<Fleet> {
+    if (!input.name.trim()) throw invalidField('/name', 'must not be empty');
+    if (!(await this.store.getPrincipal('customers', input.customerId)))
+      throw new TrailwireError('not_found', `No customer ${input.customerId}.`);
+    return this.store.createFleet({ customerId: input.customerId, name: input.name.trim(), createdAt: this.clock.now() });
+  }
+
+  /**
+   * Registers a VIN in a fleet. A VIN seen by intake before (an unassigned trailer) is assigned to
+   * the fleet, keeping its history; a VIN already in a fleet is a conflict.
+   */
+  async registerTrailer(input: { fleetId: number; vin: string; unitId?: string | null }): Promise<Trailer> {
+    const vin = parseVin(input.vin, { verifyCheckDigit: this.options.verifyVinCheckDigit });
+    if (!(await this.store.getFleetById(input.fleetId))) throw new TrailwireError('not_found', `No fleet ${input.fleetId}.`);
+    const unitId = input.unitId?.trim() || null;
+    const known = await this.store.findTrailerByVin(vin);
+    if (known) {
+      if (known.fleetId !== null)
+        throw new TrailwireError('conflict', `VIN ${vin} is already registered in fleet ${known.fleetId}.`);
+      return this.store.assignTrailer(known.id, input.fleetId, unitId);
+    }
+    return this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() });
+  }
+
+  async setTrailerActive(trailerId: string, active: boolean): Promise<void> {
+    if (!(await this.store.setTrailerActive(trailerId, active))) throw new TrailwireError('not_found', `No trailer ${trailerId}.`);
+  }
+
+  async setDeviceActive(deviceId: string, active: boolean): Promise<void> {
+    if (!(await this.store.setDeviceActive(deviceId, active))) throw new TrailwireError('not_found', `No device ${deviceId}.`);
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * Fixed-window rate limits (contract 7). Windows are aligned to clock boundaries: a 5-minute window
+ * resets at :00, :05, ... — so every process sharing a counter backend agrees on the window without
+ * coordination. The window maths lives here once; a backend (`WindowCounter`: memory here, Redis in
+ * `adapters/redis`) only counts atomically.
+ */
+import type { Clock } from './clock.ts';
+import { TrailwireError } from './errors.ts';
+
+/** The counting primitive a limiter backend implements. */
+export interface WindowCounter {
+  /**
+   * Adds one to `key` and answers the new count. The count may be forgotten once `expiresAt`
+   * (epoch ms, the end of the window the key belongs to) has passed.
+   */
+  increment(key: string, expiresAt: number): Promise<number>;
+  /** The current count of `key` (0 when absent) without changing it. */
+  peek(key: string): Promise<number>;
+}
+
+/** What one limit says about one subject now: the data of the RateLimit-* headers. */
+export interface RateLimitState {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until the window ends (at least 1). */
+  resetSeconds: number;
+}
+
+export interface FixedWindowLimiterOptions {
+  /** Names the limit in counter keys and messages, e.g. `authenticate`. */
+  name: string;
+  /** Requests allowed per window; a positive integer. */
+  limit: number;
+  /** The window length in seconds; a positive integer. */
+  windowSeconds: number;
+  counter: WindowCounter;
+  clock: Clock;
+}
+
+export class FixedWindowLimiter {
+  readonly name: string;
+  readonly limit: number;
+  readonly windowMs: number;
+  private readonly counter: WindowCounter;
+  private readonly clock: Clock;
+
+  constructor(options: FixedWindowLimiterOptions) {
+    if (!options.name) throw new TypeError('FixedWindowLimiter: `name` is required');
+    if (!Number.isInteger(options.limit) || options.limit < 1)
+      throw new TypeError(`FixedWindowLimiter ${options.name}: \`limit\` must be a positive integer, got ${options.limit}`);
+    if (!Number.isInteger(options.windowSeconds) || options.windowSeconds < 1)
+      throw new TypeError(
+        `FixedWindowLimiter ${options.name}: \`windowSeconds\` must be a positive integer, got ${options.windowSeconds}`,
+      );
+    this.name = options.name;
+    this.limit = options.limit;
+    this.windowMs = options.windowSeconds * 1000;
+    this.counter = options.counter;
+    this.clock = options.clock;
+  }
+
+  /** Counts one request of `subject` in the current window and says whether it is within the limit. */
+  async consume(subject: string): Promise<RateLimitState> {
+    const window = this.currentWindow();
+    const count = await this.counter.increment(this.keyOf(subject, window.start), window.end);
+    return this.stateOf(count, window.end, count <= this.limit);
+  }
+
+  /** The state of `subject` without counting a request: allowed while the window has room. */
+  async peek(subject: string): Promise<RateLimitState> {
+    const window = this.currentWindow();
+    const count = await this.counter.peek(this.keyOf(subject, window.start));
+    return this.stateOf(count, window.end, count < this.limit);
+  }
+
+  /** Consumes and throws `rate_limited` (carrying the state) when over the limit. */
+  async enforce(subject: string): Promise<RateLimitState> {
+    const state = await this.consume(subject);
+    if (!state.allowed) throw this.limitedError(state);
+    return state;
+  }
+
+  limitedError(state: RateLimitState): TrailwireError {
+    return new TrailwireError(
+      'rate_limited',
+      `The ${this.name} limit of ${this.limit} per ${this.windowMs / 1000} s is exhausted; retry in ${state.resetSeconds} s.`,
+      { rateLimit: state },
+    );
+  }
+
+  private currentWindow(): { start: number; end: number } {
+    const start = Math.floor(this.clock.now() / this.windowMs) * this.windowMs;
+    return { start, end: start + this.windowMs };
+  }
+
+  private keyOf(subject: string, windowStart: number): string {
+    return `${this.name}:${subject}:${windowStart}`;
+  }
+
+  private stateOf(count: number, windowEnd: number, allowed: boolean): RateLimitState {
+    return {
+      allowed,
+      limit: this.limit,
+      remaining: Math.max(0, this.limit - count),
+      resetSeconds: Math.max(1, Math.ceil((windowEnd - this.clock.now()) / 1000)),
+    };
+  }
+}
+
+/**
+ * The in-process counter of the embedded default. Counts are grouped by the window end they expire
+ * at, and whole groups are dropped once their window is over, so memory holds only live windows.
+ */
+export class MemoryWindowCounter implements WindowCounter {
+  private readonly windows = new Map<number, Map<string, number>>();
+  private readonly expiresAtByKey = new Map<string, number>();
+
+  constructor(private readonly clock: Clock) {}
+
+  async increment(key: string, expiresAt: number): Promise<number> {
+    this.dropExpired();
+    let counts = this.windows.get(expiresAt);
+    if (!counts) {
+      counts = new Map();
+      this.windows.set(expiresAt, counts);
+    }
+    const count = (counts.get(key) ?? 0) + 1;
+    counts.set(key, count);
+    this.expiresAtByKey.set(key, expiresAt);
+    return count;
+  }
+
+  async peek(key: string): Promise<number> {
+    this.dropExpired();
+    const expiresAt = this.expiresAtByKey.get(key);
+    return expiresAt === undefined ? 0 : (this.windows.get(expiresAt)?.get(key) ?? 0);
+  }
+
+  private dropExpired(): void {
+    const now = this.clock.now();
+    for (const [expiresAt, counts] of this.windows) {
+      if (expiresAt > now) continue;
+      for (const key of counts.keys()) this.expiresAtByKey.delete(key);
+      this.windows.delete(expiresAt);
+    }
+  }
+}

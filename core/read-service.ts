@@ -1,0 +1,226 @@
+/**
+ * The customer read API's logic (contract 5), independent of HTTP: parses the path and query
+ * parameters of the eleven read endpoints, checks that the customer owns what is asked for (anything
+ * else is `not_found`, existing or not), pages through the store and renders the JSON views.
+ */
+import type { Clock } from './clock.ts';
+import { invalidField, TrailwireError } from './errors.ts';
+import {
+  type CursorCodec,
+  type CursorPosition,
+  type Page,
+  parseActiveOnly,
+  parseTake,
+  parseTimeRange,
+  type TimeRange,
+  toPage,
+} from './paging.ts';
+import type { FleetReadStore, Sequenced, TimePageQuery } from './store.ts';
+import {
+  cargosafeReadingView,
+  cargosafeView,
+  deviceReadingView,
+  deviceView,
+  fleetView,
+  gpsView,
+  trailerView,
+} from './views.ts';
+
+/** Query parameters as a transport hands them over; repeated parameters arrive as arrays. */
+export type QueryParams = Record<string, string | string[] | undefined>;
+
+export interface ReadServiceOptions {
+  /** A device that has not reported for this long counts as inactive. Default 7 days. */
+  deviceStaleAfterMs?: number;
+}
+
+const INT32_MAX = 2_147_483_647;
+
+/** Whether a path segment names a fleet (all digits) rather than a trailer (contract 2). */
+export function isFleetIdSegment(segment: string): boolean {
+  return /^\d+$/.test(segment);
+}
+
+export class ReadService {
+  private readonly deviceStaleAfterMs: number;
+
+  constructor(
+    private readonly store: FleetReadStore,
+    private readonly cursors: CursorCodec,
+    private readonly clock: Clock,
+    options: ReadServiceOptions = {},
+  ) {
+    this.deviceStaleAfterMs = options.deviceStaleAfterMs ?? 7 * 24 * 60 * 60 * 1000;
+    if (!(this.deviceStaleAfterMs > 0)) throw new TypeError('ReadService: `deviceStaleAfterMs` must be positive');
+  }
+
+  async listFleets(customerId: string, query: QueryParams): Promise<Page<ReturnType<typeof fleetView>>> {
+    const take = parseTake(single(query, 'take'));
+    const afterId = this.afterId(query, 'fleets', 'number');
+    const rows = await this.store.listFleets(customerId, { afterId, limit: take + 1 });
+    return toPage(rows, take, fleetView, (last) => this.cursors.encode('fleets', { kind: 'id', afterId: last.id }));
+  }
+
+  async getFleet(customerId: string, fleetSegment: string) {
+    return fleetView(await this.ownedFleet(customerId, fleetSegment));
+  }
+
+  async listTrailers(customerId: string, fleetSegment: string, query: QueryParams) {
+    const fleet = await this.ownedFleet(customerId, fleetSegment);
+    const take = parseTake(single(query, 'take'));
+    const activeOnly = parseActiveOnly(single(query, 'activeOnly'));
+    const scope = `trailers:${fleet.id}:${activeOnly}`;
+    const afterId = this.afterId(query, scope, 'string');
+    const rows = await this.store.listTrailers(customerId, fleet.id, {
+      afterId,
+      limit: take + 1,
+      activeOnly,
+      staleBefore: this.staleBefore(),
+    });
+    return toPage(rows, take, trailerView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
+  }
+
+  async getTrailer(customerId: string, trailerId: string) {
+    return trailerView(await this.ownedTrailer(customerId, trailerId));
+  }
+
+  async listGps(customerId: string, trailerId: string, query: QueryParams) {
+    const trailer = await this.ownedTrailer(customerId, trailerId);
+    return this.timePage(query, `gps:${trailer.id}`, (page) => this.store.listGps(customerId, trailer.id, page), gpsView);
+  }
+
+  async listDevices(customerId: string, trailerId: string, query: QueryParams) {
+    const trailer = await this.ownedTrailer(customerId, trailerId);
+    const take = parseTake(single(query, 'take'));
+    const activeOnly = parseActiveOnly(single(query, 'activeOnly'));
+    const scope = `devices:${trailer.id}:${activeOnly}`;
+    const afterId = this.afterId(query, scope, 'string');
+    const rows = await this.store.listDevices(customerId, trailer.id, {
+      afterId,
+      limit: take + 1,
+      activeOnly,
+      staleBefore: this.staleBefore(),
+    });
+    return toPage(rows, take, deviceView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
+  }
+
+  async getDevice(customerId: string, deviceId: string) {
+    const device = await this.store.getDevice(customerId, deviceId);
+    if (!device) throw notFound('device', deviceId);
+    return deviceView(device);
+  }
+
+  async listDeviceTelemetry(customerId: string, deviceId: string, query: QueryParams) {
+    const device = await this.store.getDevice(customerId, deviceId);
+    if (!device) throw notFound('device', deviceId);
+    return this.timePage(
+      query,
+      `device-telemetry:${device.id}`,
+      (page) => this.store.listDeviceReadings(customerId, device.id, page),
+      deviceReadingView,
+    );
+  }
+
+  async listCargosafe(customerId: string, query: QueryParams) {
+    const take = parseTake(single(query, 'take'));
+    const afterId = this.afterId(query, 'cargosafe', 'string');
+    const rows = await this.store.listCargosafe(customerId, { afterId, limit: take + 1 });
+    return toPage(rows, take, cargosafeView, (last) => this.cursors.encode('cargosafe', { kind: 'id', afterId: last.id }));
+  }
+
+  async getCargosafe(customerId: string, unitId: string) {
+    const unit = await this.store.getCargosafe(customerId, unitId);
+    if (!unit) throw notFound('cargosafe unit', unitId);
+    return cargosafeView(unit);
+  }
+
+  async listCargosafeTelemetry(customerId: string, unitId: string, query: QueryParams) {
+    const unit = await this.store.getCargosafe(customerId, unitId);
+    if (!unit) throw notFound('cargosafe unit', unitId);
+    return this.timePage(
+      query,
+      `cargosafe-telemetry:${unit.id}`,
+      (page) => this.store.listCargosafeReadings(customerId, unit.id, page),
+      cargosafeReadingView,
+    );
+  }
+
+  private async ownedFleet(customerId: string, fleetSegment: string) {
+    if (!isFleetIdSegment(fleetSegment)) throw invalidField('/fleet', 'must be a positive integer fleet id');
+    const fleetId = Number(fleetSegment);
+    const fleet = fleetId >= 1 && fleetId <= INT32_MAX ? await this.store.getFleet(customerId, fleetId) : null;
+    if (!fleet) throw notFound('fleet', fleetSegment);
+    return fleet;
+  }
+
+  private async ownedTrailer(customerId: string, trailerId: string) {
+    const trailer = await this.store.getTrailer(customerId, trailerId);
+    if (!trailer) throw notFound('trailer', trailerId);
+    return trailer;
+  }
+
+  private staleBefore(): number {
+    return this.clock.now() - this.deviceStaleAfterMs;
+  }
+
+  /** The id to resume after, from `next`; the token must come from this list and hold an id of `type`. */
+  private afterId(query: QueryParams, scope: string, type: 'number'): number | undefined;
+  private afterId(query: QueryParams, scope: string, type: 'string'): string | undefined;
+  private afterId(query: QueryParams, scope: string, type: 'number' | 'string'): string | number | undefined {
+    const position = this.position(query, scope);
+    if (position === undefined) return undefined;
+    if (position.kind !== 'id' || typeof position.afterId !== type) throw invalidField('/next', 'is not a paging token of this list');
+    return position.afterId;
+  }
+
+  private position(query: QueryParams, scope: string): CursorPosition | undefined {
+    const next = single(query, 'next');
+    return next === undefined ? undefined : this.cursors.decode(scope, next);
+  }
+
+  /**
+   * A page of a time range. The first page fixes the range (defaults resolved against now); `next`
+   * carries it, so following pages read the same range even as time moves on.
+   */
+  private async timePage<Row, View>(
+    query: QueryParams,
+    scope: string,
+    fetch: (page: TimePageQuery) => Promise<Sequenced<Row>[]>,
+    view: (row: Row) => View,
+  ): Promise<Page<View>> {
+    const take = parseTake(single(query, 'take'));
+    const raw = { from: single(query, 'from'), to: single(query, 'to') };
+    const position = this.position(query, scope);
+    let range: TimeRange;
+    let after;
+    if (position === undefined) {
+      range = parseTimeRange(raw, this.clock.now());
+    } else {
+      if (position.kind !== 'time') throw invalidField('/next', 'is not a paging token of this list');
+      range = position.range;
+      after = position.after;
+      // Explicit bounds next to a token must agree with the token's range, or the caller is confused.
+      const explicit = parseTimeRange({ from: raw.from ?? new Date(range.from).toISOString(), to: raw.to ?? new Date(range.to).toISOString() }, 0);
+      if (explicit.from !== range.from || explicit.to !== range.to)
+        throw invalidField('/next', 'belongs to another time range; omit `from` and `to` when passing `next`');
+    }
+    const rows = await fetch({ from: range.from, to: range.to, after, limit: take + 1 });
+    return toPage(
+      rows,
+      take,
+      (row) => view(row.record),
+      (last) => this.cursors.encode(scope, { kind: 'time', after: last.key, range }),
+    );
+  }
+}
+
+/** The single value of a query parameter; a repeated parameter is a 400. */
+export function single(query: QueryParams, name: string): string | undefined {
+  const value = query[name];
+  if (Array.isArray(value)) throw invalidField(`/${name}`, 'must be given at most once');
+  return value;
+}
+
+function notFound(kind: string, id: string): TrailwireError {
+  return new TrailwireError('not_found', `No ${kind} ${JSON.stringify(id.slice(0, 100))} is visible to this customer.`);
+}

@@ -1,0 +1,225 @@
+/**
+ * Access tokens (contract 3): JWTs signed with the key ring's current key, carrying `kid`, and the
+ * claims `iss`, `aud` (the audience), `sub` (the principal id), `iat`, `exp`, `jti`, `scope`
+ * (`product:<name>`, partners only) and `ver` — the principal's key version when the token was minted.
+ * Rotating a key bumps the version, which is how every token minted before a rotation is rejected.
+ *
+ * Verification results are cached per token string until the token expires, so a client that
+ * reuses its token (as clients should) pays the signature check once; the revocation check still
+ * runs on every use, against an in-memory map of current key versions.
+ */
+import { randomUUID } from 'node:crypto';
+import jwt from 'jsonwebtoken';
+import type { Clock } from './clock.ts';
+import { TrailwireError } from './errors.ts';
+import type { Audience, Principal } from './model.ts';
+import type { SigningKeyRing } from './signing-keys.ts';
+import type { PrincipalStore } from './store.ts';
+
+export interface AccessClaims {
+  iss: string;
+  aud: Audience;
+  sub: string;
+  iat: number;
+  exp: number;
+  jti: string;
+  /** `product:<name>` on partner tokens. */
+  scope?: string;
+  /** The principal's key version at mint time. */
+  ver: number;
+}
+
+export interface IssuedToken {
+  accessToken: string;
+  tokenType: 'Bearer';
+  expiresIn: number;
+}
+
+export interface TokenServiceOptions {
+  /** The `iss` claim. Default `trailwire`. */
+  issuer?: string;
+  /** Token lifetime in seconds. Default 1800 (the specification's "about 30 minutes"). */
+  ttlSeconds?: number;
+  /** How many verified tokens to remember. Default 50,000. */
+  verifiedCacheSize?: number;
+}
+
+const DEFAULTS = { issuer: 'trailwire', ttlSeconds: 1800, verifiedCacheSize: 50_000 };
+
+/** The product a partner token is scoped to. */
+export function productOfScope(scope: string | undefined): string | undefined {
+  return scope?.startsWith('product:') ? scope.slice('product:'.length) : undefined;
+}
+
+/**
+ * Current key versions of principals, read through from the store and kept in memory. A local
+ * rotation updates the map at once; `forget` lets a cross-process bus invalidate an entry.
+ */
+export class KeyVersions {
+  private readonly versions = new Map<string, number | null>();
+
+  constructor(private readonly store: PrincipalStore) {}
+
+  async current(audience: Audience, id: string): Promise<number | null> {
+    const key = `${audience}:${id}`;
+    const known = this.versions.get(key);
+    if (known !== undefined) return known;
+    const principal = await this.store.getPrincipal(audience, id);
+    const version = principal?.keyVersion ?? null;
+    this.versions.set(key, version);
+    return version;
+  }
+
+  noteRotation(audience: Audience, id: string, version: number): void {
+    this.versions.set(`${audience}:${id}`, version);
+  }
+
+  forget(audience: Audience, id: string): void {
+    this.versions.delete(`${audience}:${id}`);
+  }
+}
+
+export class TokenService {
+  readonly issuer: string;
+  readonly ttlSeconds: number;
+  private readonly cacheSize: number;
+  private readonly verified = new Map<string, AccessClaims>();
+
+  constructor(
+    private readonly keys: SigningKeyRing,
+    readonly keyVersions: KeyVersions,
+    private readonly clock: Clock,
+    options: TokenServiceOptions = {},
+  ) {
+    const settings = { ...DEFAULTS, ...options };
+    if (!settings.issuer) throw new TypeError('TokenService: `issuer` must be a non-empty string');
+    if (!Number.isInteger(settings.ttlSeconds) || settings.ttlSeconds < 60)
+      throw new TypeError(`TokenService: \`ttlSeconds\` must be an integer >= 60, got ${settings.ttlSeconds}`);
+    this.issuer = settings.issuer;
+    this.ttlSeconds = settings.ttlSeconds;
+    this.cacheSize = settings.verifiedCacheSize;
+  }
+
+  /** Mints a token for the principal, at its current key version. */
+  mint(principal: Principal): IssuedToken {
+    const iat = Math.floor(this.clock.now() / 1000);
+    const claims: AccessClaims = {
+      iss: this.issuer,
+      aud: principal.audience,
+      sub: principal.id,
+      iat,
+      exp: iat + this.ttlSeconds,
+      jti: randomUUID(),
+      ver: principal.keyVersion,
+      ...(principal.audience === 'partners' ? { scope: `product:${principal.product}` } : {}),
+    };
+    const key = this.keys.current;
+    const accessToken = jwt.sign(claims, key.privateKey, { algorithm: key.alg, keyid: key.kid });
+    return { accessToken, tokenType: 'Bearer', expiresIn: this.ttlSeconds };
+  }
+
+  /**
+   * Options for `jsonwebtoken.verify` (and so for koa-jwt): our algorithms only (never `none`), our
+   * issuer, and the injected clock. `audience` is checked separately: a token of the other audience
+   * is a 403, not a 401.
+   */
+  verifyOptions(): jwt.VerifyOptions & { algorithms: jwt.Algorithm[] } {
+    const clock = this.clock;
+    return {
+      algorithms: this.keys.algorithms,
+      issuer: this.issuer,
+      get clockTimestamp() {
+        return Math.floor(clock.now() / 1000);
+      },
+    };
+  }
+
+  /** The public key for a token header's `kid` (the koa-jwt `secret` provider). */
+  keyForHeader(header: { kid?: string }): jwt.Secret {
+    const key = this.keys.publicKeyFor(header.kid);
+    if (!key) throw new TrailwireError('invalid_token', 'The token was not signed by this service (unknown kid).');
+    return key;
+  }
+
+  /**
+   * Verifies a token fully: signature, issuer, expiry, claim shapes, and key version (revocation).
+   * Throws `invalid_token`; does not check the audience (see `requireAudience`).
+   */
+  async verify(token: string): Promise<AccessClaims> {
+    const cached = this.cachedClaims(token);
+    if (cached) {
+      await this.assertNotRevoked(cached);
+      return cached;
+    }
+    const claims = this.checkClaims(this.verifySignature(token));
+    await this.assertNotRevoked(claims);
+    this.remember(token, claims);
+    return claims;
+  }
+
+  /** Validates the shape of verified claims (signature and expiry already checked). */
+  checkClaims(decoded: unknown): AccessClaims {
+    const claims = decoded as Partial<AccessClaims> | undefined;
+    const valid =
+      typeof claims === 'object' &&
+      claims !== null &&
+      (claims.aud === 'partners' || claims.aud === 'customers') &&
+      typeof claims.sub === 'string' &&
+      Number.isInteger(claims.ver) &&
+      Number.isInteger(claims.exp) &&
+      (claims.aud === 'customers' || productOfScope(claims.scope) !== undefined);
+    if (!valid) throw new TrailwireError('invalid_token', 'The token does not carry the claims this service issues.');
+    return claims as AccessClaims;
+  }
+
+  /** Throws `invalid_token` when the principal's key was rotated (or the principal removed) since minting. */
+  async assertNotRevoked(claims: AccessClaims): Promise<void> {
+    const version = await this.keyVersions.current(claims.aud, claims.sub);
+    if (version === null || claims.ver < version)
+      throw new TrailwireError('invalid_token', 'The token was minted before the key was rotated; authenticate again.');
+  }
+
+  /** Claims of a token verified before and not yet expired. */
+  cachedClaims(token: string): AccessClaims | undefined {
+    const claims = this.verified.get(token);
+    if (claims && claims.exp * 1000 <= this.clock.now()) {
+      this.verified.delete(token);
+      return undefined;
+    }
+    return claims;
+  }
+
+  /** Remembers a verified token; the oldest entry goes when the cache is full. */
+  remember(token: string, claims: AccessClaims): void {
+    if (this.verified.size >= this.cacheSize) {
+      const oldest = this.verified.keys().next().value;
+      if (oldest !== undefined) this.verified.delete(oldest);
+    }
+    this.verified.set(token, claims);
+  }
+
+  /** Checks signature, algorithm, issuer and expiry; answers the decoded payload. */
+  private verifySignature(token: string): unknown {
+    try {
+      const header = jwt.decode(token, { complete: true })?.header;
+      if (!header) throw new Error('not a JWT');
+      return jwt.verify(token, this.keyForHeader(header), this.verifyOptions());
+    } catch (error) {
+      if (error instanceof TrailwireError) throw error;
+      throw new TrailwireError('invalid_token', describeJwtError(error), { cause: error });
+    }
+  }
+}
+
+/** Throws `wrong_audience` unless the claims belong to `audience`. */
+export function requireAudience(claims: AccessClaims, audience: Audience): void {
+  if (claims.aud !== audience)
+    throw new TrailwireError('wrong_audience', `This endpoint takes a ${audience.slice(0, -1)} token, not a ${claims.aud.slice(0, -1)} token.`);
+}
+
+/** A short, safe reason for a failed verification (jsonwebtoken's messages name no secrets). */
+export function describeJwtError(error: unknown): string {
+  if (error instanceof jwt.TokenExpiredError) return 'The token has expired; authenticate again.';
+  if (error instanceof jwt.JsonWebTokenError) return `The token is invalid: ${error.message}.`;
+  return 'The token is invalid.';
+}

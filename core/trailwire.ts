@@ -1,0 +1,118 @@
+/**
+ * The composition root of the core: `createTrailwire` assembles the services a transport mounts
+ * (auth, reads, admin, limits) over one store and one window-counter backend. Adapters (Koa, gRPC)
+ * take the returned `Trailwire` and never build services themselves.
+ */
+import { randomBytes } from 'node:crypto';
+import { AdminService } from './admin-service.ts';
+import { AuthService } from './auth-service.ts';
+import { type Clock, type IdGenerator, randomIds, systemClock } from './clock.ts';
+import { CursorCodec } from './paging.ts';
+import { ReadService, type ReadServiceOptions } from './read-service.ts';
+import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './rate-limit.ts';
+import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
+import type { TrailwireStore } from './store.ts';
+import { KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
+
+/** A fixed-window limit: `requests` per window of `windowSeconds`. */
+export interface LimitSetting {
+  requests: number;
+  windowSeconds: number;
+}
+
+export interface LimitSettings {
+  /** Authenticate requests per API key presented. Default 10 per 300 s (the specification). */
+  authenticate: LimitSetting;
+  /** Failed authenticate attempts per client address. Default 30 per 300 s. */
+  failedAuthenticatePerAddress: LimitSetting;
+  /** Key rotations per partner or customer. Default 3 per 3600 s (the specification). */
+  rotate: LimitSetting;
+  /** Read API requests per customer. Default 600 per 60 s. */
+  read: LimitSetting;
+}
+
+export const DEFAULT_LIMITS: LimitSettings = {
+  authenticate: { requests: 10, windowSeconds: 300 },
+  failedAuthenticatePerAddress: { requests: 30, windowSeconds: 300 },
+  rotate: { requests: 3, windowSeconds: 3600 },
+  read: { requests: 600, windowSeconds: 60 },
+};
+
+export interface TrailwireOptions {
+  /** The store (required), opened by the caller; `Trailwire.close()` closes it. */
+  store: TrailwireStore;
+  /** Where windowed limits count. Default: in-process memory (one process). */
+  windowCounter?: WindowCounter;
+  /** Default: the system clock. */
+  clock?: Clock;
+  /** Default: random UUIDs. */
+  ids?: IdGenerator;
+  /** JWT signing algorithm. Default RS256. */
+  signingAlgorithm?: SigningAlgorithm;
+  /** Token issuer and lifetime. Defaults: `trailwire`, 1800 s. */
+  tokens?: TokenServiceOptions;
+  /** Overrides of the default limits, per limit. */
+  limits?: Partial<LimitSettings>;
+  /** Read API options (device staleness). */
+  reads?: ReadServiceOptions;
+  /** Verify the VIN check digit (position 9). Default true. */
+  verifyVinCheckDigit?: boolean;
+}
+
+export interface Trailwire {
+  readonly store: TrailwireStore;
+  readonly clock: Clock;
+  readonly keys: SigningKeyRing;
+  readonly tokens: TokenService;
+  readonly auth: AuthService;
+  readonly reads: ReadService;
+  readonly admin: AdminService;
+  /** The per-customer read limit, applied by transports to every read request. */
+  readonly readLimiter: FixedWindowLimiter;
+  readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
+  /** Closes the store. */
+  close(): Promise<void>;
+}
+
+/** Assembles the core over a store. Loads (or creates, once) the signing key and paging secret. */
+export async function createTrailwire(options: TrailwireOptions): Promise<Trailwire> {
+  if (!options?.store) throw new TypeError('createTrailwire: `store` is required');
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? randomIds;
+  const store = options.store;
+  const counter = options.windowCounter ?? new MemoryWindowCounter(clock);
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const limiter = (name: string, setting: LimitSetting) =>
+    new FixedWindowLimiter({ name, limit: setting.requests, windowSeconds: setting.windowSeconds, counter, clock });
+
+  const keys = await SigningKeyRing.open(store, options.signingAlgorithm ?? 'RS256', clock);
+  const tokens = new TokenService(keys, new KeyVersions(store), clock, options.tokens);
+  const auth = new AuthService(
+    store,
+    tokens,
+    {
+      authenticatePerKey: limiter('authenticate', limits.authenticate),
+      failedAuthenticatePerAddress: limiter('authenticate-failures', limits.failedAuthenticatePerAddress),
+      rotatePerPrincipal: limiter('rotate', limits.rotate),
+    },
+    clock,
+    ids,
+  );
+  const cursorSecret = await store.getOrCreateSecret('cursor-hmac', randomBytes(32).toString('base64url'));
+  const reads = new ReadService(store, new CursorCodec(cursorSecret), clock, options.reads);
+  const verifyVinCheckDigit = options.verifyVinCheckDigit ?? true;
+  const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit });
+
+  return {
+    store,
+    clock,
+    keys,
+    tokens,
+    auth,
+    reads,
+    admin,
+    readLimiter: limiter('read', limits.read),
+    options: { verifyVinCheckDigit, limits },
+    close: () => store.close(),
+  };
+}
