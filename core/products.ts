@@ -1,0 +1,461 @@
+/**
+ * Product plugins and their registry (contract 4 and 10). A product is one partner integration: its
+ * name (the token scope `product:<name>`), the JSON Schema of its intake payload, its default intake
+ * limit per VIN, and a pure `transform` from (VIN, payload, received-at) to canonical telemetry.
+ * Writing one is `export default defineProduct({ name, description, schema, limit, transform, examples })`;
+ * `defineProduct` checks the whole definition at start-up and throws a `TypeError` naming the product
+ * and the bad field, so a broken plugin never reaches a request. The `ProductRegistry` is what the
+ * intake and the workers use: it refuses duplicates, answers an unknown product with a `forbidden`
+ * error, validates bodies into precise field errors, applies operator limit overrides, and checks
+ * that what a transform produced is valid canonical data before anything is written.
+ */
+import { isAbsolute, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { CanonicalTelemetry } from './canonical.ts';
+import { TrailwireError, type FieldError } from './errors.ts';
+import {
+  compileJsonSchema,
+  JSON_SCHEMA_DIALECT,
+  MAX_FIELD_ERRORS,
+  pointerTo,
+  type JsonSchema,
+  type JsonSchemaObject,
+  type SchemaValidator,
+} from './json-schema.ts';
+import { HEADINGS } from './model.ts';
+
+/** A product name: lower case, digits and dashes, 2 to 41 characters (it appears in token scopes). */
+export const PRODUCT_NAME_PATTERN = /^[a-z][a-z0-9-]{1,40}$/;
+
+/** The longest intake window a product may declare: one day. Longer usually means milliseconds by mistake. */
+export const MAX_WINDOW_SECONDS = 86_400;
+
+/**
+ * The VIN and received-at time `defineProduct` uses to run the transform over the examples at start-up
+ * (the conformance suite uses them too). The VIN is a valid one, check digit included.
+ */
+export const EXAMPLE_VIN = '1HGCM82633A004352';
+export const EXAMPLE_RECEIVED_AT = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+/** A fixed-window intake limit per VIN: at most `requests` in each window of `windowSeconds`. */
+export interface IntakeLimit {
+  /** Requests allowed per window; a positive integer. */
+  requests: number;
+  /** The window length in seconds, a positive integer up to `MAX_WINDOW_SECONDS`; windows align to clock boundaries. */
+  windowSeconds: number;
+}
+
+/**
+ * The JSON Schema (draft 2020-12) of a product's payload. The root must be an object schema; keep it
+ * strict — `additionalProperties: false`, numeric ranges, bounded strings and arrays — so that bad
+ * input is answered with a precise 400. `description`s are published in the API docs.
+ */
+export interface ProductSchema extends JsonSchemaObject {
+  $schema?: typeof JSON_SCHEMA_DIALECT;
+  type: 'object';
+  properties: Record<string, JsonSchema>;
+  required?: readonly string[];
+  additionalProperties?: JsonSchema;
+  description?: string;
+}
+
+/** What a product author writes. `Payload` is the TypeScript shape of a payload the schema accepts. */
+export interface ProductDefinition<Payload> {
+  /** The product's name, matching `PRODUCT_NAME_PATTERN`; partner tokens carry it as `product:<name>`. */
+  name: string;
+  /** One sentence for the docs: what device or integration this is. */
+  description: string;
+  /** The payload's JSON Schema (draft 2020-12, compiled by Ajv in strict mode). */
+  schema: ProductSchema;
+  /** The default intake limit per VIN; operators may override it in config. */
+  limit: IntakeLimit;
+  /**
+   * Turns one valid payload into canonical records. It must be pure: no clock (use `receivedAt`,
+   * epoch ms, when the payload carries no time), no randomness, no I/O, no mutation of `payload`,
+   * and the same output for the same input. It runs only on payloads that passed `schema` and
+   * `validate`; throwing marks the payload for retry and then dead-letters it.
+   */
+  transform(vin: string, payload: Payload, receivedAt: number): CanonicalTelemetry;
+  /**
+   * Valid example payloads, at least one: checked at start-up, used by the docs, the simulator and
+   * the conformance suite.
+   */
+  examples: readonly [Payload, ...Payload[]];
+  /**
+   * Optional rules the schema cannot express (for example unique ids inside an array). Runs only on
+   * payloads the schema accepted, so it may rely on `Payload`; answers one field error per problem,
+   * with JSON pointer paths into the body, or `[]`. Must be pure like `transform`.
+   */
+  validate?(payload: Payload): FieldError[];
+}
+
+const PRODUCT_BRAND = Symbol.for('trailwire.product');
+
+/** A checked product, as returned by `defineProduct`. Immutable. */
+export interface Product<Payload = unknown> {
+  readonly [PRODUCT_BRAND]: true;
+  readonly name: string;
+  readonly description: string;
+  readonly schema: Readonly<ProductSchema>;
+  readonly limit: Readonly<IntakeLimit>;
+  readonly examples: readonly Payload[];
+  /** Every problem of an untrusted payload (schema, then the definition's `validate`); `[]` when valid. */
+  validate(payload: unknown): FieldError[];
+  /** The payload typed as `Payload`, or a `TrailwireError('validation_failed')` listing the problems. */
+  parse(payload: unknown): Payload;
+  /** The definition's transform, unchanged: call it only with a payload that validated. */
+  transform(vin: string, payload: Payload, receivedAt: number): CanonicalTelemetry;
+}
+
+/** Whether `value` is a product made by `defineProduct` (of this or any other copy of Trailwire). */
+export function isProduct(value: unknown): value is Product {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PRODUCT_BRAND] === true;
+}
+
+/**
+ * Checks a product definition and answers the product. Throws a `TypeError` naming the product and
+ * the bad field when the name, description, schema (must compile in Ajv strict mode), limit,
+ * transform, validate hook or an example is wrong — or when the transform throws on an example or
+ * turns it into invalid canonical data.
+ */
+export function defineProduct<Payload>(definition: ProductDefinition<Payload>): Product<Payload> {
+  if (typeof definition !== 'object' || definition === null)
+    throw new TypeError('defineProduct: the definition must be an object');
+  const { name, description, schema, limit, transform, examples, validate: extraRules } = definition;
+  if (typeof name !== 'string' || !PRODUCT_NAME_PATTERN.test(name))
+    throw new TypeError(
+      `defineProduct: product name ${JSON.stringify(name)} must match ${PRODUCT_NAME_PATTERN} (it becomes the token scope "product:<name>")`,
+    );
+  const fail = (field: string, problem: string, cause?: unknown): never => {
+    throw new TypeError(`product "${name}": \`${field}\` ${problem}`, cause === undefined ? undefined : { cause });
+  };
+
+  if (typeof description !== 'string' || description.trim() === '') fail('description', 'must be a non-empty string');
+  const schemaValidator = checkSchema(schema, fail);
+  checkLimit(limit, 'limit', fail);
+  if (typeof transform !== 'function') fail('transform', 'must be a function (vin, payload, receivedAt) => CanonicalTelemetry');
+  if (extraRules !== undefined && typeof extraRules !== 'function')
+    fail('validate', 'must be a function (payload) => FieldError[] when present');
+
+  const validatePayload = (payload: unknown): FieldError[] => {
+    const schemaErrors = schemaValidator(payload);
+    if (schemaErrors.length > 0 || extraRules === undefined) return schemaErrors;
+    const ruleErrors = extraRules.call(definition, payload as Payload);
+    if (!Array.isArray(ruleErrors))
+      throw new TypeError(`product "${name}": \`validate\` must answer an array of field errors, got ${typeof ruleErrors}`);
+    return ruleErrors.slice(0, MAX_FIELD_ERRORS);
+  };
+
+  if (!Array.isArray(examples) || examples.length === 0) fail('examples', 'must be an array of at least one valid payload');
+  examples.forEach((example, index) => {
+    const errors = validatePayload(example);
+    if (errors.length > 0) fail(`examples[${index}]`, `does not validate: ${describeErrors(errors)}`);
+    let telemetry: CanonicalTelemetry;
+    try {
+      telemetry = transform.call(definition, EXAMPLE_VIN, structuredClone(example), EXAMPLE_RECEIVED_AT);
+    } catch (cause) {
+      return fail('transform', `throws on examples[${index}]: ${messageOf(cause)}`, cause);
+    }
+    const problems = checkCanonicalTelemetry(telemetry);
+    if (problems.length > 0) fail('transform', `turns examples[${index}] into invalid canonical telemetry: ${describeErrors(problems)}`);
+  });
+
+  const product: Product<Payload> = {
+    [PRODUCT_BRAND]: true,
+    name,
+    description,
+    schema: deepFreeze(structuredClone(schema)),
+    limit: Object.freeze({ requests: limit.requests, windowSeconds: limit.windowSeconds }),
+    examples: deepFreeze(structuredClone([...examples])),
+    validate: validatePayload,
+    parse(payload) {
+      const errors = validatePayload(payload);
+      if (errors.length > 0)
+        throw new TrailwireError('validation_failed', `the payload does not match the schema of product "${name}"`, { errors });
+      return payload as Payload;
+    },
+    transform: (vin, payload, receivedAt) => transform.call(definition, vin, payload, receivedAt),
+  };
+  return Object.freeze(product);
+}
+
+function checkSchema(schema: unknown, fail: (field: string, problem: string, cause?: unknown) => never): SchemaValidator {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return fail('schema', 'must be a JSON Schema object');
+  const keywords = schema as JsonSchemaObject;
+  if (keywords.$schema !== undefined && keywords.$schema !== JSON_SCHEMA_DIALECT)
+    fail('schema.$schema', `must be "${JSON_SCHEMA_DIALECT}" or absent (product schemas are JSON Schema draft 2020-12)`);
+  if (keywords.type !== 'object') fail('schema.type', 'must be "object" (an intake payload is a JSON object)');
+  try {
+    return compileJsonSchema(keywords);
+  } catch (cause) {
+    return fail('schema', `does not compile (JSON Schema draft 2020-12, Ajv strict mode): ${messageOf(cause)}`, cause);
+  }
+}
+
+function checkLimit(limit: unknown, field: string, fail: (field: string, problem: string) => never): void {
+  if (typeof limit !== 'object' || limit === null) return fail(field, 'must be an object { requests, windowSeconds }');
+  const { requests, windowSeconds } = limit as Partial<IntakeLimit>;
+  if (!isPositiveInteger(requests)) fail(`${field}.requests`, `must be a positive integer, got ${String(requests)}`);
+  if (!isPositiveInteger(windowSeconds)) fail(`${field}.windowSeconds`, `must be a positive integer, got ${String(windowSeconds)}`);
+  if ((windowSeconds as number) > MAX_WINDOW_SECONDS)
+    fail(`${field}.windowSeconds`, `must be at most ${MAX_WINDOW_SECONDS} (one day), got ${String(windowSeconds)}: seconds, not milliseconds`);
+}
+
+function isPositiveInteger(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+}
+
+/**
+ * Every problem of a transform's output, as field errors with JSON pointer paths (`/gps/0/lat`);
+ * `[]` when it is valid canonical telemetry: finite numbers in range (lat −90..90, long −180..180,
+ * speed ≥ 0, percentages 0..100), headings from `HEADINGS`, timestamps non-negative integer epoch
+ * ms, non-empty device kinds and serials, boolean states where a fault is not also a warning (a fault
+ * wins, as in the trailer status), finite numeric metrics, and no two records of the same source
+ * (GPS, one device, one cargosafe unit) with the same timestamp — the store keeps one per timestamp.
+ */
+export function checkCanonicalTelemetry(value: unknown): FieldError[] {
+  if (!isPlainObject(value)) return [{ path: '', message: 'must be an object { gps, devices, cargosafe }' }];
+  const errors: FieldError[] = [];
+  const check = (ok: boolean, path: string, message: string): void => {
+    if (!ok) errors.push({ path, message });
+  };
+  const arrays: Record<string, unknown[]> = {};
+  for (const key of ['gps', 'devices', 'cargosafe']) {
+    const list = value[key];
+    check(Array.isArray(list), `/${key}`, 'must be an array');
+    arrays[key] = Array.isArray(list) ? list : [];
+  }
+
+  const seen = new Map<string, string>();
+  const checkUnique = (key: string, path: string): void => {
+    const first = seen.get(key);
+    if (first === undefined) seen.set(key, path);
+    else errors.push({ path, message: `repeats the source and timestamp of ${first} (one record per source and timestamp)` });
+  };
+
+  arrays.gps!.forEach((fix, index) => {
+    const at = `/gps/${index}`;
+    if (!isPlainObject(fix)) return check(false, at, 'must be an object');
+    checkTimestamp(fix.timestamp, `${at}/timestamp`, check);
+    check(isNumberIn(fix.lat, -90, 90), `${at}/lat`, 'must be a finite number from -90 to 90');
+    check(isNumberIn(fix.long, -180, 180), `${at}/long`, 'must be a finite number from -180 to 180');
+    check(isNumberIn(fix.speed, 0, Infinity), `${at}/speed`, 'must be a finite number of mph, at least 0');
+    check((HEADINGS as readonly unknown[]).includes(fix.heading), `${at}/heading`, `must be one of ${HEADINGS.join(', ')}`);
+    checkUnique(`gps\u0000${String(fix.timestamp)}`, at);
+  });
+
+  arrays.devices!.forEach((reading, index) => {
+    const at = `/devices/${index}`;
+    if (!isPlainObject(reading)) return check(false, at, 'must be an object');
+    check(isNonEmptyString(reading.kind), `${at}/kind`, 'must be a non-empty string');
+    check(isNonEmptyString(reading.serial), `${at}/serial`, 'must be a non-empty string');
+    check(reading.position === null || isNonEmptyString(reading.position), `${at}/position`, 'must be a non-empty string or null');
+    checkTimestamp(reading.timestamp, `${at}/timestamp`, check);
+    if (!isPlainObject(reading.metrics)) check(false, `${at}/metrics`, 'must be an object of named numbers');
+    else
+      for (const [metric, number] of Object.entries(reading.metrics))
+        check(metric !== '' && isNumberIn(number, -Infinity, Infinity), pointerTo(`${at}/metrics`, metric), 'must be a finite number');
+    const state = reading.state;
+    if (!isPlainObject(state)) check(false, `${at}/state`, 'must be an object { isWarning, isFault }');
+    else {
+      check(typeof state.isWarning === 'boolean', `${at}/state/isWarning`, 'must be a boolean');
+      check(typeof state.isFault === 'boolean', `${at}/state/isFault`, 'must be a boolean');
+      check(!(state.isWarning === true && state.isFault === true), `${at}/state`, 'must not be both a warning and a fault (a fault wins: isWarning false)');
+    }
+    checkUnique(`device\u0000${String(reading.kind)}\u0000${String(reading.serial)}\u0000${String(reading.timestamp)}`, at);
+  });
+
+  arrays.cargosafe!.forEach((reading, index) => {
+    const at = `/cargosafe/${index}`;
+    if (!isPlainObject(reading)) return check(false, at, 'must be an object');
+    check(isNonEmptyString(reading.serial), `${at}/serial`, 'must be a non-empty string');
+    checkTimestamp(reading.timestamp, `${at}/timestamp`, check);
+    check(typeof reading.doorOpen === 'boolean', `${at}/doorOpen`, 'must be a boolean');
+    check(isNumberIn(reading.loadPercent, 0, 100), `${at}/loadPercent`, 'must be a finite number from 0 to 100');
+    check(isNumberIn(reading.temperatureC, -Infinity, Infinity), `${at}/temperatureC`, 'must be a finite number');
+    check(isNumberIn(reading.humidityPercent, 0, 100), `${at}/humidityPercent`, 'must be a finite number from 0 to 100');
+    checkUnique(`cargosafe\u0000${String(reading.serial)}\u0000${String(reading.timestamp)}`, at);
+  });
+  return errors;
+}
+
+function checkTimestamp(value: unknown, path: string, check: (ok: boolean, path: string, message: string) => void): void {
+  check(typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, path, 'must be an integer of epoch milliseconds, at least 0');
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isNonEmptyString(value: unknown): value is string {
+  return typeof value === 'string' && value.trim() !== '';
+}
+
+function isNumberIn(value: unknown, min: number, max: number): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= min && value <= max;
+}
+
+/** Options of a `ProductRegistry`. */
+export interface ProductRegistryOptions {
+  /**
+   * Operator overrides of products' default intake limits, by product name; a partial override keeps
+   * the product's value for the other field. Default: none.
+   */
+  limitOverrides?: Record<string, Partial<IntakeLimit>>;
+}
+
+/**
+ * The products installed on a server. Registration happens at start-up and fails loudly; lookups by
+ * the name in a partner token answer `forbidden` for a product that is not installed.
+ */
+export class ProductRegistry {
+  private readonly products = new Map<string, Product>();
+  private readonly limitOverrides: Record<string, Partial<IntakeLimit>>;
+
+  constructor(options: ProductRegistryOptions = {}) {
+    const overrides = options.limitOverrides ?? {};
+    for (const [name, override] of Object.entries(overrides)) {
+      const fail = (field: string, problem: string): never => {
+        throw new TypeError(`ProductRegistry: \`${field}\` ${problem}`);
+      };
+      if (typeof override !== 'object' || override === null) fail(`limitOverrides.${name}`, 'must be an object { requests?, windowSeconds? }');
+      if (override.requests !== undefined && !isPositiveInteger(override.requests))
+        fail(`limitOverrides.${name}.requests`, `must be a positive integer, got ${String(override.requests)}`);
+      if (override.windowSeconds !== undefined) checkLimit({ requests: 1, windowSeconds: override.windowSeconds }, `limitOverrides.${name}`, fail);
+    }
+    this.limitOverrides = { ...overrides };
+  }
+
+  /** Installs a product; throws when it is not a product or when its name is already registered. */
+  register(product: Product<any>): this {
+    if (!isProduct(product))
+      throw new TypeError(`ProductRegistry.register: ${describeValue(product)} is not a product; create it with defineProduct({ ... })`);
+    if (this.products.has(product.name)) throw new Error(`ProductRegistry.register: product "${product.name}" is already registered`);
+    this.products.set(product.name, product);
+    return this;
+  }
+
+  has(name: string): boolean {
+    return this.products.has(name);
+  }
+
+  /** The product of a token's scope; `TrailwireError('forbidden')` when it is not installed. */
+  get(name: string): Product {
+    const product = this.products.get(name);
+    if (product === undefined) throw new TrailwireError('forbidden', `the token's product "${name}" is not installed on this server`);
+    return product;
+  }
+
+  /** The installed products, in registration order. */
+  list(): Product[] {
+    return [...this.products.values()];
+  }
+
+  /** The intake limit of a product: its default with the operator's override applied. */
+  limitOf(name: string): IntakeLimit {
+    const product = this.get(name);
+    return { ...product.limit, ...this.limitOverrides[name] };
+  }
+
+  /** Every problem of an untrusted intake body for the product (`[]` when valid). */
+  validate(name: string, payload: unknown): FieldError[] {
+    return this.get(name).validate(payload);
+  }
+
+  /**
+   * Runs the product's transform on a queued payload and checks the output. Throws
+   * `validation_failed` when the payload does not validate (with `errors`), and `internal` naming
+   * the product when its transform throws or produces invalid canonical telemetry — so a faulty
+   * plugin fails the payload with a reason instead of writing bad records.
+   */
+  transform(name: string, vin: string, payload: unknown, receivedAt: number): CanonicalTelemetry {
+    const product = this.get(name);
+    const payloadErrors = product.validate(payload);
+    if (payloadErrors.length > 0)
+      throw new TrailwireError('validation_failed', `the payload does not match the schema of product "${name}": ${describeErrors(payloadErrors)}`, {
+        errors: payloadErrors,
+      });
+    let telemetry: CanonicalTelemetry;
+    try {
+      telemetry = product.transform(vin, payload, receivedAt);
+    } catch (cause) {
+      throw new TrailwireError('internal', `product "${name}" failed to transform the payload: ${messageOf(cause)}`, { cause });
+    }
+    const problems = checkCanonicalTelemetry(telemetry);
+    if (problems.length > 0)
+      throw new TrailwireError('internal', `product "${name}" produced invalid canonical telemetry: ${describeErrors(problems)}`);
+    return telemetry;
+  }
+
+  /** Throws when a limit override names a product that is not registered (a typo in config). */
+  assertOverridesKnown(): void {
+    const unknown = Object.keys(this.limitOverrides).filter((name) => !this.products.has(name));
+    if (unknown.length > 0)
+      throw new TypeError(
+        `ProductRegistry: \`limitOverrides\` names ${unknown.map((n) => `"${n}"`).join(', ')}, which ${unknown.length === 1 ? 'is' : 'are'} not installed (installed: ${[...this.products.keys()].join(', ') || 'none'})`,
+      );
+  }
+}
+
+/** A registry with `products` registered in order; also checks that every limit override names one of them. */
+export function createProductRegistry(products: Iterable<Product<any>>, options: ProductRegistryOptions = {}): ProductRegistry {
+  const registry = new ProductRegistry(options);
+  for (const product of products) registry.register(product);
+  registry.assertOverridesKnown();
+  return registry;
+}
+
+/** Where `loadProductModule` resolves relative paths. */
+export interface LoadProductModuleOptions {
+  /** Base directory of relative specifiers (`./my-product.ts`). Default: `process.cwd()`. */
+  cwd?: string;
+}
+
+/**
+ * Imports a product module — a file path (relative to `cwd`, or absolute) or a package name — and
+ * answers its default export. Throws when the module cannot be loaded, or when its default export is
+ * not a product made by `defineProduct`.
+ */
+export async function loadProductModule(specifier: string, options: LoadProductModuleOptions = {}): Promise<Product> {
+  const isPath = specifier.startsWith('.') || isAbsolute(specifier);
+  const target = isPath ? pathToFileURL(resolve(options.cwd ?? process.cwd(), specifier)).href : specifier;
+  let module: Record<string, unknown>;
+  try {
+    module = (await import(target)) as Record<string, unknown>;
+  } catch (cause) {
+    throw new Error(`cannot load product module "${specifier}": ${messageOf(cause)}`, { cause });
+  }
+  const candidate = module.default;
+  if (isProduct(candidate)) return candidate;
+  if (typeof candidate === 'object' && candidate !== null && 'transform' in candidate && 'schema' in candidate)
+    throw new TypeError(
+      `product module "${specifier}": the default export is a product definition, not a product; wrap it: export default defineProduct({ ... })`,
+    );
+  throw new TypeError(
+    `product module "${specifier}": the default export must be a product (export default defineProduct({ ... })), got ${describeValue(candidate)}`,
+  );
+}
+
+function describeErrors(errors: readonly FieldError[]): string {
+  const shown = errors.slice(0, 3).map((e) => `${e.path || '(root)'} ${e.message}`);
+  return shown.join('; ') + (errors.length > 3 ? `; and ${errors.length - 3} more` : '');
+}
+
+function describeValue(value: unknown): string {
+  if (value === undefined) return 'nothing (undefined)';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return `a value of type ${typeof value}`;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}
