@@ -150,7 +150,11 @@ export interface FleetReadStore {
   getTrailer(customerId: string, trailerId: string): Promise<Trailer | null>;
   listGps(customerId: string, trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]>;
   listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]>;
-  getDevice(customerId: string, deviceId: string): Promise<Device | null>;
+  /**
+   * One device. Pass the same `staleBefore` as the device lists so that its `active` field agrees with
+   * `activeOnly` there; without it, only the operator flag decides `active`.
+   */
+  getDevice(customerId: string, deviceId: string, staleBefore?: number): Promise<Device | null>;
   listDeviceReadings(customerId: string, deviceId: string, page: TimePageQuery): Promise<Sequenced<DeviceReading>[]>;
   listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]>;
   getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null>;
