@@ -105,13 +105,13 @@ export class ReadService {
   }
 
   async getDevice(customerId: string, deviceId: string) {
-    const device = await this.store.getDevice(customerId, deviceId);
+    const device = await this.store.getDevice(customerId, deviceId, this.staleBefore());
     if (!device) throw notFound('device', deviceId);
     return deviceView(device);
   }
 
   async listDeviceTelemetry(customerId: string, deviceId: string, query: QueryParams) {
-    const device = await this.store.getDevice(customerId, deviceId);
+    const device = await this.store.getDevice(customerId, deviceId, this.staleBefore());
     if (!device) throw notFound('device', deviceId);
     return this.timePage(
       query,

@@ -1,0 +1,26 @@
+/**
+ * The `trailwire` command line (contract 9), built on yargs. Every option can also come from the
+ * environment as `TRAILWIRE_<OPTION>` (for example `TRAILWIRE_DB`, `TRAILWIRE_PORT`); options are
+ * parsed here, once, into the typed options of the functions the commands call.
+ */
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { DEFAULT_DB_FILE } from '../server/index.ts';
+import { provisionCommands } from './provision-commands.ts';
+import { serveCommand } from './serve-command.ts';
+
+export async function main(argv: string[]): Promise<void> {
+  await yargs(argv)
+    .scriptName('trailwire')
+    .env('TRAILWIRE')
+    .option('db', { type: 'string', default: DEFAULT_DB_FILE, describe: 'SQLite file of the embedded store (env TRAILWIRE_DB)', global: true })
+    .option('json', { type: 'boolean', default: false, describe: 'Print one JSON document on stdout and nothing else there', global: true })
+    .command(serveCommand)
+    .command(provisionCommands)
+    .demandCommand(1, 'Choose a command; see --help')
+    .strict()
+    .help()
+    .parseAsync();
+}
+
+await main(hideBin(process.argv));

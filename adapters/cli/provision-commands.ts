@@ -1,0 +1,99 @@
+/**
+ * Operator provisioning commands (contract 9): `partners create`, `customers create`,
+ * `fleets create`, `trailers create`. API keys are printed once here and stored only as hashes.
+ */
+import type { Argv, CommandModule } from 'yargs';
+import { invalidField, TrailwireError } from '../../core/errors.ts';
+import { builtInProducts } from '../../products/index.ts';
+import { withCore, type StoreArguments } from './open-core.ts';
+import { printFailure, printResult } from './output.ts';
+
+type Common = StoreArguments & { json: boolean };
+
+function group(name: string, describe: string, create: CommandModule<Common, any>): CommandModule<Common, Common> {
+  return {
+    command: `${name} <action>`,
+    describe,
+    builder: (yargs) => yargs.command(create).demandCommand(1, `Choose an action: ${name} create --help`),
+    handler: () => {},
+  };
+}
+
+const productNames = builtInProducts.map((product) => product.name);
+
+const partnersCreate: CommandModule<Common, Common & { name: string; product: string }> = {
+  command: 'create',
+  describe: 'Issue a partner API key for one product integration',
+  builder: (yargs: Argv<Common>) =>
+    yargs
+      .option('name', { type: 'string', demandOption: true, describe: 'Partner name' })
+      .option('product', { type: 'string', demandOption: true, choices: productNames, describe: 'The product the key is scoped to' }),
+  handler: (args) =>
+    run(args, async (trailwire) => {
+      const { principal, apiKey } = await trailwire.auth.createPartner({ name: nonEmpty(args.name, '/name'), product: args.product });
+      printResult(args, { id: principal.id, apiKey }, `partner ${principal.id} (${args.product})\napi key (shown once): ${apiKey}`);
+    }),
+};
+
+const customersCreate: CommandModule<Common, Common & { name: string }> = {
+  command: 'create',
+  describe: 'Issue a customer API key',
+  builder: (yargs: Argv<Common>) => yargs.option('name', { type: 'string', demandOption: true, describe: 'Customer name' }),
+  handler: (args) =>
+    run(args, async (trailwire) => {
+      const { principal, apiKey } = await trailwire.auth.createCustomer({ name: nonEmpty(args.name, '/name') });
+      printResult(args, { id: principal.id, apiKey }, `customer ${principal.id}\napi key (shown once): ${apiKey}`);
+    }),
+};
+
+const fleetsCreate: CommandModule<Common, Common & { customer: string; name: string }> = {
+  command: 'create',
+  describe: 'Create a fleet for a customer',
+  builder: (yargs: Argv<Common>) =>
+    yargs
+      .option('customer', { type: 'string', demandOption: true, describe: 'Customer id' })
+      .option('name', { type: 'string', demandOption: true, describe: 'Fleet name' }),
+  handler: (args) =>
+    run(args, async (trailwire) => {
+      const fleet = await trailwire.admin.createFleet({ customerId: args.customer, name: args.name });
+      printResult(args, { id: fleet.id }, `fleet ${fleet.id} (${fleet.name})`);
+    }),
+};
+
+const trailersCreate: CommandModule<Common, Common & { fleet: number; vin: string; unitId?: string }> = {
+  command: 'create',
+  describe: 'Register a trailer (VIN) in a fleet; a VIN intake already knows is assigned to the fleet',
+  builder: (yargs: Argv<Common>) =>
+    yargs
+      .option('fleet', { type: 'number', demandOption: true, describe: 'Fleet id' })
+      .option('vin', { type: 'string', demandOption: true, describe: 'VIN (17 characters, check digit verified)' })
+      .option('unit-id', { type: 'string', describe: 'Unit or asset tag' }),
+  handler: (args) =>
+    run(args, async (trailwire) => {
+      if (!Number.isInteger(args.fleet) || args.fleet < 1) throw invalidField('/fleet', 'must be a positive integer');
+      const trailer = await trailwire.admin.registerTrailer({ fleetId: args.fleet, vin: args.vin, unitId: args.unitId ?? null });
+      printResult(args, { id: trailer.id }, `trailer ${trailer.id} (${trailer.vin}) in fleet ${trailer.fleetId}`);
+    }),
+};
+
+export const provisionCommands = [
+  group('partners', 'Manage partners (telemetry senders)', partnersCreate),
+  group('customers', 'Manage customers (data readers)', customersCreate),
+  group('fleets', 'Manage fleets', fleetsCreate),
+  group('trailers', 'Manage trailers', trailersCreate),
+];
+
+async function run(args: Common, work: Parameters<typeof withCore>[1]): Promise<void> {
+  try {
+    await withCore(args, work);
+  } catch (error) {
+    printFailure(args, error);
+  }
+}
+
+function nonEmpty(value: string, path: string): string {
+  const trimmed = value.trim();
+  if (!trimmed) throw invalidField(path, 'must not be empty');
+  if (trimmed.length > 200) throw new TrailwireError('validation_failed', `${path.slice(1)} is longer than 200 characters`);
+  return trimmed;
+}

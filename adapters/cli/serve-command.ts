@@ -1,0 +1,82 @@
+/**
+ * `trailwire serve`: runs the service until SIGINT/SIGTERM, then shuts down gracefully. With
+ * `--demo` it seeds the demo fleet once and prints working demo keys and a first curl to try.
+ */
+import type { Argv, CommandModule } from 'yargs';
+import { pino } from 'pino';
+import { builtInProducts } from '../../products/index.ts';
+import { seedDemo, type DemoPrincipal } from '../../simulator/demo-seed.ts';
+import { startServer } from '../server/index.ts';
+import type { StoreArguments } from './open-core.ts';
+import { printFailure } from './output.ts';
+
+type ServeArguments = StoreArguments & { json: boolean; port: number; host?: string; demo: boolean; 'log-level': string };
+
+export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
+  command: 'serve',
+  describe: 'Run the service (HTTP auth + data API)',
+  builder: (yargs: Argv<StoreArguments & { json: boolean }>) =>
+    yargs
+      .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
+      .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
+      .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
+      .option('log-level', {
+        type: 'string',
+        default: 'info',
+        choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+        describe: 'Log level (env TRAILWIRE_LOG_LEVEL)',
+      }),
+  handler: async (args) => {
+    try {
+      await serve(args);
+    } catch (error) {
+      printFailure(args, error);
+    }
+  },
+};
+
+async function serve(args: ServeArguments): Promise<void> {
+  // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
+  const logger = pino({ level: args['log-level'] }, pino.destination(2));
+  const server = await startServer({ db: args.db, port: args.port, host: args.host, logger });
+  const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : undefined;
+  if (args.json) {
+    process.stdout.write(`${JSON.stringify({ url: server.url, db: args.db, demo: demo ?? null })}\n`);
+  } else {
+    process.stdout.write(banner(server.url, args.db, demo?.principals, demo?.created ?? false));
+  }
+  logger.info({ url: server.url, db: args.db }, 'trailwire serving');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    await server.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+}
+
+function banner(url: string, db: string, principals: DemoPrincipal[] | undefined, created: boolean): string {
+  const lines = ['', `Trailwire is running`, `  HTTP   ${url}   (auth + data API; docs at ${url}/openapi.json)`, `  Store  ${db}`, ''];
+  if (principals) {
+    lines.push(created ? 'Demo data seeded. Demo API keys (shown once):' : 'Demo data already present. Fresh demo API keys (the previous ones were rotated):');
+    for (const principal of principals) {
+      const who = principal.audience === 'customers' ? `customer  ${principal.name}` : `partner   ${principal.product}`;
+      lines.push(`  ${who.padEnd(30)} ${principal.apiKey}`);
+    }
+    const customer = principals.find((p) => p.audience === 'customers');
+    if (customer) {
+      lines.push(
+        '',
+        'Try:',
+        `  TOKEN=$(curl -s -X POST -H "X-API-KEY: ${customer.apiKey}" ${url}/api/v1/customers/authenticate | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')`,
+        `  curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/fleets`,
+      );
+    }
+    lines.push('');
+  }
+  return `${lines.join('\n')}\n`;
+}

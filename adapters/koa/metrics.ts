@@ -1,0 +1,40 @@
+/**
+ * Prometheus metrics of the HTTP adapter: request counts and latency by route template (never by raw
+ * path, so ids cannot explode the label space). Each app has its own registry, so several apps in
+ * one process (tests, embedding) do not collide; other parts register their gauges on it.
+ */
+import type { Middleware } from 'koa';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+
+export interface HttpMetrics {
+  registry: Registry;
+  middleware: Middleware;
+}
+
+export function createHttpMetrics(registry: Registry = new Registry()): HttpMetrics {
+  collectDefaultMetrics({ register: registry, prefix: 'trailwire_' });
+  const requests = new Counter({
+    name: 'trailwire_http_requests_total',
+    help: 'HTTP requests by method, route template and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'trailwire_http_request_duration_seconds',
+    help: 'HTTP request latency by method and route template.',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [registry],
+  });
+  const middleware: Middleware = async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    try {
+      await next();
+    } finally {
+      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
+      requests.inc({ method: ctx.method, route, status: String(ctx.status) });
+      duration.observe({ method: ctx.method, route }, Number(process.hrtime.bigint() - started) / 1e9);
+    }
+  };
+  return { registry, middleware };
+}

@@ -1,0 +1,325 @@
+/**
+ * The OpenAPI 3.1 document served at `/openapi.json`: every REST endpoint the app mounts, with its
+ * parameters, bodies, headers and problem responses. It is built from the same tables the app uses
+ * (error codes and descriptions, paging bounds), so it cannot drift from them; a test walks the
+ * router and checks that every mounted route is documented.
+ */
+import { ERROR_CODES, ERROR_DESCRIPTIONS, HTTP_STATUS_BY_CODE, problemType } from '../../core/errors.ts';
+import { HEADINGS } from '../../core/model.ts';
+import { TAKE_DEFAULT, TAKE_MAX } from '../../core/paging.ts';
+
+type Json = Record<string, unknown>;
+
+export interface OpenApiOptions {
+  /** Which APIs the app mounts. */
+  auth: boolean;
+  data: boolean;
+  /** Extra path items (for example the intake endpoints), merged in. */
+  extraPaths?: Record<string, Json>;
+  /** Extra component schemas, merged in. */
+  extraSchemas?: Record<string, Json>;
+  version?: string;
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const timestamp = { type: 'string', format: 'date-time', description: 'RFC 3339, UTC.' };
+const nullable = (schema: Json) => ({ oneOf: [schema, { type: 'null' }] });
+
+const rateLimitHeaders = {
+  'RateLimit-Limit': { description: 'Requests allowed in the current window.', schema: { type: 'integer' } },
+  'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer' } },
+  'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
+};
+
+/** A problem+json response for the given statuses. */
+function problems(...statuses: number[]): Record<string, Json> {
+  const responses: Record<string, Json> = {};
+  for (const status of statuses) {
+    const codes = ERROR_CODES.filter((code) => HTTP_STATUS_BY_CODE[code].status === status);
+    responses[String(status)] = {
+      description: codes.map((code) => `\`${code}\`: ${ERROR_DESCRIPTIONS[code]}`).join(' '),
+      content: { 'application/problem+json': { schema: ref('Problem') } },
+      ...(status === 429
+        ? { headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds until the window ends.', schema: { type: 'integer' } } } }
+        : {}),
+    };
+  }
+  return responses;
+}
+
+const pathParam = (name: string, description: string, schema: Json = { type: 'string' }) => ({
+  name,
+  in: 'path',
+  required: true,
+  description,
+  schema,
+});
+
+const pagingParams = [
+  {
+    name: 'take',
+    in: 'query',
+    description: `Page size, ${TAKE_DEFAULT} by default.`,
+    schema: { type: 'integer', minimum: 1, maximum: TAKE_MAX, default: TAKE_DEFAULT },
+  },
+  { name: 'next', in: 'query', description: 'The `next` token of the previous page, passed back unchanged.', schema: { type: 'string' } },
+];
+const activeOnlyParam = {
+  name: 'activeOnly',
+  in: 'query',
+  description: 'Only active records: trailers not deactivated by the operator; devices not deactivated and reporting within the staleness period (7 days by default).',
+  schema: { type: 'boolean', default: false },
+};
+const timeParams = [
+  { name: 'from', in: 'query', description: 'Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours.', schema: timestamp },
+  { name: 'to', in: 'query', description: 'End of the range, exclusive (RFC 3339). Default: now.', schema: timestamp },
+  ...pagingParams,
+];
+
+function pageOf(item: string): Json {
+  return {
+    type: 'object',
+    required: ['data'],
+    properties: {
+      data: { type: 'array', items: ref(item) },
+      next: { type: 'string', description: 'Present only when more data is available.' },
+    },
+  };
+}
+
+function readOperation(summary: string, parameters: Json[], schema: Json): Json {
+  return {
+    get: {
+      tags: ['Customer read API'],
+      summary,
+      security: [{ customerToken: [] }],
+      parameters,
+      responses: {
+        200: { description: 'OK', headers: rateLimitHeaders, content: { 'application/json': { schema } } },
+        ...problems(400, 401, 403, 404, 429),
+      },
+    },
+  };
+}
+
+function authPaths(): Record<string, Json> {
+  const paths: Record<string, Json> = {};
+  for (const audience of ['partners', 'customers'] as const) {
+    const singular = audience.slice(0, -1);
+    paths[`/api/v1/${audience}/authenticate`] = {
+      post: {
+        tags: ['Authentication API'],
+        summary: `Exchange a ${singular} API key for an access token`,
+        description: `No body. Limited to 10 requests per 5 minutes per API key presented; failed attempts are also limited per client address.`,
+        security: [{ [`${singular}ApiKey`]: [] }],
+        responses: {
+          200: { description: 'A token valid for 1800 seconds.', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('AccessToken') } } },
+          ...problems(401, 429),
+        },
+      },
+    };
+    paths[`/api/v1/${audience}/rotate`] = {
+      put: {
+        tags: ['Authentication API'],
+        summary: `Rotate the ${singular} API key`,
+        description: 'No body needed. The new key is shown once. From that moment the old key no longer authenticates and every token minted before is rejected. Limited to 3 per hour.',
+        security: [{ [`${singular}Token`]: [] }],
+        responses: {
+          200: { description: 'The new key.', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('RotatedKey') } } },
+          ...problems(401, 403, 429),
+        },
+      },
+    };
+  }
+  paths['/.well-known/jwks.json'] = {
+    get: {
+      tags: ['Authentication API'],
+      summary: 'The public keys that verify access tokens (JWKS, RFC 7517)',
+      responses: { 200: { description: 'JWKS', content: { 'application/json': { schema: { type: 'object' } } } } },
+    },
+  };
+  return paths;
+}
+
+function readPaths(): Record<string, Json> {
+  const trailer = pathParam('trailer', 'Trailer id (opaque, never all digits).');
+  const fleet = pathParam('fleet', 'Fleet id (positive int32).', { type: 'integer', minimum: 1, maximum: 2147483647 });
+  return {
+    '/api/v1/fleets': readOperation('The customer\'s fleets', pagingParams, pageOf('Fleet')),
+    '/api/v1/fleets/{fleet}': readOperation('One fleet', [fleet], ref('Fleet')),
+    '/api/v1/trailers/{fleetOrTrailer}': readOperation(
+      'All digits: the trailers of a fleet (a page). Anything else: one trailer.',
+      [
+        pathParam('fleetOrTrailer', 'A fleet id (all digits) or a trailer id.'),
+        ...pagingParams.map((p) => ({ ...p, description: `${p.description} Fleet lists only.` })),
+        { ...activeOnlyParam, description: `${activeOnlyParam.description} Fleet lists only.` },
+      ],
+      { oneOf: [pageOf('Trailer'), ref('Trailer')] },
+    ),
+    '/api/v1/trailers/telemetry/gps/{trailer}': readOperation('GPS fixes of a trailer in a time range', [trailer, ...timeParams], pageOf('GpsFix')),
+    '/api/v1/devices/{trailer}': readOperation('Devices of a trailer', [trailer, ...pagingParams, activeOnlyParam], pageOf('Device')),
+    '/api/v1/devices/details/{device}': readOperation('One device', [pathParam('device', 'Device id.')], ref('Device')),
+    '/api/v1/devices/telemetry/{device}': readOperation('Readings of a device in a time range', [pathParam('device', 'Device id.'), ...timeParams], pageOf('DeviceReading')),
+    '/api/v1/cargosafe': readOperation('The customer\'s cargosafe units', pagingParams, pageOf('CargosafeUnit')),
+    '/api/v1/cargosafe/{id}': readOperation('One cargosafe unit', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
+    '/api/v1/cargosafe/telemetry/{id}': readOperation('Readings of a cargosafe unit in a time range', [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
+  };
+}
+
+function opsPaths(): Record<string, Json> {
+  const plain = (summary: string, content: Json, extra: Json = {}) => ({
+    get: { tags: ['Operations'], summary, responses: { 200: { description: 'OK', content }, ...extra } },
+  });
+  return {
+    '/healthz': plain('Liveness: the process is up', { 'application/json': { schema: { type: 'object' } } }),
+    '/readyz': plain('Readiness: the store is reachable and the queue running', { 'application/json': { schema: { type: 'object' } } }, problems(503)),
+    '/metrics': plain('Prometheus metrics', { 'text/plain': { schema: { type: 'string' } } }),
+    '/openapi.json': plain('This document', { 'application/json': { schema: { type: 'object' } } }),
+  };
+}
+
+const status = {
+  type: 'object',
+  required: ['name', 'isWarning', 'isFault'],
+  properties: {
+    name: { type: 'string', enum: ['OK', 'Warning', 'Faulted'] },
+    isWarning: { type: 'boolean' },
+    isFault: { type: 'boolean' },
+  },
+};
+
+const schemas: Record<string, Json> = {
+  Problem: {
+    type: 'object',
+    description: 'RFC 9457 problem details. `type` is one of the documented problem URIs.',
+    required: ['type', 'title', 'status', 'detail'],
+    properties: {
+      type: { type: 'string', format: 'uri', enum: ERROR_CODES.map(problemType) },
+      title: { type: 'string' },
+      status: { type: 'integer' },
+      detail: { type: 'string' },
+      requestId: { type: 'string', description: 'Also in the X-Request-Id header.' },
+      errors: {
+        type: 'array',
+        description: 'On 400: each invalid field, as a JSON pointer into the request (`/take`, `/sensors/0/pressurePsi`).',
+        items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } },
+      },
+    },
+  },
+  AccessToken: {
+    type: 'object',
+    required: ['access_token', 'token_type', 'expires_in'],
+    properties: {
+      access_token: { type: 'string', description: 'A JWT (RS256 with `kid`; verify with /.well-known/jwks.json).' },
+      token_type: { const: 'Bearer' },
+      expires_in: { type: 'integer', description: 'Seconds (1800).' },
+    },
+  },
+  RotatedKey: {
+    type: 'object',
+    required: ['api_key', 'rotated_at'],
+    properties: { api_key: { type: 'string', description: 'The new key; shown only here.' }, rotated_at: timestamp },
+  },
+  Fleet: {
+    type: 'object',
+    required: ['id', 'name', 'createdAt'],
+    properties: { id: { type: 'integer' }, name: { type: 'string' }, createdAt: timestamp },
+  },
+  GpsFix: {
+    type: 'object',
+    required: ['timestamp', 'lat', 'long', 'speed', 'heading'],
+    properties: {
+      timestamp,
+      lat: { type: 'number' },
+      long: { type: 'number' },
+      speed: { type: 'number', description: 'mph' },
+      heading: { type: 'string', enum: [...HEADINGS] },
+    },
+  },
+  Status: status,
+  Trailer: {
+    type: 'object',
+    required: ['id', 'fleetId', 'unitId', 'vin', 'active', 'status', 'statusDate', 'faultedDevices', 'warningDevices', 'telemetry'],
+    properties: {
+      id: { type: 'string' },
+      fleetId: { type: 'integer' },
+      unitId: nullable({ type: 'string' }),
+      vin: { type: 'string' },
+      active: { type: 'boolean' },
+      status: ref('Status'),
+      statusDate: timestamp,
+      faultedDevices: { type: 'integer' },
+      warningDevices: { type: 'integer' },
+      telemetry: nullable(ref('GpsFix')),
+    },
+  },
+  Device: {
+    type: 'object',
+    required: ['id', 'trailerId', 'kind', 'serial', 'position', 'active', 'status', 'lastSeen'],
+    properties: {
+      id: { type: 'string' },
+      trailerId: { type: 'string' },
+      kind: { type: 'string', description: 'For example `tpms`.' },
+      serial: { type: 'string' },
+      position: nullable({ type: 'string' }),
+      active: { type: 'boolean' },
+      status: ref('Status'),
+      lastSeen: nullable(timestamp),
+    },
+  },
+  DeviceReading: {
+    type: 'object',
+    required: ['timestamp', 'metrics', 'status'],
+    properties: { timestamp, metrics: { type: 'object', additionalProperties: { type: 'number' } }, status: ref('Status') },
+  },
+  CargosafeReading: {
+    type: 'object',
+    required: ['timestamp', 'doorOpen', 'loadPercent', 'temperatureC', 'humidityPercent'],
+    properties: {
+      timestamp,
+      doorOpen: { type: 'boolean' },
+      loadPercent: { type: 'number' },
+      temperatureC: { type: 'number' },
+      humidityPercent: { type: 'number' },
+    },
+  },
+  CargosafeUnit: {
+    type: 'object',
+    required: ['id', 'trailerId', 'serial', 'active', 'lastSeen', 'latest'],
+    properties: {
+      id: { type: 'string' },
+      trailerId: { type: 'string' },
+      serial: { type: 'string' },
+      active: { type: 'boolean' },
+      lastSeen: nullable(timestamp),
+      latest: nullable(ref('CargosafeReading')),
+    },
+  },
+};
+
+/** The OpenAPI 3.1 document of an app mounting the given APIs. */
+export function buildOpenApiDocument(options: OpenApiOptions): Json {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Trailwire',
+      version: options.version ?? '1',
+      description: 'Trailer-fleet telemetry: partner intake, customer read API and key-to-token authentication. Every 4xx/5xx is application/problem+json (RFC 9457).',
+    },
+    paths: {
+      ...(options.auth ? authPaths() : {}),
+      ...(options.data ? readPaths() : {}),
+      ...options.extraPaths,
+      ...opsPaths(),
+    },
+    components: {
+      schemas: { ...schemas, ...options.extraSchemas },
+      securitySchemes: {
+        partnerApiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' },
+        customerApiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' },
+        partnerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A partner token (scope product:<name>).' },
+        customerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+      },
+    },
+  };
+}

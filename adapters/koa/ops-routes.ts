@@ -1,0 +1,50 @@
+/**
+ * Operational endpoints, unauthenticated (contract 1): liveness, readiness, Prometheus metrics and
+ * the OpenAPI document.
+ */
+import Router from '@koa/router';
+import type { Registry } from 'prom-client';
+import { TrailwireError } from '../../core/errors.ts';
+import type { Trailwire } from '../../core/trailwire.ts';
+
+/** A readiness check: resolves when its part can serve, throws (or rejects) otherwise. */
+export type ReadinessCheck = () => Promise<void>;
+
+export function createOpsRouter(options: {
+  trailwire: Trailwire;
+  registry: Registry;
+  openapi: () => object;
+  readinessChecks?: Record<string, ReadinessCheck>;
+}): Router {
+  const router = new Router();
+  const checks: Record<string, ReadinessCheck> = { store: () => options.trailwire.store.ping(), ...options.readinessChecks };
+  const document = options.openapi();
+
+  router.get('/healthz', (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { status: 'ok' };
+  });
+  router.get('/readyz', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const failing: string[] = [];
+    await Promise.all(
+      Object.entries(checks).map(async ([name, check]) => {
+        try {
+          await check();
+        } catch {
+          failing.push(name);
+        }
+      }),
+    );
+    if (failing.length > 0) throw new TrailwireError('unavailable', `Not ready: ${failing.sort().join(', ')}.`);
+    ctx.body = { status: 'ready', checks: Object.keys(checks).sort() };
+  });
+  router.get('/metrics', async (ctx) => {
+    ctx.type = options.registry.contentType;
+    ctx.body = await options.registry.metrics();
+  });
+  router.get('/openapi.json', (ctx) => {
+    ctx.body = document;
+  });
+  return router;
+}

@@ -1,0 +1,105 @@
+/**
+ * RFC 9457 problem responses. Every error that leaves the Koa adapter goes through `problemMiddleware`:
+ * a `TrailwireError` becomes its mapped status with a problem+json body, Koa/koa-jwt/router HTTP
+ * errors are translated to the matching Trailwire code, and anything else is a 500 whose body says
+ * nothing about internals — the log has the error under the request id the response carries.
+ */
+import type { Context, Middleware } from 'koa';
+import type { Logger } from 'pino';
+import {
+  type ErrorCode,
+  HTTP_STATUS_BY_CODE,
+  isTrailwireError,
+  problemType,
+  TrailwireError,
+} from '../../core/errors.ts';
+import { describeJwtError } from '../../core/tokens.ts';
+import { setRateLimitHeaders } from './rate-limit-headers.ts';
+
+interface HttpLikeError {
+  status?: number;
+  statusCode?: number;
+  message?: string;
+  originalError?: unknown;
+  headers?: Record<string, string>;
+}
+
+const CODE_BY_HTTP_STATUS: Record<number, ErrorCode> = {
+  400: 'validation_failed',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+  501: 'method_not_allowed',
+  503: 'unavailable',
+};
+
+/** Catches every error below it and answers a problem+json response. */
+export function problemMiddleware(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+      // Routes that matched nothing (404) or matched another method (405) leave an empty body.
+      if (ctx.body == null && ctx.status >= 400) {
+        const code = CODE_BY_HTTP_STATUS[ctx.status] ?? 'not_found';
+        const detail = code === 'method_not_allowed' ? `${ctx.method} is not allowed on ${ctx.path}.` : `No resource at ${ctx.path}.`;
+        sendProblem(ctx, new TrailwireError(code, detail));
+      }
+    } catch (error) {
+      const problem = toTrailwireError(error, ctx);
+      if (problem.code === 'internal') logger.error({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
+      sendProblem(ctx, problem);
+    }
+  };
+}
+
+/** Translates whatever was thrown into a Trailwire error (internal when it is not a known kind). */
+export function toTrailwireError(error: unknown, ctx: Context): TrailwireError {
+  if (isTrailwireError(error)) return error;
+  const http = error as HttpLikeError;
+  const status = http?.status ?? http?.statusCode;
+  if (typeof status !== 'number' || status < 400 || status >= 500) {
+    return status === 503
+      ? new TrailwireError('unavailable', 'The service is not ready.', { cause: error })
+      : new TrailwireError('internal', 'An unexpected error occurred.', { cause: error });
+  }
+  if (status === 401) return fromAuthenticationError(http, ctx);
+  const code = CODE_BY_HTTP_STATUS[status] ?? 'validation_failed';
+  return new TrailwireError(code, http.message ?? HTTP_STATUS_BY_CODE[code].title, { cause: error });
+}
+
+// koa-jwt throws a 401 whose `originalError` is the jsonwebtoken (or our own) error.
+function fromAuthenticationError(http: HttpLikeError, ctx: Context): TrailwireError {
+  const original = http.originalError;
+  if (isTrailwireError(original)) return original;
+  if (original !== undefined) return new TrailwireError('invalid_token', describeJwtError(original), { cause: original });
+  if (!ctx.get('authorization')) return new TrailwireError('missing_token', 'An Authorization: Bearer <token> header is required.');
+  return new TrailwireError('invalid_token', 'The Authorization header must be "Bearer <token>".');
+}
+
+/** Writes the problem+json response of an error, with the headers its code calls for. */
+export function sendProblem(ctx: Context, error: TrailwireError): void {
+  const { status, title } = HTTP_STATUS_BY_CODE[error.code];
+  ctx.status = status;
+  ctx.type = 'application/problem+json';
+  // Only 4xx details are written for the caller; a 5xx detail is fixed text.
+  const detail = status >= 500 ? (error.code === 'unavailable' ? error.message : 'An unexpected error occurred; quote the request id to support.') : error.message;
+  ctx.body = {
+    type: problemType(error.code),
+    title,
+    status,
+    detail,
+    ...(error.errors ? { errors: error.errors } : {}),
+    ...(ctx.state.requestId ? { requestId: ctx.state.requestId } : {}),
+  };
+  if (error.code === 'invalid_token')
+    ctx.set('WWW-Authenticate', `Bearer realm="trailwire", error="invalid_token", error_description="${error.message.replace(/"/g, "'")}"`);
+  if (error.code === 'missing_token') ctx.set('WWW-Authenticate', 'Bearer realm="trailwire"');
+  if (error.code === 'invalid_api_key') ctx.set('WWW-Authenticate', 'ApiKey realm="trailwire", header="X-API-KEY"');
+  if (error.rateLimit) {
+    setRateLimitHeaders(ctx, error.rateLimit);
+    ctx.set('Retry-After', String(error.rateLimit.resetSeconds));
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * The standalone Trailwire server: opens the store, assembles the core, and serves the Koa app on
+ * one HTTP port. This is what `trailwire serve` runs and what `examples/standalone` embeds; an
+ * integrator with a server of their own mounts the adapters instead.
+ */
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import { pino, type Logger } from 'pino';
+import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
+import { createTrailwireApp } from '../koa/app.ts';
+import { openSqliteStore, type SqliteDurability } from '../sqlite/index.ts';
+
+export interface ServerOptions {
+  /** The SQLite file of the embedded store. Default `./data/trailwire.db`. */
+  db?: string;
+  /** SQLite durability: `process` survives kill -9, `power` also power loss. Default `process`. */
+  durability?: SqliteDurability;
+  /** Interface to listen on. Default: all interfaces. */
+  host?: string;
+  /** HTTP port; 0 picks a free one. Default 8080. */
+  port?: number;
+  /** Trust X-Forwarded-For for client addresses. Default false. */
+  trustProxy?: boolean;
+  /** Default: pino at `info` on stdout. */
+  logger?: Logger;
+  /** Core options besides the store (limits, token lifetime, clock...). */
+  core?: Omit<TrailwireOptions, 'store'>;
+}
+
+export interface RunningServer {
+  trailwire: Trailwire;
+  /** The HTTP base URL, e.g. `http://127.0.0.1:8080`. */
+  url: string;
+  httpPort: number;
+  /** Stops accepting, finishes in-flight requests, closes the store. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_DB_FILE = './data/trailwire.db';
+
+export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? pino();
+  const store = await openSqliteStore({ file: options.db ?? DEFAULT_DB_FILE, durability: options.durability ?? 'process' });
+  const trailwire = await createTrailwire({ ...options.core, store });
+  const app = createTrailwireApp(trailwire, { logger, trustProxy: options.trustProxy });
+  const server: Server = createServer(app.callback());
+  server.keepAliveTimeout = 65_000;
+  server.listen(options.port ?? 8080, options.host);
+  try {
+    await once(server, 'listening');
+  } catch (error) {
+    await trailwire.close();
+    throw error;
+  }
+  const { port } = server.address() as AddressInfo;
+  const host = options.host && options.host !== '0.0.0.0' && options.host !== '::' ? options.host : '127.0.0.1';
+  return {
+    trailwire,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    httpPort: port,
+    async close() {
+      const closed = once(server, 'close');
+      server.close();
+      server.closeIdleConnections();
+      await closed;
+      await trailwire.close();
+    },
+  };
+}
