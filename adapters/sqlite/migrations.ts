@@ -1,0 +1,220 @@
+/**
+ * Schema migrations of the embedded SQLite database. Each component that keeps tables in the file
+ * (the store here, the durable intake queue later) owns an ordered list of named migrations and
+ * applies it with `applyMigrations`; what was applied is recorded per component in the
+ * `trailwire_migrations` table, so the components evolve independently in one file. Several processes
+ * (a `serve` and a CLI command) may open the same file at once: the check and the changes happen in one
+ * `BEGIN IMMEDIATE` transaction, so exactly one of them applies a migration and the others see it done.
+ *
+ * Times are INTEGER epoch milliseconds. Every id-ordered list has an index that starts with its
+ * filter and ends with the id, and every telemetry table a UNIQUE (source, timestamp) index whose
+ * implicit trailing column is the rowid `seq`: the (source, timestamp, seq) keyset index of time pages.
+ */
+import type Database from 'better-sqlite3';
+import { TrailwireError } from '../../core/errors.ts';
+
+export interface Migration {
+  /** Unique within its component and never renamed once released, e.g. `0001_store_schema`. */
+  name: string;
+  /** A SQL script, or a function for a change SQL alone cannot express. Runs inside the transaction. */
+  up: string | ((db: Database.Database) => void);
+}
+
+/**
+ * Applies the migrations of `component` that the database has not seen yet, in order, in one
+ * immediate transaction. Answers the names it applied (empty when the schema was current). Throws
+ * `TrailwireError('internal')` when the database holds migrations this code does not know (a file
+ * written by a newer Trailwire, or a renamed migration), rather than guessing.
+ */
+export function applyMigrations(db: Database.Database, component: string, migrations: readonly Migration[]): string[] {
+  assertWellFormed(component, migrations);
+  const migrate = db.transaction((): string[] => {
+    db.exec(`CREATE TABLE IF NOT EXISTS trailwire_migrations (
+      component  TEXT NOT NULL,
+      position   INTEGER NOT NULL,
+      name       TEXT NOT NULL,
+      applied_at INTEGER NOT NULL,
+      PRIMARY KEY (component, position)
+    ) STRICT`);
+    // Read inside the write lock: another process may have migrated while we waited for it.
+    const applied = db
+      .prepare<[string], { name: string }>('SELECT name FROM trailwire_migrations WHERE component = ? ORDER BY position')
+      .all(component)
+      .map((row) => row.name);
+    applied.forEach((name, position) => {
+      if (migrations[position]?.name !== name) {
+        throw new TrailwireError(
+          'internal',
+          `database has migration "${name}" of "${component}" at position ${position + 1}, which this version of Trailwire does not know`,
+        );
+      }
+    });
+    const record = db.prepare<[string, number, string, number]>(
+      'INSERT INTO trailwire_migrations (component, position, name, applied_at) VALUES (?, ?, ?, ?)',
+    );
+    const pending = migrations.slice(applied.length);
+    pending.forEach((migration, index) => {
+      if (typeof migration.up === 'string') db.exec(migration.up);
+      else migration.up(db);
+      record.run(component, applied.length + index, migration.name, Date.now());
+    });
+    return pending.map((migration) => migration.name);
+  });
+  return migrate.immediate();
+}
+
+function assertWellFormed(component: string, migrations: readonly Migration[]): void {
+  if (component.length === 0) throw new TrailwireError('internal', 'migration component name is empty');
+  const seen = new Set<string>();
+  for (const migration of migrations) {
+    if (migration.name.length === 0 || seen.has(migration.name)) {
+      throw new TrailwireError('internal', `migrations of "${component}": name "${migration.name}" is empty or repeated`);
+    }
+    seen.add(migration.name);
+  }
+}
+
+/** The component name under which the store's migrations are recorded. */
+export const STORE_COMPONENT = 'store';
+
+/** The store's schema, oldest first. Append new migrations; never edit a released one. */
+export const STORE_MIGRATIONS: readonly Migration[] = [
+  {
+    name: '0001_store_schema',
+    up: `
+      CREATE TABLE partners (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        product     TEXT NOT NULL,
+        key_hash    TEXT NOT NULL UNIQUE,
+        key_version INTEGER NOT NULL DEFAULT 1,
+        created_at  INTEGER NOT NULL,
+        rotated_at  INTEGER
+      ) STRICT;
+
+      CREATE TABLE customers (
+        id          TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        key_hash    TEXT NOT NULL UNIQUE,
+        key_version INTEGER NOT NULL DEFAULT 1,
+        created_at  INTEGER NOT NULL,
+        rotated_at  INTEGER
+      ) STRICT;
+
+      CREATE TABLE signing_keys (
+        kid             TEXT PRIMARY KEY,
+        alg             TEXT NOT NULL CHECK (alg IN ('RS256', 'ES256')),
+        private_key_pem TEXT NOT NULL,
+        created_at      INTEGER NOT NULL
+      ) STRICT;
+
+      CREATE TABLE secrets (
+        name  TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+      ) STRICT;
+
+      -- AUTOINCREMENT: a fleet id is never reused, and stays a positive int32 (the proto's fleet_id).
+      CREATE TABLE fleets (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT CHECK (id BETWEEN 1 AND 2147483647),
+        customer_id TEXT NOT NULL REFERENCES customers (id),
+        name        TEXT NOT NULL,
+        created_at  INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX fleets_by_customer ON fleets (customer_id, id);
+
+      CREATE TABLE trailers (
+        id              TEXT PRIMARY KEY,
+        fleet_id        INTEGER REFERENCES fleets (id),
+        unit_id         TEXT,
+        vin             TEXT NOT NULL UNIQUE,
+        active          INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+        status_name     TEXT NOT NULL CHECK (status_name IN ('OK', 'Warning', 'Faulted')),
+        status_date     INTEGER NOT NULL,
+        faulted_devices INTEGER NOT NULL DEFAULT 0,
+        warning_devices INTEGER NOT NULL DEFAULT 0,
+        gps_timestamp   INTEGER,
+        gps_lat         REAL,
+        gps_long        REAL,
+        gps_speed       REAL,
+        gps_heading     TEXT,
+        created_at      INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX trailers_by_fleet ON trailers (fleet_id, id);
+      -- activeOnly pages read only active rows, however many inactive ones a fleet has.
+      CREATE INDEX trailers_active_by_fleet ON trailers (fleet_id, id) WHERE active = 1;
+
+      CREATE TABLE gps_fixes (
+        seq        INTEGER PRIMARY KEY,
+        trailer_id TEXT NOT NULL REFERENCES trailers (id),
+        timestamp  INTEGER NOT NULL,
+        lat        REAL NOT NULL,
+        long       REAL NOT NULL,
+        speed      REAL NOT NULL,
+        heading    TEXT NOT NULL,
+        UNIQUE (trailer_id, timestamp)
+      ) STRICT;
+
+      CREATE TABLE devices (
+        id           TEXT PRIMARY KEY,
+        trailer_id   TEXT NOT NULL REFERENCES trailers (id),
+        kind         TEXT NOT NULL,
+        serial       TEXT NOT NULL,
+        position     TEXT,
+        active       INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+        is_warning   INTEGER NOT NULL DEFAULT 0 CHECK (is_warning IN (0, 1)),
+        is_fault     INTEGER NOT NULL DEFAULT 0 CHECK (is_fault IN (0, 1)),
+        last_seen_at INTEGER,
+        created_at   INTEGER NOT NULL,
+        UNIQUE (trailer_id, kind, serial)
+      ) STRICT;
+      CREATE INDEX devices_by_trailer ON devices (trailer_id, id);
+      CREATE INDEX devices_active_by_trailer ON devices (trailer_id, id) WHERE active = 1;
+
+      CREATE TABLE device_readings (
+        seq        INTEGER PRIMARY KEY,
+        device_id  TEXT NOT NULL REFERENCES devices (id),
+        timestamp  INTEGER NOT NULL,
+        metrics    TEXT NOT NULL,
+        is_warning INTEGER NOT NULL CHECK (is_warning IN (0, 1)),
+        is_fault   INTEGER NOT NULL CHECK (is_fault IN (0, 1)),
+        UNIQUE (device_id, timestamp)
+      ) STRICT;
+
+      -- customer_id copies the owner of the trailer's fleet so that a customer's cargosafe list is an
+      -- index range; reads still join through fleets, so a stale copy could hide a unit, never leak one.
+      CREATE TABLE cargosafe_units (
+        id               TEXT PRIMARY KEY,
+        trailer_id       TEXT NOT NULL REFERENCES trailers (id),
+        serial           TEXT NOT NULL,
+        customer_id      TEXT REFERENCES customers (id),
+        active           INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+        last_seen_at     INTEGER,
+        door_open        INTEGER CHECK (door_open IN (0, 1)),
+        load_percent     REAL,
+        temperature_c    REAL,
+        humidity_percent REAL,
+        created_at       INTEGER NOT NULL,
+        UNIQUE (trailer_id, serial)
+      ) STRICT;
+      CREATE INDEX cargosafe_units_by_customer ON cargosafe_units (customer_id, id);
+
+      CREATE TRIGGER cargosafe_units_follow_trailer_fleet AFTER UPDATE OF fleet_id ON trailers
+      BEGIN
+        UPDATE cargosafe_units
+           SET customer_id = (SELECT customer_id FROM fleets WHERE id = NEW.fleet_id)
+         WHERE trailer_id = NEW.id;
+      END;
+
+      CREATE TABLE cargosafe_readings (
+        seq              INTEGER PRIMARY KEY,
+        unit_id          TEXT NOT NULL REFERENCES cargosafe_units (id),
+        timestamp        INTEGER NOT NULL,
+        door_open        INTEGER NOT NULL CHECK (door_open IN (0, 1)),
+        load_percent     REAL NOT NULL,
+        temperature_c    REAL NOT NULL,
+        humidity_percent REAL NOT NULL,
+        UNIQUE (unit_id, timestamp)
+      ) STRICT;
+    `,
+  },
+];

@@ -1,0 +1,822 @@
+/**
+ * The embedded store: `TrailwireStore` on one SQLite file through better-sqlite3, the default backend
+ * of a single Trailwire process (contract 11). The file runs in WAL mode so that a `serve` process and
+ * CLI commands can use it at the same time; every write that reads first takes the write lock up front
+ * (`BEGIN IMMEDIATE`), and other processes wait up to `busyTimeoutMs` for it. Statements are prepared
+ * once, customer isolation is part of every read query (a join through `fleets.customer_id`), and each
+ * page is one index range, so its cost does not grow with its depth. Trailer status policy stays in the
+ * core: the store counts device states in SQL and calls `deriveTrailerStatus`.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { CanonicalCargosafeReading, CanonicalDeviceReading } from '../../core/canonical.ts';
+import { randomIds, type IdGenerator } from '../../core/clock.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import type {
+  Audience,
+  CargosafeReading,
+  CargosafeUnit,
+  Customer,
+  Device,
+  DeviceReading,
+  DeviceState,
+  Fleet,
+  GpsFix,
+  Heading,
+  Partner,
+  Principal,
+  StatusName,
+  Trailer,
+} from '../../core/model.ts';
+import type {
+  ActiveFilter,
+  AppliedTelemetry,
+  IdPageQuery,
+  NewCustomer,
+  NewPartner,
+  NewTrailer,
+  Sequenced,
+  StoredSigningKey,
+  TelemetryBatch,
+  TimePageQuery,
+  TrailwireStore,
+} from '../../core/store.ts';
+import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
+import { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS } from './migrations.ts';
+
+/**
+ * What a committed write survives. `'process'`: a crash or `kill -9` of the process (WAL with
+ * `synchronous=NORMAL`). `'power'`: also an OS crash or power loss (`synchronous=FULL`, an fsync per
+ * commit).
+ */
+export type SqliteDurability = 'process' | 'power';
+
+export interface SqliteStoreOptions {
+  /** Path of the database file; its parent directory is created. `':memory:'` gives a private in-memory database (tests). Required. */
+  file: string;
+  /** What a committed write survives. Default `'process'`. */
+  durability?: SqliteDurability;
+  /** How long a statement waits for another connection's lock before failing, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+  /** Ids of the trailers, devices and cargosafe units that `applyTelemetry` creates. Default: random UUIDs. */
+  ids?: IdGenerator;
+}
+
+export const DEFAULT_SQLITE_STORE_OPTIONS = {
+  durability: 'process',
+  busyTimeoutMs: 5000,
+  ids: randomIds,
+} as const satisfies Omit<Required<SqliteStoreOptions>, 'file'>;
+
+/** The SQLite store, with its connection exposed for modules that share the file (the intake queue). */
+export interface SqliteStore extends TrailwireStore {
+  readonly db: Database.Database;
+}
+
+/** Checks the options, naming the first bad field, and fills in the defaults. */
+export function resolveSqliteStoreOptions(options: SqliteStoreOptions): Required<SqliteStoreOptions> {
+  if (typeof options !== 'object' || options === null) throw badOption('options', 'must be an object');
+  // Checked field by field below: callers from plain JavaScript or config files can pass anything.
+  const resolved = { ...DEFAULT_SQLITE_STORE_OPTIONS, ...withoutUndefined(options) } as Required<SqliteStoreOptions>;
+  if (typeof resolved.file !== 'string' || resolved.file.trim() === '') {
+    throw badOption('file', 'must be a non-empty path (or ":memory:")');
+  }
+  if (resolved.durability !== 'process' && resolved.durability !== 'power') {
+    throw badOption('durability', `must be "process" or "power" (got ${JSON.stringify(resolved.durability)})`);
+  }
+  if (!Number.isSafeInteger(resolved.busyTimeoutMs) || resolved.busyTimeoutMs < 0) {
+    throw badOption('busyTimeoutMs', `must be a non-negative integer of milliseconds (got ${String(resolved.busyTimeoutMs)})`);
+  }
+  if (typeof resolved.ids !== 'function') throw badOption('ids', 'must be a function that returns a new id');
+  return resolved;
+}
+
+/**
+ * Opens (creating if needed) the database file, configures the connection and applies the store's
+ * pending migrations. Safe while other processes have the same file open.
+ */
+export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
+  const resolved = resolveSqliteStoreOptions(options);
+  if (resolved.file !== ':memory:') mkdirSync(dirname(resolved.file), { recursive: true });
+  const db = new Database(resolved.file, { timeout: resolved.busyTimeoutMs });
+  try {
+    // WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit is safe from a
+    // process crash without an fsync; FULL adds the fsync that power loss needs.
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${resolved.durability === 'power' ? 'FULL' : 'NORMAL'}`);
+    db.pragma('foreign_keys = ON');
+    applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
+    return new SqliteTrailwireStore(db, prepareStatements(db), resolved.ids);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+/** Far enough in the past that no device is stale: a device read without `staleBefore`. */
+const NEVER_STALE = Number.MIN_SAFE_INTEGER;
+
+class SqliteTrailwireStore implements SqliteStore {
+  private readonly applyTelemetryTransaction: Database.Transaction<(batch: TelemetryBatch) => AppliedTelemetry>;
+
+  constructor(
+    readonly db: Database.Database,
+    private readonly sql: Statements,
+    private readonly ids: IdGenerator,
+  ) {
+    this.applyTelemetryTransaction = db.transaction((batch: TelemetryBatch) => this.writeTelemetry(batch));
+  }
+
+  // --- principals -------------------------------------------------------------------------------
+
+  async createPartner(input: NewPartner): Promise<Partner> {
+    const row = insertOrExplain(
+      () => this.sql.insertPartner.get(input.id, input.name, input.product, input.keyHash, input.createdAt),
+      { conflict: `a partner with id ${input.id} or the same key already exists` },
+    );
+    return toPartner(row!);
+  }
+
+  async createCustomer(input: NewCustomer): Promise<Customer> {
+    const row = insertOrExplain(
+      () => this.sql.insertCustomer.get(input.id, input.name, input.keyHash, input.createdAt),
+      { conflict: `a customer with id ${input.id} or the same key already exists` },
+    );
+    return toCustomer(row!);
+  }
+
+  async findPrincipalByKeyHash(audience: Audience, keyHash: string): Promise<Principal | null> {
+    return audience === 'partners'
+      ? toPartnerPrincipal(this.sql.partnerByKeyHash.get(keyHash))
+      : toCustomerPrincipal(this.sql.customerByKeyHash.get(keyHash));
+  }
+
+  async getPrincipal(audience: Audience, id: string): Promise<Principal | null> {
+    return audience === 'partners'
+      ? toPartnerPrincipal(this.sql.partnerById.get(id))
+      : toCustomerPrincipal(this.sql.customerById.get(id));
+  }
+
+  async rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number): Promise<number | null> {
+    const rotate = audience === 'partners' ? this.sql.rotatePartnerKey : this.sql.rotateCustomerKey;
+    // One UPDATE ... RETURNING: the hash and the version change together or not at all.
+    const row = insertOrExplain(() => rotate.get(newKeyHash, rotatedAt, id), {
+      conflict: `the new key of ${audience} ${id} collides with an existing key`,
+    });
+    return row?.key_version ?? null;
+  }
+
+  // --- secrets ----------------------------------------------------------------------------------
+
+  async listSigningKeys(): Promise<StoredSigningKey[]> {
+    return this.sql.signingKeys.all().map((row) => ({
+      kid: row.kid,
+      alg: row.alg,
+      privateKeyPem: row.private_key_pem,
+      createdAt: row.created_at,
+    }));
+  }
+
+  async saveSigningKey(key: StoredSigningKey): Promise<void> {
+    this.sql.insertSigningKey.run(key.kid, key.alg, key.privateKeyPem, key.createdAt);
+  }
+
+  async getOrCreateSecret(name: string, candidate: string): Promise<string> {
+    // The first INSERT wins across every connection; everyone then reads the winner.
+    this.sql.insertSecret.run(name, candidate);
+    return this.sql.secretByName.get(name)!.value;
+  }
+
+  // --- fleet administration ---------------------------------------------------------------------
+
+  async createFleet(input: { customerId: string; name: string; createdAt: number }): Promise<Fleet> {
+    const row = insertOrExplain(() => this.sql.insertFleet.get(input.customerId, input.name, input.createdAt), {
+      missing: `no customer ${input.customerId}`,
+    });
+    return toFleet(row!);
+  }
+
+  async getFleetById(fleetId: number): Promise<Fleet | null> {
+    return toFleetOrNull(this.sql.fleetById.get(fleetId));
+  }
+
+  async findTrailerByVin(vin: string): Promise<Trailer | null> {
+    return toTrailerOrNull(this.sql.trailerByVin.get(vin));
+  }
+
+  async createTrailer(input: NewTrailer): Promise<Trailer> {
+    const row = insertOrExplain(
+      () => this.sql.insertTrailer.get(input.id, input.fleetId, input.unitId, input.vin, input.createdAt, input.createdAt),
+      { conflict: `a trailer with VIN ${input.vin} (or id ${input.id}) already exists`, missing: `no fleet ${input.fleetId}` },
+    );
+    return toTrailer(row!);
+  }
+
+  async assignTrailer(trailerId: string, fleetId: number, unitId: string | null): Promise<Trailer> {
+    const row = insertOrExplain(() => this.sql.assignTrailer.get(fleetId, unitId, trailerId), {
+      missing: `no fleet ${fleetId}`,
+    });
+    if (row === undefined) throw new TrailwireError('not_found', `no trailer ${trailerId}`);
+    return toTrailer(row);
+  }
+
+  async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
+    return this.sql.setTrailerActive.run(active ? 1 : 0, trailerId).changes > 0;
+  }
+
+  async setDeviceActive(deviceId: string, active: boolean): Promise<boolean> {
+    return this.sql.setDeviceActive.run(active ? 1 : 0, deviceId).changes > 0;
+  }
+
+  // --- customer reads ---------------------------------------------------------------------------
+
+  async listFleets(customerId: string, page: IdPageQuery<number>): Promise<Fleet[]> {
+    return this.sql.customerFleets.all(customerId, page.afterId ?? 0, page.limit).map(toFleet);
+  }
+
+  async getFleet(customerId: string, fleetId: number): Promise<Fleet | null> {
+    return toFleetOrNull(this.sql.customerFleet.get(fleetId, customerId));
+  }
+
+  async listTrailers(customerId: string, fleetId: number, page: IdPageQuery & ActiveFilter): Promise<Trailer[]> {
+    const list = page.activeOnly ? this.sql.customerActiveTrailers : this.sql.customerTrailers;
+    return list.all(fleetId, customerId, page.afterId ?? '', page.limit).map(toTrailer);
+  }
+
+  async getTrailer(customerId: string, trailerId: string): Promise<Trailer | null> {
+    return toTrailerOrNull(this.sql.customerTrailer.get(trailerId, customerId));
+  }
+
+  async listGps(customerId: string, trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]> {
+    return this.sql.customerGps.all({ ...timeBounds(page), customerId, sourceId: trailerId }).map((row) => ({
+      key: { timestamp: row.timestamp, seq: row.seq },
+      record: toGpsFix(row),
+    }));
+  }
+
+  async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
+    const list = page.activeOnly ? this.sql.customerActiveDevices : this.sql.customerDevices;
+    return list
+      .all({ trailerId, customerId, afterId: page.afterId ?? '', limit: page.limit, staleBefore: page.staleBefore })
+      .map(toDevice);
+  }
+
+  async getDevice(customerId: string, deviceId: string, staleBefore: number = NEVER_STALE): Promise<Device | null> {
+    const row = this.sql.customerDevice.get({ deviceId, customerId, staleBefore });
+    return row === undefined ? null : toDevice(row);
+  }
+
+  async listDeviceReadings(customerId: string, deviceId: string, page: TimePageQuery): Promise<Sequenced<DeviceReading>[]> {
+    return this.sql.customerDeviceReadings.all({ ...timeBounds(page), customerId, sourceId: deviceId }).map((row) => ({
+      key: { timestamp: row.timestamp, seq: row.seq },
+      record: {
+        deviceId: row.device_id,
+        timestamp: row.timestamp,
+        metrics: JSON.parse(row.metrics) as Record<string, number>,
+        state: { isWarning: row.is_warning === 1, isFault: row.is_fault === 1 },
+      },
+    }));
+  }
+
+  async listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]> {
+    return this.sql.customerUnits.all({ customerId, afterId: page.afterId ?? '', limit: page.limit }).map(toCargosafeUnit);
+  }
+
+  async getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null> {
+    const row = this.sql.customerUnit.get(unitId, customerId);
+    return row === undefined ? null : toCargosafeUnit(row);
+  }
+
+  async listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]> {
+    return this.sql.customerUnitReadings.all({ ...timeBounds(page), customerId, sourceId: unitId }).map((row) => ({
+      key: { timestamp: row.timestamp, seq: row.seq },
+      record: toCargosafeReading(row.unit_id, row),
+    }));
+  }
+
+  // --- telemetry writes -------------------------------------------------------------------------
+
+  async applyTelemetry(batch: TelemetryBatch): Promise<AppliedTelemetry> {
+    return this.applyTelemetryTransaction.immediate(batch);
+  }
+
+  /** The body of `applyTelemetry`; runs inside its immediate transaction. */
+  private writeTelemetry(batch: TelemetryBatch): AppliedTelemetry {
+    const { sql } = this;
+    const { at, telemetry } = batch;
+    let trailer = sql.trailerByVin.get(batch.vin);
+    const createdTrailer = trailer === undefined;
+    trailer ??= sql.insertTrailer.get(this.ids(), null, null, batch.vin, at, at)!;
+    const trailerId = trailer.id;
+
+    if (telemetry.gps.length > 0) {
+      let newest = telemetry.gps[0]!;
+      for (const fix of telemetry.gps) {
+        // UNIQUE (trailer_id, timestamp): a fix already stored (a retried payload) is skipped.
+        sql.insertFix.run(trailerId, fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading);
+        if (fix.timestamp > newest.timestamp) newest = fix;
+      }
+      sql.moveLatestFix.run(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailerId, newest.timestamp);
+    }
+
+    if (telemetry.devices.length > 0) {
+      const deviceIds = new Map<string, string>();
+      for (const reading of telemetry.devices) {
+        const deviceId = this.findOrCreateDevice(deviceIds, trailerId, reading, at);
+        sql.insertDeviceReading.run(
+          deviceId,
+          reading.timestamp,
+          JSON.stringify(reading.metrics),
+          reading.state.isWarning ? 1 : 0,
+          reading.state.isFault ? 1 : 0,
+        );
+        // Only a newer reading moves the device's state, so late or repeated payloads cannot roll it back.
+        sql.moveDeviceState.run(
+          reading.state.isWarning ? 1 : 0,
+          reading.state.isFault ? 1 : 0,
+          reading.position,
+          reading.timestamp,
+          deviceId,
+          reading.timestamp,
+        );
+      }
+      // Counts cover every device whose operator flag is on; the counting and naming rules are the core's.
+      const counts = countDeviceStates(expandStateCounts(sql.deviceStateCounts.all(trailerId)));
+      const status = deriveTrailerStatus({ statusName: trailer.status_name, statusDate: trailer.status_date }, counts, at);
+      sql.updateTrailerStatus.run(status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailerId);
+    }
+
+    if (telemetry.cargosafe.length > 0) {
+      const unitIds = new Map<string, string>();
+      for (const reading of telemetry.cargosafe) {
+        const unitId = this.findOrCreateUnit(unitIds, trailerId, reading, at);
+        const values = cargosafeValues(reading);
+        sql.insertUnitReading.run(unitId, reading.timestamp, ...values);
+        sql.moveUnitLatest.run(reading.timestamp, ...values, unitId, reading.timestamp);
+      }
+    }
+
+    const after = sql.trailerById.get(trailerId)!;
+    return {
+      trailer: toTrailer(after),
+      fleet: after.fleet_id === null ? null : toFleetOrNull(sql.fleetById.get(after.fleet_id)),
+      createdTrailer,
+    };
+  }
+
+  private findOrCreateDevice(cache: Map<string, string>, trailerId: string, reading: CanonicalDeviceReading, at: number): string {
+    const key = `${reading.kind}\u0000${reading.serial}`;
+    let id = cache.get(key) ?? this.sql.deviceIdByKey.get(trailerId, reading.kind, reading.serial)?.id;
+    if (id === undefined) {
+      id = this.ids();
+      this.sql.insertDevice.run(id, trailerId, reading.kind, reading.serial, reading.position, at);
+    }
+    cache.set(key, id);
+    return id;
+  }
+
+  private findOrCreateUnit(cache: Map<string, string>, trailerId: string, reading: CanonicalCargosafeReading, at: number): string {
+    let id = cache.get(reading.serial) ?? this.sql.unitIdByKey.get(trailerId, reading.serial)?.id;
+    if (id === undefined) {
+      id = this.ids();
+      this.sql.insertUnit.run(id, trailerId, reading.serial, trailerId, at);
+    }
+    cache.set(reading.serial, id);
+    return id;
+  }
+
+  // --- lifecycle --------------------------------------------------------------------------------
+
+  async ping(): Promise<void> {
+    if (!this.db.open) throw new TrailwireError('unavailable', 'the SQLite store is closed');
+    this.sql.ping.get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}
+
+// --- statements -----------------------------------------------------------------------------------
+
+interface PrincipalRow {
+  id: string;
+  name: string;
+  product?: string;
+  key_version: number;
+  created_at: number;
+  rotated_at: number | null;
+}
+interface PartnerRow extends PrincipalRow {
+  product: string;
+}
+interface FleetRow {
+  id: number;
+  customer_id: string;
+  name: string;
+  created_at: number;
+}
+interface TrailerRow {
+  id: string;
+  fleet_id: number | null;
+  unit_id: string | null;
+  vin: string;
+  active: number;
+  status_name: StatusName;
+  status_date: number;
+  faulted_devices: number;
+  warning_devices: number;
+  gps_timestamp: number | null;
+  gps_lat: number | null;
+  gps_long: number | null;
+  gps_speed: number | null;
+  gps_heading: Heading | null;
+  created_at: number;
+}
+interface GpsRow {
+  seq: number;
+  timestamp: number;
+  lat: number;
+  long: number;
+  speed: number;
+  heading: Heading;
+}
+interface DeviceRow {
+  id: string;
+  trailer_id: string;
+  kind: string;
+  serial: string;
+  position: string | null;
+  effective_active: number;
+  is_warning: number;
+  is_fault: number;
+  last_seen_at: number | null;
+  created_at: number;
+}
+interface DeviceReadingRow {
+  seq: number;
+  device_id: string;
+  timestamp: number;
+  metrics: string;
+  is_warning: number;
+  is_fault: number;
+}
+interface CargosafeValuesRow {
+  door_open: number | null;
+  load_percent: number | null;
+  temperature_c: number | null;
+  humidity_percent: number | null;
+}
+interface CargosafeUnitRow extends CargosafeValuesRow {
+  id: string;
+  trailer_id: string;
+  serial: string;
+  active: number;
+  last_seen_at: number | null;
+  created_at: number;
+}
+interface CargosafeReadingRow extends CargosafeValuesRow {
+  seq: number;
+  unit_id: string;
+  timestamp: number;
+}
+interface StateCountRow {
+  is_warning: number;
+  is_fault: number;
+  n: number;
+}
+/** Named parameters of a time page (see `timeBounds`). */
+interface TimePageParams {
+  sourceId: string;
+  customerId: string;
+  from: number;
+  to: number;
+  afterTimestamp: number;
+  afterSeq: number;
+  limit: number;
+}
+interface DevicePageParams {
+  trailerId: string;
+  customerId: string;
+  afterId: string;
+  limit: number;
+  staleBefore: number;
+}
+
+const TRAILER_COLUMNS = `t.id, t.fleet_id, t.unit_id, t.vin, t.active, t.status_name, t.status_date, t.faulted_devices,
+  t.warning_devices, t.gps_timestamp, t.gps_lat, t.gps_long, t.gps_speed, t.gps_heading, t.created_at`;
+
+/**
+ * A device is active when its operator flag is on and it has reported since `staleBefore`, or, never
+ * having reported, was created since then. `active` on every returned Device uses this same rule, so the
+ * field and the `activeOnly` filter always agree.
+ */
+const DEVICE_COLUMNS = `d.id, d.trailer_id, d.kind, d.serial, d.position, d.is_warning, d.is_fault, d.last_seen_at,
+  d.created_at, (d.active = 1 AND COALESCE(d.last_seen_at, d.created_at) >= :staleBefore) AS effective_active`;
+
+const UNIT_COLUMNS = `u.id, u.trailer_id, u.serial, u.active, u.last_seen_at, u.door_open, u.load_percent,
+  u.temperature_c, u.humidity_percent, u.created_at`;
+
+/**
+ * Time pages: `from <= timestamp < to`, strictly after (afterTimestamp, afterSeq), in (timestamp, seq)
+ * order, on the UNIQUE (source, timestamp) index whose implicit last column is the rowid `seq`.
+ */
+const TIME_PAGE = `g.timestamp >= :from AND g.timestamp < :to AND (g.timestamp, g.seq) > (:afterTimestamp, :afterSeq)
+  ORDER BY g.timestamp, g.seq LIMIT :limit`;
+
+function prepareStatements(db: Database.Database) {
+  return {
+    ping: db.prepare('SELECT 1'),
+
+    insertPartner: db.prepare<[string, string, string, string, number], PartnerRow>(
+      'INSERT INTO partners (id, name, product, key_hash, created_at) VALUES (?, ?, ?, ?, ?) RETURNING *',
+    ),
+    insertCustomer: db.prepare<[string, string, string, number], PrincipalRow>(
+      'INSERT INTO customers (id, name, key_hash, created_at) VALUES (?, ?, ?, ?) RETURNING *',
+    ),
+    partnerByKeyHash: db.prepare<[string], PartnerRow>('SELECT * FROM partners WHERE key_hash = ?'),
+    customerByKeyHash: db.prepare<[string], PrincipalRow>('SELECT * FROM customers WHERE key_hash = ?'),
+    partnerById: db.prepare<[string], PartnerRow>('SELECT * FROM partners WHERE id = ?'),
+    customerById: db.prepare<[string], PrincipalRow>('SELECT * FROM customers WHERE id = ?'),
+    rotatePartnerKey: db.prepare<[string, number, string], { key_version: number }>(
+      'UPDATE partners SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? RETURNING key_version',
+    ),
+    rotateCustomerKey: db.prepare<[string, number, string], { key_version: number }>(
+      'UPDATE customers SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? RETURNING key_version',
+    ),
+
+    signingKeys: db.prepare<[], { kid: string; alg: StoredSigningKey['alg']; private_key_pem: string; created_at: number }>(
+      'SELECT kid, alg, private_key_pem, created_at FROM signing_keys ORDER BY created_at, rowid',
+    ),
+    insertSigningKey: db.prepare<[string, string, string, number]>(
+      'INSERT OR IGNORE INTO signing_keys (kid, alg, private_key_pem, created_at) VALUES (?, ?, ?, ?)',
+    ),
+    insertSecret: db.prepare<[string, string]>('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)'),
+    secretByName: db.prepare<[string], { value: string }>('SELECT value FROM secrets WHERE name = ?'),
+
+    insertFleet: db.prepare<[string, string, number], FleetRow>(
+      'INSERT INTO fleets (customer_id, name, created_at) VALUES (?, ?, ?) RETURNING *',
+    ),
+    fleetById: db.prepare<[number], FleetRow>('SELECT * FROM fleets WHERE id = ?'),
+    customerFleet: db.prepare<[number, string], FleetRow>('SELECT * FROM fleets WHERE id = ? AND customer_id = ?'),
+    customerFleets: db.prepare<[string, number, number], FleetRow>(
+      'SELECT * FROM fleets WHERE customer_id = ? AND id > ? ORDER BY id LIMIT ?',
+    ),
+
+    trailerById: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.id = ?`),
+    trailerByVin: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.vin = ?`),
+    insertTrailer: db.prepare<[string, number | null, string | null, string, number, number], TrailerRow>(
+      `INSERT INTO trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
+       VALUES (?, ?, ?, ?, 'OK', ?, ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
+    ),
+    assignTrailer: db.prepare<[number, string | null, string], TrailerRow>(
+      `UPDATE trailers SET fleet_id = ?, unit_id = ? WHERE id = ? RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
+    ),
+    setTrailerActive: db.prepare<[number, string]>('UPDATE trailers SET active = ? WHERE id = ?'),
+    customerTrailer: db.prepare<[string, string], TrailerRow>(
+      `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id WHERE t.id = ? AND f.customer_id = ?`,
+    ),
+    customerTrailers: db.prepare<[number, string, string, number], TrailerRow>(
+      `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
+       WHERE t.fleet_id = ? AND f.customer_id = ? AND t.id > ? ORDER BY t.id LIMIT ?`,
+    ),
+    // The literal `t.active = 1` lets SQLite use the partial index trailers_active_by_fleet.
+    customerActiveTrailers: db.prepare<[number, string, string, number], TrailerRow>(
+      `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
+       WHERE t.fleet_id = ? AND f.customer_id = ? AND t.active = 1 AND t.id > ? ORDER BY t.id LIMIT ?`,
+    ),
+    moveLatestFix: db.prepare<[number, number, number, number, string, string, number]>(
+      `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
+       WHERE id = ? AND (gps_timestamp IS NULL OR gps_timestamp < ?)`,
+    ),
+    updateTrailerStatus: db.prepare<[string, number, number, number, string]>(
+      'UPDATE trailers SET status_name = ?, status_date = ?, faulted_devices = ?, warning_devices = ? WHERE id = ?',
+    ),
+    deviceStateCounts: db.prepare<[string], StateCountRow>(
+      `SELECT is_warning, is_fault, COUNT(*) AS n FROM devices WHERE trailer_id = ? AND active = 1
+       GROUP BY is_warning, is_fault`,
+    ),
+
+    insertFix: db.prepare<[string, number, number, number, number, string]>(
+      'INSERT OR IGNORE INTO gps_fixes (trailer_id, timestamp, lat, long, speed, heading) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    customerGps: db.prepare<TimePageParams, GpsRow & { seq: number }>(
+      `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading
+       FROM gps_fixes g JOIN trailers t ON t.id = g.trailer_id JOIN fleets f ON f.id = t.fleet_id
+       WHERE t.id = :sourceId AND g.trailer_id = :sourceId AND f.customer_id = :customerId AND ${TIME_PAGE}`,
+    ),
+
+    deviceIdByKey: db.prepare<[string, string, string], { id: string }>(
+      'SELECT id FROM devices WHERE trailer_id = ? AND kind = ? AND serial = ?',
+    ),
+    insertDevice: db.prepare<[string, string, string, string, string | null, number]>(
+      'INSERT INTO devices (id, trailer_id, kind, serial, position, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    moveDeviceState: db.prepare<[number, number, string | null, number, string, number]>(
+      `UPDATE devices SET is_warning = ?, is_fault = ?, position = COALESCE(?, position), last_seen_at = ?
+       WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`,
+    ),
+    insertDeviceReading: db.prepare<[string, number, string, number, number]>(
+      'INSERT OR IGNORE INTO device_readings (device_id, timestamp, metrics, is_warning, is_fault) VALUES (?, ?, ?, ?, ?)',
+    ),
+    setDeviceActive: db.prepare<[number, string]>('UPDATE devices SET active = ? WHERE id = ?'),
+    customerDevice: db.prepare<{ deviceId: string; customerId: string; staleBefore: number }, DeviceRow>(
+      `SELECT ${DEVICE_COLUMNS} FROM devices d JOIN trailers t ON t.id = d.trailer_id JOIN fleets f ON f.id = t.fleet_id
+       WHERE d.id = :deviceId AND f.customer_id = :customerId`,
+    ),
+    customerDevices: db.prepare<DevicePageParams, DeviceRow>(
+      `SELECT ${DEVICE_COLUMNS} FROM devices d JOIN trailers t ON t.id = d.trailer_id JOIN fleets f ON f.id = t.fleet_id
+       WHERE d.trailer_id = :trailerId AND t.id = :trailerId AND f.customer_id = :customerId AND d.id > :afterId
+       ORDER BY d.id LIMIT :limit`,
+    ),
+    // Staleness depends on the query's time, so no index can hold it; the partial index bounds the scan
+    // to this trailer's enabled devices (a few dozen sensors), not the table.
+    customerActiveDevices: db.prepare<DevicePageParams, DeviceRow>(
+      `SELECT ${DEVICE_COLUMNS} FROM devices d JOIN trailers t ON t.id = d.trailer_id JOIN fleets f ON f.id = t.fleet_id
+       WHERE d.trailer_id = :trailerId AND t.id = :trailerId AND f.customer_id = :customerId AND d.active = 1
+         AND COALESCE(d.last_seen_at, d.created_at) >= :staleBefore AND d.id > :afterId
+       ORDER BY d.id LIMIT :limit`,
+    ),
+    customerDeviceReadings: db.prepare<TimePageParams, DeviceReadingRow>(
+      `SELECT g.seq, g.device_id, g.timestamp, g.metrics, g.is_warning, g.is_fault
+       FROM device_readings g JOIN devices d ON d.id = g.device_id JOIN trailers t ON t.id = d.trailer_id
+         JOIN fleets f ON f.id = t.fleet_id
+       WHERE d.id = :sourceId AND g.device_id = :sourceId AND f.customer_id = :customerId AND ${TIME_PAGE}`,
+    ),
+
+    unitIdByKey: db.prepare<[string, string], { id: string }>('SELECT id FROM cargosafe_units WHERE trailer_id = ? AND serial = ?'),
+    insertUnit: db.prepare<[string, string, string, string, number]>(
+      `INSERT INTO cargosafe_units (id, trailer_id, serial, customer_id, created_at)
+       VALUES (?, ?, ?, (SELECT f.customer_id FROM trailers t JOIN fleets f ON f.id = t.fleet_id WHERE t.id = ?), ?)`,
+    ),
+    insertUnitReading: db.prepare<[string, number, number, number, number, number]>(
+      `INSERT OR IGNORE INTO cargosafe_readings (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
+       VALUES (?, ?, ?, ?, ?, ?)`,
+    ),
+    moveUnitLatest: db.prepare<[number, number, number, number, number, string, number]>(
+      `UPDATE cargosafe_units SET last_seen_at = ?, door_open = ?, load_percent = ?, temperature_c = ?, humidity_percent = ?
+       WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`,
+    ),
+    // customer_id selects the index range; the join through fleets is what decides visibility.
+    customerUnit: db.prepare<[string, string], CargosafeUnitRow>(
+      `SELECT ${UNIT_COLUMNS} FROM cargosafe_units u JOIN trailers t ON t.id = u.trailer_id JOIN fleets f ON f.id = t.fleet_id
+       WHERE u.id = ? AND f.customer_id = ?`,
+    ),
+    customerUnits: db.prepare<{ customerId: string; afterId: string; limit: number }, CargosafeUnitRow>(
+      `SELECT ${UNIT_COLUMNS} FROM cargosafe_units u JOIN trailers t ON t.id = u.trailer_id JOIN fleets f ON f.id = t.fleet_id
+       WHERE u.customer_id = :customerId AND f.customer_id = :customerId AND u.id > :afterId ORDER BY u.id LIMIT :limit`,
+    ),
+    customerUnitReadings: db.prepare<TimePageParams, CargosafeReadingRow>(
+      `SELECT g.seq, g.unit_id, g.timestamp, g.door_open, g.load_percent, g.temperature_c, g.humidity_percent
+       FROM cargosafe_readings g JOIN cargosafe_units u ON u.id = g.unit_id JOIN trailers t ON t.id = u.trailer_id
+         JOIN fleets f ON f.id = t.fleet_id
+       WHERE u.id = :sourceId AND g.unit_id = :sourceId AND f.customer_id = :customerId AND ${TIME_PAGE}`,
+    ),
+  };
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+// --- mapping --------------------------------------------------------------------------------------
+
+function timeBounds(page: TimePageQuery): Omit<TimePageParams, 'sourceId' | 'customerId'> {
+  // Without `after`, (from, 0) precedes every row in range: seq, a rowid, starts at 1.
+  const after = page.after ?? { timestamp: page.from, seq: 0 };
+  return { from: page.from, to: page.to, afterTimestamp: after.timestamp, afterSeq: after.seq, limit: page.limit };
+}
+
+/** Turns grouped (state, count) rows back into states, so that `countDeviceStates` applies the rule. */
+function* expandStateCounts(rows: StateCountRow[]): Generator<DeviceState> {
+  for (const row of rows) {
+    const state = { isWarning: row.is_warning === 1, isFault: row.is_fault === 1 };
+    for (let i = 0; i < row.n; i++) yield state;
+  }
+}
+
+function cargosafeValues(reading: CanonicalCargosafeReading): [number, number, number, number] {
+  return [reading.doorOpen ? 1 : 0, reading.loadPercent, reading.temperatureC, reading.humidityPercent];
+}
+
+function toPartner(row: PartnerRow): Partner {
+  return {
+    id: row.id,
+    name: row.name,
+    product: row.product,
+    keyVersion: row.key_version,
+    createdAt: row.created_at,
+    rotatedAt: row.rotated_at,
+  };
+}
+
+function toCustomer(row: PrincipalRow): Customer {
+  return { id: row.id, name: row.name, keyVersion: row.key_version, createdAt: row.created_at, rotatedAt: row.rotated_at };
+}
+
+function toPartnerPrincipal(row: PartnerRow | undefined): Principal | null {
+  return row === undefined ? null : { audience: 'partners', ...toPartner(row) };
+}
+
+function toCustomerPrincipal(row: PrincipalRow | undefined): Principal | null {
+  return row === undefined ? null : { audience: 'customers', ...toCustomer(row) };
+}
+
+function toFleet(row: FleetRow): Fleet {
+  return { id: row.id, customerId: row.customer_id, name: row.name, createdAt: row.created_at };
+}
+
+function toFleetOrNull(row: FleetRow | undefined): Fleet | null {
+  return row === undefined ? null : toFleet(row);
+}
+
+function toTrailer(row: TrailerRow): Trailer {
+  return {
+    id: row.id,
+    fleetId: row.fleet_id,
+    unitId: row.unit_id,
+    vin: row.vin,
+    active: row.active === 1,
+    statusName: row.status_name,
+    statusDate: row.status_date,
+    faultedDevices: row.faulted_devices,
+    warningDevices: row.warning_devices,
+    telemetry:
+      row.gps_timestamp === null
+        ? null
+        : { timestamp: row.gps_timestamp, lat: row.gps_lat!, long: row.gps_long!, speed: row.gps_speed!, heading: row.gps_heading! },
+    createdAt: row.created_at,
+  };
+}
+
+function toTrailerOrNull(row: TrailerRow | undefined): Trailer | null {
+  return row === undefined ? null : toTrailer(row);
+}
+
+function toGpsFix(row: GpsRow): GpsFix {
+  return { timestamp: row.timestamp, lat: row.lat, long: row.long, speed: row.speed, heading: row.heading };
+}
+
+function toDevice(row: DeviceRow): Device {
+  return {
+    id: row.id,
+    trailerId: row.trailer_id,
+    kind: row.kind,
+    serial: row.serial,
+    position: row.position,
+    active: row.effective_active === 1,
+    state: { isWarning: row.is_warning === 1, isFault: row.is_fault === 1 },
+    lastSeenAt: row.last_seen_at,
+    createdAt: row.created_at,
+  };
+}
+
+function toCargosafeReading(unitId: string, row: CargosafeValuesRow & { timestamp: number }): CargosafeReading {
+  return {
+    unitId,
+    timestamp: row.timestamp,
+    doorOpen: row.door_open === 1,
+    loadPercent: row.load_percent!,
+    temperatureC: row.temperature_c!,
+    humidityPercent: row.humidity_percent!,
+  };
+}
+
+function toCargosafeUnit(row: CargosafeUnitRow): CargosafeUnit {
+  return {
+    id: row.id,
+    trailerId: row.trailer_id,
+    serial: row.serial,
+    active: row.active === 1,
+    lastSeenAt: row.last_seen_at,
+    latest: row.last_seen_at === null ? null : toCargosafeReading(row.id, { ...row, timestamp: row.last_seen_at }),
+    createdAt: row.created_at,
+  };
+}
+
+// --- errors ---------------------------------------------------------------------------------------
+
+/** Runs a write, turning constraint failures into the store's errors: a duplicate is a conflict, a dangling reference not_found. */
+function insertOrExplain<T>(write: () => T, explain: { conflict?: string; missing?: string }): T {
+  try {
+    return write();
+  } catch (error) {
+    if (error instanceof Database.SqliteError) {
+      const duplicate = error.code === 'SQLITE_CONSTRAINT_UNIQUE' || error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
+      if (duplicate && explain.conflict !== undefined) throw new TrailwireError('conflict', explain.conflict, { cause: error });
+      if (error.code === 'SQLITE_CONSTRAINT_FOREIGNKEY' && explain.missing !== undefined) {
+        throw new TrailwireError('not_found', explain.missing, { cause: error });
+      }
+    }
+    throw error;
+  }
+}
+
+function badOption(field: string, message: string): TrailwireError {
+  return new TrailwireError('validation_failed', `SqliteStoreOptions.${field} ${message}`, {
+    errors: [{ path: field, message }],
+  });
+}
+
+function withoutUndefined<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+}

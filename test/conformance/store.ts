@@ -1,0 +1,873 @@
+/**
+ * The one conformance suite every `TrailwireStore` must pass (STYLE.md "One conformance suite per
+ * interface"), written against the interface only so that SQLite, PostgreSQL and any later backend run
+ * the same cases: principals and key rotation; secrets and signing keys, including a race; fleet and
+ * trailer provisioning, VIN conflicts and the assignment of a trailer that intake created unassigned;
+ * customer isolation through every read method; keyset paging by id and by time, with concurrent inserts
+ * between pages; and `applyTelemetry` (unassigned trailers, the latest fix, devices, states, counts,
+ * status name and date, idempotent re-application, cargosafe units).
+ *
+ * Each case opens its own store and every record it makes carries fresh ids, so a backend may hand out a
+ * new database per case or one shared database. A backend's test file calls
+ * `runStoreConformance({ name, openStore, skip })`; `skip` maps a case name to the reason it does not apply.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { CanonicalCargosafeReading, CanonicalDeviceReading, CanonicalTelemetry } from '../../core/canonical.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import type { Customer, DeviceState, Fleet, GpsFix, Trailer } from '../../core/model.ts';
+import type { AppliedTelemetry, TimeKey, TimePageQuery, TrailwireStore } from '../../core/store.ts';
+
+export interface StoreConformanceOptions {
+  /** Names the backend in the test report, e.g. `sqlite (temp file)`. */
+  name: string;
+  /** Opens a ready store; the case closes it. */
+  openStore: () => Promise<TrailwireStore>;
+  /** Cases that do not apply to this backend: case name -> reason. An unknown case name throws. */
+  skip?: Partial<Record<string, string>>;
+}
+
+interface StoreCase {
+  group: string;
+  name: string;
+  run: (store: TrailwireStore) => Promise<void>;
+}
+
+/** Registers the conformance cases with node:test. */
+export function runStoreConformance(options: StoreConformanceOptions): void {
+  const names = new Set(STORE_CASES.map((storeCase) => storeCase.name));
+  const unknown = Object.keys(options.skip ?? {}).filter((name) => !names.has(name));
+  if (unknown.length > 0) {
+    throw new Error(`runStoreConformance(${options.name}): skip names unknown cases: ${unknown.join(', ')}`);
+  }
+  describe(`TrailwireStore conformance: ${options.name}`, () => {
+    for (const group of new Set(STORE_CASES.map((storeCase) => storeCase.group))) {
+      describe(group, () => {
+        for (const storeCase of STORE_CASES.filter((candidate) => candidate.group === group)) {
+          const reason = options.skip?.[storeCase.name];
+          it(storeCase.name, reason === undefined ? {} : { skip: reason }, async () => {
+            const store = await options.openStore();
+            try {
+              await storeCase.run(store);
+            } finally {
+              await store.close();
+            }
+          });
+        }
+      });
+    }
+  });
+}
+
+// --- fixtures -------------------------------------------------------------------------------------
+
+const T0 = Date.UTC(2026, 0, 1);
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const ALL_TIME: Omit<TimePageQuery, 'limit'> = { from: 0, to: T0 + 365 * DAY };
+const VIN_ALPHABET = '0123456789ABCDEFGHJKLMNPRSTUVWXYZ';
+/** Ids compare by UTF-16 code unit (byte order for ASCII; `COLLATE "C"` in PostgreSQL). */
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A unique, never all-digit id; `label` keeps test failures readable. */
+const uid = (label: string): string => `${label}-${randomUUID()}`;
+
+function vin(): string {
+  let text = '';
+  for (let i = 0; i < 17; i++) text += VIN_ALPHABET[Math.floor(Math.random() * VIN_ALPHABET.length)];
+  return text;
+}
+
+const OK: DeviceState = { isWarning: false, isFault: false };
+const WARNING: DeviceState = { isWarning: true, isFault: false };
+const FAULT: DeviceState = { isWarning: false, isFault: true };
+/** A device that reports both: it counts as faulted only. */
+const WARNING_AND_FAULT: DeviceState = { isWarning: true, isFault: true };
+
+function fix(timestamp: number, lat = 45.5): GpsFix {
+  return { timestamp, lat, long: -122.6, speed: 55, heading: 'NE' };
+}
+
+function tire(serial: string, timestamp: number, state: DeviceState = OK, position: string | null = 'L1'): CanonicalDeviceReading {
+  return { kind: 'tpms', serial, position, timestamp, metrics: { pressurePsi: 100, temperatureC: 30 }, state };
+}
+
+function cargo(serial: string, timestamp: number, loadPercent = 40): CanonicalCargosafeReading {
+  return { serial, timestamp, doorOpen: false, loadPercent, temperatureC: 4, humidityPercent: 55 };
+}
+
+function telemetry(parts: Partial<CanonicalTelemetry>): CanonicalTelemetry {
+  return { gps: [], devices: [], cargosafe: [], ...parts };
+}
+
+function newCustomer(store: TrailwireStore, createdAt = T0): Promise<Customer> {
+  return store.createCustomer({ id: uid('customer'), name: 'Acme Haulage', keyHash: uid('hash'), createdAt });
+}
+
+function newFleet(store: TrailwireStore, customerId: string, name = 'North'): Promise<Fleet> {
+  return store.createFleet({ customerId, name, createdAt: T0 });
+}
+
+function newTrailer(store: TrailwireStore, fleetId: number | null, id = uid('trailer')): Promise<Trailer> {
+  return store.createTrailer({ id, fleetId, vin: vin(), unitId: null, createdAt: T0 });
+}
+
+/** A customer with one fleet and one trailer in it. */
+async function customerWithTrailer(store: TrailwireStore) {
+  const customer = await newCustomer(store);
+  const fleet = await newFleet(store, customer.id);
+  const trailer = await newTrailer(store, fleet.id);
+  return { customer, fleet, trailer };
+}
+
+function apply(store: TrailwireStore, vinOf: string, at: number, parts: Partial<CanonicalTelemetry>): Promise<AppliedTelemetry> {
+  return store.applyTelemetry({ vin: vinOf, at, telemetry: telemetry(parts) });
+}
+
+/** Follows id pages of `limit` rows until a short page, asserting that no page exceeds the limit. */
+async function allIdPages<T extends { id: K }, K extends string | number>(
+  limit: number,
+  fetch: (afterId: K | undefined) => Promise<T[]>,
+): Promise<T[]> {
+  const rows: T[] = [];
+  for (let afterId: K | undefined; ; ) {
+    const page = await fetch(afterId);
+    assert.ok(page.length <= limit, `a page holds at most ${limit} rows`);
+    rows.push(...page);
+    if (page.length < limit) return rows;
+    afterId = page[page.length - 1]!.id;
+  }
+}
+
+/** Follows time pages of `limit` rows until a short page. */
+async function allTimePages<T>(
+  limit: number,
+  fetch: (after: TimeKey | undefined) => Promise<{ key: TimeKey; record: T }[]>,
+): Promise<{ key: TimeKey; record: T }[]> {
+  const rows: { key: TimeKey; record: T }[] = [];
+  for (let after: TimeKey | undefined; ; ) {
+    const page = await fetch(after);
+    assert.ok(page.length <= limit, `a page holds at most ${limit} rows`);
+    rows.push(...page);
+    if (page.length < limit) return rows;
+    after = page[page.length - 1]!.key;
+  }
+}
+
+function assertKeysAscend(keys: TimeKey[]): void {
+  for (let i = 1; i < keys.length; i++) {
+    const [a, b] = [keys[i - 1]!, keys[i]!];
+    assert.ok(a.timestamp < b.timestamp || (a.timestamp === b.timestamp && a.seq < b.seq), `key ${i} follows key ${i - 1}`);
+  }
+}
+
+async function assertRejectsWith(promise: Promise<unknown>, code: TrailwireError['code']): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => {
+    assert.ok(error instanceof TrailwireError, `a TrailwireError, got ${String(error)}`);
+    assert.equal(error.code, code);
+    return true;
+  });
+}
+
+const idOf = (row: { id: string | number }) => row.id;
+const timestampOf = (row: { record: { timestamp: number } }) => row.record.timestamp;
+
+// --- cases ----------------------------------------------------------------------------------------
+
+const STORE_CASES: StoreCase[] = [
+  // principals --------------------------------------------------------------------------------------
+  {
+    group: 'principals',
+    name: 'creates partners and customers and finds each by key hash in its own audience only',
+    async run(store) {
+      const partnerHash = uid('hash');
+      const partner = await store.createPartner({ id: uid('partner'), name: 'Tiremetrics', product: 'tpms', keyHash: partnerHash, createdAt: T0 });
+      assert.deepEqual(partner, { id: partner.id, name: 'Tiremetrics', product: 'tpms', keyVersion: 1, createdAt: T0, rotatedAt: null });
+      const customerHash = uid('hash');
+      const customer = await store.createCustomer({ id: uid('customer'), name: 'Acme', keyHash: customerHash, createdAt: T0 + 1 });
+      assert.deepEqual(customer, { id: customer.id, name: 'Acme', keyVersion: 1, createdAt: T0 + 1, rotatedAt: null });
+
+      assert.deepEqual(await store.findPrincipalByKeyHash('partners', partnerHash), { audience: 'partners', ...partner });
+      assert.deepEqual(await store.findPrincipalByKeyHash('customers', customerHash), { audience: 'customers', ...customer });
+      assert.equal(await store.findPrincipalByKeyHash('customers', partnerHash), null);
+      assert.equal(await store.findPrincipalByKeyHash('partners', customerHash), null);
+      assert.equal(await store.findPrincipalByKeyHash('partners', uid('hash')), null);
+
+      assert.deepEqual(await store.getPrincipal('partners', partner.id), { audience: 'partners', ...partner });
+      assert.deepEqual(await store.getPrincipal('customers', customer.id), { audience: 'customers', ...customer });
+      assert.equal(await store.getPrincipal('customers', partner.id), null);
+      assert.equal(await store.getPrincipal('partners', uid('partner')), null);
+    },
+  },
+  {
+    group: 'principals',
+    name: 'rotateKey replaces the key hash and increments the key version',
+    async run(store) {
+      const oldHash = uid('hash');
+      const partner = await store.createPartner({ id: uid('partner'), name: 'P', product: 'gps-basic', keyHash: oldHash, createdAt: T0 });
+      const newHash = uid('hash');
+      assert.equal(await store.rotateKey('partners', partner.id, newHash, T0 + HOUR), 2);
+      assert.equal(await store.findPrincipalByKeyHash('partners', oldHash), null, 'the old key no longer matches');
+      assert.deepEqual(await store.findPrincipalByKeyHash('partners', newHash), {
+        audience: 'partners',
+        ...partner,
+        keyVersion: 2,
+        rotatedAt: T0 + HOUR,
+      });
+      assert.equal(await store.rotateKey('partners', partner.id, uid('hash'), T0 + 2 * HOUR), 3);
+      assert.equal((await store.getPrincipal('partners', partner.id))?.keyVersion, 3);
+
+      const customer = await newCustomer(store);
+      assert.equal(await store.rotateKey('customers', customer.id, uid('hash'), T0 + HOUR), 2);
+      assert.equal((await store.getPrincipal('customers', customer.id))?.rotatedAt, T0 + HOUR);
+      assert.equal((await store.getPrincipal('partners', partner.id))?.keyVersion, 3, 'other principals are untouched');
+
+      assert.equal(await store.rotateKey('customers', uid('customer'), uid('hash'), T0), null, 'unknown principal');
+      assert.equal(await store.rotateKey('customers', partner.id, uid('hash'), T0), null, 'a partner id is no customer');
+    },
+  },
+  {
+    group: 'principals',
+    name: 'a key hash or id already used in an audience is a conflict',
+    async run(store) {
+      const hash = uid('hash');
+      const first = await store.createCustomer({ id: uid('customer'), name: 'A', keyHash: hash, createdAt: T0 });
+      await assertRejectsWith(store.createCustomer({ id: uid('customer'), name: 'B', keyHash: hash, createdAt: T0 }), 'conflict');
+      await assertRejectsWith(store.createCustomer({ id: first.id, name: 'C', keyHash: uid('hash'), createdAt: T0 }), 'conflict');
+      const partnerHash = uid('hash');
+      await store.createPartner({ id: uid('partner'), name: 'P', product: 'tpms', keyHash: partnerHash, createdAt: T0 });
+      await assertRejectsWith(
+        store.createPartner({ id: uid('partner'), name: 'Q', product: 'tpms', keyHash: partnerHash, createdAt: T0 }),
+        'conflict',
+      );
+      assert.equal((await store.findPrincipalByKeyHash('customers', hash))?.id, first.id, 'the first holder keeps its key');
+    },
+  },
+
+  // secrets -----------------------------------------------------------------------------------------
+  {
+    group: 'secrets',
+    name: 'getOrCreateSecret keeps the first value, also when two callers race',
+    async run(store) {
+      const name = uid('secret');
+      const [a, b] = await Promise.all([store.getOrCreateSecret(name, 'candidate-a'), store.getOrCreateSecret(name, 'candidate-b')]);
+      assert.equal(a, b, 'both racers get the same secret');
+      assert.ok(a === 'candidate-a' || a === 'candidate-b');
+      assert.equal(await store.getOrCreateSecret(name, 'candidate-c'), a, 'a later candidate is ignored');
+      assert.equal(await store.getOrCreateSecret(uid('secret'), 'other'), 'other', 'names are independent');
+    },
+  },
+  {
+    group: 'secrets',
+    name: 'signing keys are saved once per kid and listed oldest first',
+    async run(store) {
+      const [older, newer] = [uid('kid'), uid('kid')];
+      await store.saveSigningKey({ kid: newer, alg: 'ES256', privateKeyPem: 'PEM-NEWER', createdAt: T0 + 1 });
+      await store.saveSigningKey({ kid: older, alg: 'RS256', privateKeyPem: 'PEM-OLDER', createdAt: T0 });
+      await store.saveSigningKey({ kid: older, alg: 'RS256', privateKeyPem: 'PEM-REPLACED', createdAt: T0 + 2 });
+      const mine = (await store.listSigningKeys()).filter((key) => key.kid === older || key.kid === newer);
+      assert.deepEqual(mine, [
+        { kid: older, alg: 'RS256', privateKeyPem: 'PEM-OLDER', createdAt: T0 },
+        { kid: newer, alg: 'ES256', privateKeyPem: 'PEM-NEWER', createdAt: T0 + 1 },
+      ]);
+    },
+  },
+
+  // provisioning ------------------------------------------------------------------------------------
+  {
+    group: 'provisioning',
+    name: 'createFleet gives distinct positive int32 ids that getFleetById finds',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const first = await newFleet(store, customer.id, 'North');
+      const second = await newFleet(store, customer.id, 'South');
+      for (const fleet of [first, second]) {
+        assert.ok(Number.isInteger(fleet.id) && fleet.id >= 1 && fleet.id <= 2 ** 31 - 1, `fleet id ${fleet.id} is a positive int32`);
+      }
+      assert.notEqual(first.id, second.id);
+      assert.deepEqual(second, { id: second.id, customerId: customer.id, name: 'South', createdAt: T0 });
+      assert.deepEqual(await store.getFleetById(first.id), first);
+      assert.equal(await store.getFleetById(2 ** 31 - 1), null);
+    },
+  },
+  {
+    group: 'provisioning',
+    name: 'createFleet for an unknown customer is not_found',
+    async run(store) {
+      await assertRejectsWith(store.createFleet({ customerId: uid('customer'), name: 'Ghost', createdAt: T0 }), 'not_found');
+    },
+  },
+  {
+    group: 'provisioning',
+    name: 'createTrailer stores an OK, active trailer; a known VIN is a conflict',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      const input = { id: uid('trailer'), fleetId: fleet.id, vin: vin(), unitId: 'UNIT-7', createdAt: T0 + MINUTE };
+      const trailer = await store.createTrailer(input);
+      assert.deepEqual(trailer, {
+        id: input.id,
+        fleetId: fleet.id,
+        unitId: 'UNIT-7',
+        vin: input.vin,
+        active: true,
+        statusName: 'OK',
+        statusDate: T0 + MINUTE,
+        faultedDevices: 0,
+        warningDevices: 0,
+        telemetry: null,
+        createdAt: T0 + MINUTE,
+      });
+      assert.deepEqual(await store.findTrailerByVin(input.vin), trailer);
+      assert.equal(await store.findTrailerByVin(vin()), null);
+      await assertRejectsWith(store.createTrailer({ ...input, id: uid('trailer') }), 'conflict');
+      await assertRejectsWith(store.createTrailer({ ...input, id: uid('trailer'), vin: vin(), fleetId: 2 ** 31 - 1 }), 'not_found');
+      assert.deepEqual(await store.getTrailer(customer.id, trailer.id), trailer, 'the conflict changed nothing');
+    },
+  },
+  {
+    group: 'provisioning',
+    name: 'assignTrailer brings an unassigned trailer and all its data into a fleet',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      const unknownVin = vin();
+      const applied = await apply(store, unknownVin, T0, {
+        gps: [fix(T0 - MINUTE)],
+        devices: [tire('S1', T0 - MINUTE, WARNING)],
+        cargosafe: [cargo('C1', T0 - MINUTE)],
+      });
+      const trailerId = applied.trailer.id;
+      assert.equal(await store.getTrailer(customer.id, trailerId), null, 'invisible while unassigned');
+      assert.deepEqual(await store.listCargosafe(customer.id, { limit: 10 }), []);
+
+      const assigned = await store.assignTrailer(trailerId, fleet.id, 'UNIT-9');
+      assert.deepEqual(assigned, { ...applied.trailer, fleetId: fleet.id, unitId: 'UNIT-9' });
+      assert.deepEqual(await store.getTrailer(customer.id, trailerId), assigned);
+      assert.deepEqual((await store.listTrailers(customer.id, fleet.id, { limit: 10, activeOnly: false, staleBefore: 0 })).map(idOf), [trailerId]);
+      assert.deepEqual((await store.listGps(customer.id, trailerId, { ...ALL_TIME, limit: 10 })).map(timestampOf), [T0 - MINUTE]);
+      const [device] = await store.listDevices(customer.id, trailerId, { limit: 10, activeOnly: false, staleBefore: 0 });
+      assert.equal(device?.serial, 'S1');
+      assert.equal((await store.listDeviceReadings(customer.id, device.id, { ...ALL_TIME, limit: 10 })).length, 1);
+      const units = await store.listCargosafe(customer.id, { limit: 10 });
+      assert.deepEqual(units.map((unit) => unit.serial), ['C1'], "the trailer's cargosafe unit follows it into the fleet");
+      assert.equal((await store.getCargosafe(customer.id, units[0]!.id))?.trailerId, trailerId);
+      assert.equal((await store.listCargosafeReadings(customer.id, units[0]!.id, { ...ALL_TIME, limit: 10 })).length, 1);
+
+      const applyAgain = await apply(store, unknownVin, T0 + MINUTE, { gps: [fix(T0)] });
+      assert.equal(applyAgain.createdTrailer, false);
+      assert.deepEqual(applyAgain.fleet, fleet, 'applyTelemetry answers the fleet once assigned');
+
+      await assertRejectsWith(store.assignTrailer(uid('trailer'), fleet.id, null), 'not_found');
+      await assertRejectsWith(store.assignTrailer(trailerId, 2 ** 31 - 1, null), 'not_found');
+    },
+  },
+  {
+    group: 'provisioning',
+    name: 'setTrailerActive and setDeviceActive answer whether the record exists',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      assert.equal(await store.setTrailerActive(trailer.id, false), true);
+      assert.equal((await store.getTrailer(customer.id, trailer.id))?.active, false);
+      assert.equal(await store.setTrailerActive(trailer.id, true), true);
+      assert.equal((await store.getTrailer(customer.id, trailer.id))?.active, true);
+      assert.equal(await store.setTrailerActive(uid('trailer'), false), false);
+
+      await apply(store, trailer.vin, T0, { devices: [tire('S1', T0)] });
+      const [device] = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
+      assert.equal(await store.setDeviceActive(device!.id, false), true);
+      assert.equal((await store.getDevice(customer.id, device!.id))?.active, false);
+      assert.equal(await store.setDeviceActive(uid('device'), false), false);
+    },
+  },
+
+  // isolation ---------------------------------------------------------------------------------------
+  {
+    group: 'isolation',
+    name: "a customer reads none of another customer's records through any read method",
+    async run(store) {
+      const a = await customerWithTrailer(store);
+      await apply(store, a.trailer.vin, T0, {
+        gps: [fix(T0 - MINUTE)],
+        devices: [tire('S1', T0 - MINUTE)],
+        cargosafe: [cargo('C1', T0 - MINUTE)],
+      });
+      const b = await customerWithTrailer(store);
+      const [device] = await store.listDevices(a.customer.id, a.trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
+      const [unit] = await store.listCargosafe(a.customer.id, { limit: 10 });
+      assert.ok(device && unit, "customer A reads its own device and unit (the control for what follows)");
+      const time = { ...ALL_TIME, limit: 10 };
+      const ids = { limit: 10, activeOnly: false, staleBefore: 0 };
+      assert.equal((await store.listGps(a.customer.id, a.trailer.id, time)).length, 1);
+
+      assert.deepEqual((await store.listFleets(b.customer.id, { limit: 10 })).map(idOf), [b.fleet.id]);
+      assert.equal(await store.getFleet(b.customer.id, a.fleet.id), null);
+      assert.deepEqual(await store.listTrailers(b.customer.id, a.fleet.id, ids), []);
+      assert.deepEqual(await store.listTrailers(b.customer.id, a.fleet.id, { ...ids, activeOnly: true }), []);
+      assert.equal(await store.getTrailer(b.customer.id, a.trailer.id), null);
+      assert.deepEqual(await store.listGps(b.customer.id, a.trailer.id, time), []);
+      assert.deepEqual(await store.listDevices(b.customer.id, a.trailer.id, ids), []);
+      assert.deepEqual(await store.listDevices(b.customer.id, a.trailer.id, { ...ids, activeOnly: true }), []);
+      assert.equal(await store.getDevice(b.customer.id, device.id), null);
+      assert.equal(await store.getDevice(b.customer.id, device.id, 0), null);
+      assert.deepEqual(await store.listDeviceReadings(b.customer.id, device.id, time), []);
+      assert.deepEqual(await store.listCargosafe(b.customer.id, { limit: 10 }), []);
+      assert.equal(await store.getCargosafe(b.customer.id, unit.id), null);
+      assert.deepEqual(await store.listCargosafeReadings(b.customer.id, unit.id, time), []);
+      // And nothing of A's through B's own fleet id either.
+      assert.deepEqual((await store.listTrailers(b.customer.id, b.fleet.id, ids)).map(idOf), [b.trailer.id]);
+    },
+  },
+  {
+    group: 'isolation',
+    name: 'an unassigned trailer and its data are visible to no customer',
+    async run(store) {
+      const a = await customerWithTrailer(store);
+      const applied = await apply(store, vin(), T0, {
+        gps: [fix(T0)],
+        devices: [tire('S1', T0)],
+        cargosafe: [cargo('C1', T0)],
+      });
+      assert.equal(applied.createdTrailer, true);
+      assert.equal(applied.fleet, null);
+      const time = { ...ALL_TIME, limit: 10 };
+      assert.equal(await store.getTrailer(a.customer.id, applied.trailer.id), null);
+      assert.deepEqual(await store.listGps(a.customer.id, applied.trailer.id, time), []);
+      assert.deepEqual(await store.listDevices(a.customer.id, applied.trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 }), []);
+      assert.deepEqual(await store.listCargosafe(a.customer.id, { limit: 10 }), []);
+      assert.deepEqual((await store.listTrailers(a.customer.id, a.fleet.id, { limit: 10, activeOnly: false, staleBefore: 0 })).map(idOf), [
+        a.trailer.id,
+      ]);
+    },
+  },
+
+  // id paging ---------------------------------------------------------------------------------------
+  {
+    group: 'id paging',
+    name: 'fleets page in id order after afterId, at most limit per page',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const created: Fleet[] = [];
+      for (let i = 0; i < 5; i++) created.push(await newFleet(store, customer.id, `Fleet ${i}`));
+      const expected = created.map(idOf).sort((x, y) => Number(x) - Number(y));
+      const paged = await allIdPages(2, (afterId) => store.listFleets(customer.id, { afterId, limit: 2 }));
+      assert.deepEqual(paged.map(idOf), expected);
+      assert.deepEqual((await store.listFleets(customer.id, { afterId: expected[1] as number, limit: 10 })).map(idOf), expected.slice(2));
+      assert.deepEqual(await store.listFleets(customer.id, { afterId: expected[4] as number, limit: 10 }), []);
+      assert.deepEqual(await store.getFleet(customer.id, created[0]!.id), created[0]);
+    },
+  },
+  {
+    group: 'id paging',
+    name: 'trailers page in id order; activeOnly leaves out deactivated trailers',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      const other = await newFleet(store, customer.id, 'Other');
+      await newTrailer(store, other.id);
+      const created: Trailer[] = [];
+      for (let i = 0; i < 5; i++) created.push(await newTrailer(store, fleet.id));
+      const ids = created.map(idOf).sort(byCodeUnit);
+      await store.setTrailerActive(ids[1]!, false);
+      await store.setTrailerActive(ids[3]!, false);
+
+      const all = await allIdPages(2, (afterId) => store.listTrailers(customer.id, fleet.id, { afterId, limit: 2, activeOnly: false, staleBefore: 0 }));
+      assert.deepEqual(all.map(idOf), ids, 'every trailer of this fleet only, in id order');
+      assert.deepEqual(all.map((trailer) => trailer.active), [true, false, true, false, true]);
+      const active = await allIdPages(1, (afterId) => store.listTrailers(customer.id, fleet.id, { afterId, limit: 1, activeOnly: true, staleBefore: 0 }));
+      assert.deepEqual(active.map(idOf), [ids[0], ids[2], ids[4]]);
+    },
+  },
+  {
+    group: 'id paging',
+    name: 'devices page in id order; activeOnly and the active field follow the operator flag and staleness',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const staleBefore = T0 - 7 * DAY;
+      await apply(store, trailer.vin, T0, {
+        devices: [
+          tire('fresh', T0 - HOUR),
+          tire('stale', staleBefore - 1),
+          tire('edge', staleBefore),
+          tire('disabled', T0 - HOUR),
+          { ...tire('fresh', T0 - HOUR), kind: 'door' },
+        ],
+      });
+      const bySerialKind = new Map(
+        (await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore })).map((device) => [
+          `${device.kind}/${device.serial}`,
+          device,
+        ]),
+      );
+      assert.equal(bySerialKind.size, 5, 'a device per (kind, serial)');
+      await store.setDeviceActive(bySerialKind.get('tpms/disabled')!.id, false);
+
+      const all = await allIdPages(2, (afterId) => store.listDevices(customer.id, trailer.id, { afterId, limit: 2, activeOnly: false, staleBefore }));
+      assert.deepEqual(all.map(idOf), [...bySerialKind.values()].map(idOf).sort(byCodeUnit));
+      const activeByName = Object.fromEntries(all.map((device) => [`${device.kind}/${device.serial}`, device.active]));
+      assert.deepEqual(activeByName, {
+        'tpms/fresh': true,
+        'door/fresh': true,
+        'tpms/edge': true,
+        'tpms/stale': false,
+        'tpms/disabled': false,
+      });
+      const active = await allIdPages(1, (afterId) => store.listDevices(customer.id, trailer.id, { afterId, limit: 1, activeOnly: true, staleBefore }));
+      assert.deepEqual(
+        active.map(idOf),
+        all.filter((device) => device.active).map(idOf),
+        'activeOnly keeps exactly the devices whose active field is true',
+      );
+      for (const device of all) {
+        assert.equal((await store.getDevice(customer.id, device.id, staleBefore))?.active, device.active, `getDevice agrees on ${device.serial}`);
+      }
+      const stale = bySerialKind.get('tpms/stale')!;
+      assert.equal((await store.getDevice(customer.id, stale.id))?.active, true, 'without staleBefore only the operator flag counts');
+      assert.deepEqual(await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: true, staleBefore: T0 }), []);
+    },
+  },
+  {
+    group: 'id paging',
+    name: "cargosafe units page in id order across the customer's fleets",
+    async run(store) {
+      const a = await customerWithTrailer(store);
+      const second = await newTrailer(store, (await newFleet(store, a.customer.id, 'Second')).id);
+      await apply(store, a.trailer.vin, T0, { cargosafe: [cargo('C1', T0), cargo('C2', T0), cargo('C3', T0)] });
+      await apply(store, second.vin, T0, { cargosafe: [cargo('C1', T0), cargo('C4', T0)] });
+      const units = await allIdPages(2, (afterId) => store.listCargosafe(a.customer.id, { afterId, limit: 2 }));
+      assert.equal(units.length, 5);
+      assert.deepEqual(units.map(idOf), units.map(idOf).sort(byCodeUnit));
+      assert.deepEqual(units.map((unit) => `${unit.trailerId === second.id ? 2 : 1}/${unit.serial}`).sort(), ['1/C1', '1/C2', '1/C3', '2/C1', '2/C4']);
+    },
+  },
+  {
+    group: 'id paging',
+    name: 'inserts between id pages never duplicate or skip a record',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      // Ids chosen so that later inserts land both before and after the cursor.
+      const prefix = uid('trailer');
+      const idAt = (n: number) => `${prefix}-${String(n).padStart(3, '0')}`;
+      const original = [10, 20, 30, 40, 50, 60];
+      for (const n of original) await newTrailer(store, fleet.id, idAt(n));
+      const page = { limit: 3, activeOnly: false, staleBefore: 0 };
+
+      const first = await store.listTrailers(customer.id, fleet.id, page);
+      assert.deepEqual(first.map(idOf), [idAt(10), idAt(20), idAt(30)]);
+      await newTrailer(store, fleet.id, idAt(15)); // behind the cursor
+      await newTrailer(store, fleet.id, idAt(35)); // ahead of it
+      const second = await store.listTrailers(customer.id, fleet.id, { ...page, afterId: first.at(-1)!.id });
+      await newTrailer(store, fleet.id, idAt(45)); // behind the cursor again
+      await newTrailer(store, fleet.id, idAt(70));
+      const rest = await allIdPages(3, (afterId) =>
+        store.listTrailers(customer.id, fleet.id, { ...page, afterId: afterId ?? second.at(-1)!.id }),
+      );
+      const seen = [...first, ...second, ...rest].map(idOf);
+      assert.equal(new Set(seen).size, seen.length, 'no duplicates');
+      assert.deepEqual(seen, [10, 20, 30, 35, 40, 50, 60, 70].map(idAt), 'every original record once, in order');
+    },
+  },
+
+  // time paging -------------------------------------------------------------------------------------
+  {
+    group: 'time paging',
+    name: 'time pages hold from <= timestamp < to, ascending',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const minutes = [4, 0, 3, 1, 5, 2];
+      await apply(store, trailer.vin, T0 + HOUR, {
+        gps: minutes.map((m) => fix(T0 + m * MINUTE)),
+        devices: minutes.map((m) => tire('S1', T0 + m * MINUTE)),
+        cargosafe: minutes.map((m) => cargo('C1', T0 + m * MINUTE)),
+      });
+      const [device] = await store.listDevices(customer.id, trailer.id, { limit: 1, activeOnly: false, staleBefore: 0 });
+      const [unit] = await store.listCargosafe(customer.id, { limit: 1 });
+      const window = { from: T0 + MINUTE, to: T0 + 4 * MINUTE, limit: 10 };
+      const expected = [1, 2, 3].map((m) => T0 + m * MINUTE);
+      const gps = await store.listGps(customer.id, trailer.id, window);
+      assert.deepEqual(gps.map(timestampOf), expected, 'gps: from included, to excluded');
+      assertKeysAscend(gps.map((row) => row.key));
+      assert.deepEqual(gps.map((row) => row.key.timestamp), expected, 'the key carries the timestamp');
+      const readings = await store.listDeviceReadings(customer.id, device!.id, window);
+      assert.deepEqual(readings.map(timestampOf), expected, 'device readings: same bounds');
+      assert.deepEqual(readings[0]?.record, {
+        deviceId: device!.id,
+        timestamp: T0 + MINUTE,
+        metrics: { pressurePsi: 100, temperatureC: 30 },
+        state: OK,
+      });
+      const unitReadings = await store.listCargosafeReadings(customer.id, unit!.id, window);
+      assert.deepEqual(unitReadings.map(timestampOf), expected, 'cargosafe readings: same bounds');
+      assert.deepEqual(unitReadings[0]?.record, {
+        unitId: unit!.id,
+        timestamp: T0 + MINUTE,
+        doorOpen: false,
+        loadPercent: 40,
+        temperatureC: 4,
+        humidityPercent: 55,
+      });
+      assert.deepEqual(await store.listGps(customer.id, trailer.id, { from: T0 + 6 * MINUTE, to: T0 + HOUR, limit: 10 }), []);
+      assert.deepEqual(await store.listGps(customer.id, trailer.id, { from: T0, to: T0, limit: 10 }), [], 'an empty window');
+    },
+  },
+  {
+    group: 'time paging',
+    name: 'time pages continue strictly after the given key',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const stamps = Array.from({ length: 7 }, (_, i) => T0 + i * SECOND);
+      await apply(store, trailer.vin, T0 + HOUR, {
+        gps: stamps.map((t) => fix(t)),
+        devices: stamps.map((t) => tire('S1', t)),
+        cargosafe: stamps.map((t) => cargo('C1', t)),
+      });
+      const [device] = await store.listDevices(customer.id, trailer.id, { limit: 1, activeOnly: false, staleBefore: 0 });
+      const [unit] = await store.listCargosafe(customer.id, { limit: 1 });
+      const lists = {
+        gps: (page: TimePageQuery) => store.listGps(customer.id, trailer.id, page),
+        readings: (page: TimePageQuery) => store.listDeviceReadings(customer.id, device!.id, page),
+        cargosafe: (page: TimePageQuery) => store.listCargosafeReadings(customer.id, unit!.id, page),
+      };
+      for (const [name, list] of Object.entries(lists)) {
+        const paged = await allTimePages(3, (after) => list({ ...ALL_TIME, after, limit: 3 }));
+        assert.deepEqual(paged.map(timestampOf), stamps, `${name}: every record once, in order`);
+        assertKeysAscend(paged.map((row) => row.key));
+        const third = paged[2]!.key;
+        assert.deepEqual((await list({ ...ALL_TIME, after: third, limit: 2 })).map(timestampOf), stamps.slice(3, 5), `${name}: after excludes its key`);
+        assert.deepEqual(await list({ ...ALL_TIME, after: paged.at(-1)!.key, limit: 3 }), [], `${name}: nothing after the last key`);
+      }
+    },
+  },
+  {
+    group: 'time paging',
+    name: 'records of one source share no timestamp: a repeat keeps the first record',
+    async run(store) {
+      // Readings are unique per (source, timestamp), which is what makes a retried payload harmless;
+      // so within one list the order of equal timestamps never arises, and the first write wins.
+      const { customer, trailer } = await customerWithTrailer(store);
+      await apply(store, trailer.vin, T0, { gps: [fix(T0, 10), fix(T0, 20), fix(T0 + SECOND, 30)] });
+      await apply(store, trailer.vin, T0, { gps: [fix(T0, 40)] });
+      const gps = await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 });
+      assert.deepEqual(gps.map((row) => row.record.lat), [10, 30]);
+      assertKeysAscend(gps.map((row) => row.key));
+    },
+  },
+  {
+    group: 'time paging',
+    name: 'inserts between time pages never duplicate or skip a record',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const at = (s: number) => T0 + s * SECOND;
+      await apply(store, trailer.vin, T0, { gps: [10, 20, 30, 40, 50].map((s) => fix(at(s))) });
+      const page = { ...ALL_TIME, limit: 2 };
+      const first = await store.listGps(customer.id, trailer.id, page);
+      await apply(store, trailer.vin, T0, { gps: [fix(at(15)), fix(at(25)), fix(at(60))] }); // 15 is behind the cursor
+      const rest = await allTimePages(2, (after) => store.listGps(customer.id, trailer.id, { ...page, after: after ?? first.at(-1)!.key }));
+      const seen = [...first, ...rest].map(timestampOf);
+      assert.equal(new Set(seen).size, seen.length, 'no duplicates');
+      assert.deepEqual(seen, [10, 20, 25, 30, 40, 50, 60].map(at), 'every original record once, in order');
+    },
+  },
+
+  // applyTelemetry ----------------------------------------------------------------------------------
+  {
+    group: 'applyTelemetry',
+    name: 'an unknown VIN creates one unassigned, active, OK trailer',
+    async run(store) {
+      const unknownVin = vin();
+      const first = await apply(store, unknownVin, T0 + MINUTE, {});
+      assert.equal(first.createdTrailer, true);
+      assert.equal(first.fleet, null);
+      assert.deepEqual(first.trailer, {
+        id: first.trailer.id,
+        fleetId: null,
+        unitId: null,
+        vin: unknownVin,
+        active: true,
+        statusName: 'OK',
+        statusDate: T0 + MINUTE,
+        faultedDevices: 0,
+        warningDevices: 0,
+        telemetry: null,
+        createdAt: T0 + MINUTE,
+      });
+      assert.doesNotMatch(first.trailer.id, /^\d+$/, 'a trailer id is never all digits');
+      const second = await apply(store, unknownVin, T0 + 2 * MINUTE, {});
+      assert.equal(second.createdTrailer, false);
+      assert.deepEqual(second.trailer, first.trailer);
+      assert.deepEqual(await store.findTrailerByVin(unknownVin), first.trailer);
+
+      const known = await customerWithTrailer(store);
+      const applied = await apply(store, known.trailer.vin, T0, {});
+      assert.equal(applied.createdTrailer, false);
+      assert.deepEqual(applied.trailer, known.trailer);
+      assert.deepEqual(applied.fleet, known.fleet);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: "the trailer's latest fix only moves forward",
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      let applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 2 * MINUTE, 2), fix(T0 + 3 * MINUTE, 3), fix(T0 + MINUTE, 1)] });
+      assert.deepEqual(applied.trailer.telemetry, fix(T0 + 3 * MINUTE, 3), 'the newest fix of the batch, wherever it sits');
+      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0, 0)] });
+      assert.deepEqual(applied.trailer.telemetry, fix(T0 + 3 * MINUTE, 3), 'an older fix is stored but does not move it back');
+      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 3 * MINUTE, 99)] });
+      assert.equal(applied.trailer.telemetry?.lat, 3, 'a repeated timestamp does not replace it');
+      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 9 * MINUTE, 9)] });
+      assert.deepEqual(applied.trailer.telemetry, fix(T0 + 9 * MINUTE, 9));
+      assert.deepEqual((await store.getTrailer(customer.id, trailer.id))?.telemetry, fix(T0 + 9 * MINUTE, 9));
+      assert.equal((await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 })).length, 5);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: "a device is created once per trailer, kind and serial, and only newer readings move its state",
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const other = await newTrailer(store, trailer.fleetId);
+      await apply(store, trailer.vin, T0 + HOUR, { devices: [tire('S1', T0 + 10 * MINUTE, WARNING, 'L1')] });
+      await apply(store, other.vin, T0 + HOUR, { devices: [tire('S1', T0, OK)] });
+      await apply(store, trailer.vin, T0 + 2 * HOUR, { devices: [tire('S1', T0 + 5 * MINUTE, FAULT, 'R1')] });
+      const devices = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
+      assert.equal(devices.length, 1, 'one device for the serial on this trailer');
+      const device = devices[0]!;
+      assert.doesNotMatch(device.id, /^\d+$/, 'a device id is never all digits');
+      assert.deepEqual(device, {
+        id: device.id,
+        trailerId: trailer.id,
+        kind: 'tpms',
+        serial: 'S1',
+        position: 'L1',
+        active: true,
+        state: WARNING,
+        lastSeenAt: T0 + 10 * MINUTE,
+        createdAt: T0 + HOUR,
+      });
+      const readings = await store.listDeviceReadings(customer.id, device.id, { ...ALL_TIME, limit: 10 });
+      assert.deepEqual(
+        readings.map((row) => [row.record.timestamp, row.record.state]),
+        [
+          [T0 + 5 * MINUTE, FAULT],
+          [T0 + 10 * MINUTE, WARNING],
+        ],
+        'the late reading is stored in its place',
+      );
+      await apply(store, trailer.vin, T0 + 3 * HOUR, { devices: [tire('S1', T0 + 20 * MINUTE, OK, 'R2')] });
+      const moved = await store.getDevice(customer.id, device.id, 0);
+      assert.deepEqual([moved?.state, moved?.lastSeenAt, moved?.position], [OK, T0 + 20 * MINUTE, 'R2']);
+      assert.equal((await store.listDevices(customer.id, other.id, { limit: 10, activeOnly: false, staleBefore: 0 })).length, 1);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: 'status name and counts follow the device states; the status date moves only with the name',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const step = async (at: number, devices: CanonicalDeviceReading[]) => (await apply(store, trailer.vin, at, { devices })).trailer;
+      const summary = (t: Trailer) => [t.statusName, t.statusDate, t.faultedDevices, t.warningDevices];
+
+      assert.deepEqual(summary(await step(T0 + 1, [tire('A', T0 + 1), tire('B', T0 + 1)])), ['OK', T0, 0, 0], 'still OK: date kept');
+      assert.deepEqual(summary(await step(T0 + 2, [tire('A', T0 + 2, WARNING)])), ['Warning', T0 + 2, 0, 1]);
+      assert.deepEqual(summary(await step(T0 + 3, [tire('B', T0 + 3, WARNING)])), ['Warning', T0 + 2, 0, 2], 'same name: same date');
+      assert.deepEqual(summary(await step(T0 + 4, [tire('A', T0 + 4, WARNING_AND_FAULT)])), ['Faulted', T0 + 4, 1, 1], 'a faulted device counts once, as faulted');
+      assert.deepEqual(summary(await step(T0 + 5, [tire('C', T0 + 5, FAULT)])), ['Faulted', T0 + 4, 2, 1]);
+      assert.deepEqual(summary(await step(T0 + 6, [tire('A', T0 + 6), tire('C', T0 + 6)])), ['Warning', T0 + 6, 0, 1]);
+      assert.deepEqual(summary(await step(T0 + 7, [tire('B', T0 + 7)])), ['OK', T0 + 7, 0, 0]);
+      assert.deepEqual(summary(await step(T0 + 8, [tire('B', T0 + 1, FAULT)])), ['OK', T0 + 7, 0, 0], 'an old reading changes no state');
+      const stored = await store.getTrailer(customer.id, trailer.id);
+      assert.deepEqual(summary(stored!), ['OK', T0 + 7, 0, 0]);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: 'devices switched off by the operator are not counted',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      await apply(store, trailer.vin, T0 + 1, { devices: [tire('A', T0 + 1, FAULT), tire('B', T0 + 1, WARNING)] });
+      const devices = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
+      await store.setDeviceActive(devices.find((device) => device.serial === 'A')!.id, false);
+      const after = await apply(store, trailer.vin, T0 + 2, { devices: [tire('B', T0 + 2, WARNING)] });
+      assert.deepEqual([after.trailer.statusName, after.trailer.faultedDevices, after.trailer.warningDevices], ['Warning', 0, 1]);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: 'applying the same batch twice changes nothing the second time',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const parts = {
+        gps: [fix(T0 + MINUTE), fix(T0 + 2 * MINUTE)],
+        devices: [tire('A', T0 + MINUTE, WARNING), tire('A', T0 + 2 * MINUTE, FAULT), tire('B', T0 + MINUTE)],
+        cargosafe: [cargo('C1', T0 + MINUTE, 10), cargo('C1', T0 + 2 * MINUTE, 20)],
+      };
+      const snapshot = async () => {
+        const devices = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
+        const units = await store.listCargosafe(customer.id, { limit: 10 });
+        return {
+          trailer: await store.getTrailer(customer.id, trailer.id),
+          gps: await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 }),
+          devices,
+          readings: await Promise.all(devices.map((device) => store.listDeviceReadings(customer.id, device.id, { ...ALL_TIME, limit: 10 }))),
+          units,
+          unitReadings: await Promise.all(units.map((unit) => store.listCargosafeReadings(customer.id, unit.id, { ...ALL_TIME, limit: 10 }))),
+        };
+      };
+      const first = await apply(store, trailer.vin, T0 + HOUR, parts);
+      assert.deepEqual([first.trailer.statusName, first.trailer.statusDate], ['Faulted', T0 + HOUR]);
+      const before = await snapshot();
+      const second = await apply(store, trailer.vin, T0 + 2 * HOUR, parts);
+      assert.equal(second.createdTrailer, false);
+      assert.deepEqual(second.trailer, first.trailer, 'status date included');
+      assert.deepEqual(await snapshot(), before);
+      assert.equal(before.gps.length, 2);
+      assert.deepEqual(before.readings.map((rows) => rows.length).sort(), [1, 2]);
+      assert.equal(before.unitReadings[0]?.length, 2);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: 'cargosafe units are created once per trailer and serial and keep their latest reading',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      await apply(store, trailer.vin, T0 + HOUR, { cargosafe: [cargo('C1', T0 + 2 * MINUTE, 20), cargo('C1', T0 + MINUTE, 10)] });
+      let [unit] = await store.listCargosafe(customer.id, { limit: 10 });
+      assert.doesNotMatch(unit!.id, /^\d+$/, 'a cargosafe id is never all digits');
+      assert.deepEqual(unit, {
+        id: unit!.id,
+        trailerId: trailer.id,
+        serial: 'C1',
+        active: true,
+        lastSeenAt: T0 + 2 * MINUTE,
+        latest: { unitId: unit!.id, timestamp: T0 + 2 * MINUTE, doorOpen: false, loadPercent: 20, temperatureC: 4, humidityPercent: 55 },
+        createdAt: T0 + HOUR,
+      });
+      await apply(store, trailer.vin, T0 + 2 * HOUR, { cargosafe: [cargo('C1', T0, 5)] });
+      assert.equal((await store.getCargosafe(customer.id, unit!.id))?.latest?.loadPercent, 20, 'an older reading does not replace the latest');
+      await apply(store, trailer.vin, T0 + 3 * HOUR, { cargosafe: [{ ...cargo('C1', T0 + 3 * MINUTE, 30), doorOpen: true }, cargo('C2', T0, 1)] });
+      [unit] = (await store.listCargosafe(customer.id, { limit: 10 })).filter((candidate) => candidate.serial === 'C1');
+      assert.deepEqual([unit?.latest?.loadPercent, unit?.latest?.doorOpen, unit?.lastSeenAt], [30, true, T0 + 3 * MINUTE]);
+      assert.deepEqual(
+        (await store.listCargosafeReadings(customer.id, unit!.id, { ...ALL_TIME, limit: 10 })).map((row) => row.record.loadPercent),
+        [5, 10, 20, 30],
+      );
+      assert.equal((await store.listCargosafe(customer.id, { limit: 10 })).length, 2, 'a second serial is a second unit');
+    },
+  },
+
+  // lifecycle ---------------------------------------------------------------------------------------
+  {
+    group: 'lifecycle',
+    name: 'ping answers on an open store and close can be called twice',
+    async run(store) {
+      await store.ping();
+      await store.close();
+      await store.close();
+    },
+  },
+];
