@@ -7,6 +7,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { invalidField, TrailwireError } from './errors.ts';
+import { parseRfc3339 } from './json-schema.ts';
 import type { TimeKey } from './store.ts';
 
 export const TAKE_DEFAULT = 50;
@@ -38,9 +39,8 @@ export function parseActiveOnly(raw: string | undefined): boolean {
 
 /** Parses an RFC 3339 timestamp with a time zone (`Z` or an offset) into epoch ms. */
 export function parseTimestamp(raw: string, path: string): number {
-  const rfc3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/;
-  const ms = rfc3339.test(raw) ? Date.parse(raw.replace(/(\.\d{3})\d+/, '$1')) : Number.NaN;
-  if (!Number.isFinite(ms)) throw invalidField(path, 'must be an RFC 3339 timestamp such as 2026-01-31T12:00:00Z');
+  const ms = parseRfc3339(raw);
+  if (ms === null) throw invalidField(path, 'must be an RFC 3339 timestamp such as 2026-01-31T12:00:00Z');
   return ms;
 }
 

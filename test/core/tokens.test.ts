@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { createPublicKey } from 'node:crypto';
+import { describe, it } from 'node:test';
+import jwt from 'jsonwebtoken';
+import { ManualClock } from '../../core/clock.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import type { Principal } from '../../core/model.ts';
+import { SigningKeyRing } from '../../core/signing-keys.ts';
+import type { PrincipalStore, SecretStore, StoredSigningKey } from '../../core/store.ts';
+import { KeyVersions, requireAudience, TokenService } from '../../core/tokens.ts';
+
+/** Just enough of a store for tokens: signing keys and principals' key versions. */
+function memoryStore() {
+  const keys: StoredSigningKey[] = [];
+  const versions = new Map<string, number>();
+  const store: SecretStore & Pick<PrincipalStore, 'getPrincipal'> = {
+    listSigningKeys: async () => [...keys],
+    saveSigningKey: async (key) => {
+      if (!keys.some((k) => k.kid === key.kid)) keys.push(key);
+    },
+    getOrCreateSecret: async (_name, candidate) => candidate,
+    getPrincipal: async (audience, id) => {
+      const keyVersion = versions.get(`${audience}:${id}`);
+      if (keyVersion === undefined) return null;
+      return { audience: 'customers', id, name: 'x', keyVersion, createdAt: 0, rotatedAt: null } as Principal;
+    },
+  };
+  return { store, versions };
+}
+
+async function setup(algorithm: 'RS256' | 'ES256' = 'RS256') {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1));
+  const { store, versions } = memoryStore();
+  const ring = await SigningKeyRing.open(store, algorithm, clock);
+  const keyVersions = new KeyVersions(store as PrincipalStore);
+  const tokens = new TokenService(ring, keyVersions, clock);
+  versions.set('customers:c1', 1);
+  const customer: Principal = { audience: 'customers', id: 'c1', name: 'C', keyVersion: 1, createdAt: 0, rotatedAt: null };
+  return { clock, store, versions, ring, keyVersions, tokens, customer };
+}
+
+async function rejectsWith(promise: Promise<unknown>, code: string) {
+  await assert.rejects(promise, (error: unknown) => error instanceof TrailwireError && error.code === code);
+}
+
+describe('TokenService', () => {
+  it('mints a JWT with kid and the contract claims, verifiable with the JWKS alone', async () => {
+    const { tokens, ring, customer, clock } = await setup();
+    const { accessToken, expiresIn, tokenType } = tokens.mint(customer);
+    assert.equal(expiresIn, 1800);
+    assert.equal(tokenType, 'Bearer');
+    const { header } = jwt.decode(accessToken, { complete: true })!;
+    assert.equal(header.alg, 'RS256');
+    const jwk = ring.jwks().keys.find((key) => key.kid === header.kid);
+    assert.ok(jwk, 'the JWKS publishes the signing key');
+    const claims = jwt.verify(accessToken, createPublicKey({ key: jwk as never, format: 'jwk' }), {
+      clockTimestamp: clock.now() / 1000,
+    }) as jwt.JwtPayload;
+    assert.equal(claims.iss, 'trailwire');
+    assert.equal(claims.aud, 'customers');
+    assert.equal(claims.sub, 'c1');
+    assert.equal(claims.exp, (claims.iat as number) + 1800);
+    assert.match(claims.jti as string, /^[0-9a-f-]{36}$/);
+    assert.equal(claims.scope, undefined);
+  });
+
+  it('scopes partner tokens to their product', async () => {
+    const { tokens, versions } = await setup();
+    versions.set('partners:p1', 1);
+    const partner: Principal = { audience: 'partners', id: 'p1', name: 'P', product: 'tpms', keyVersion: 1, createdAt: 0, rotatedAt: null };
+    const claims = await tokens.verify(tokens.mint(partner).accessToken);
+    assert.equal(claims.scope, 'product:tpms');
+  });
+
+  it('supports ES256', async () => {
+    const { tokens, customer } = await setup('ES256');
+    const token = tokens.mint(customer).accessToken;
+    assert.equal(jwt.decode(token, { complete: true })?.header.alg, 'ES256');
+    assert.equal((await tokens.verify(token)).sub, 'c1');
+  });
+
+  it('rejects expired tokens, even from the verified cache', async () => {
+    const { tokens, customer, clock } = await setup();
+    const token = tokens.mint(customer).accessToken;
+    await tokens.verify(token);
+    clock.advance(1801 * 1000);
+    await rejectsWith(tokens.verify(token), 'invalid_token');
+  });
+
+  it('rejects alg none, a bad signature, a foreign issuer and an unknown kid', async () => {
+    const { tokens, customer, store, clock } = await setup();
+    const good = tokens.mint(customer).accessToken;
+    const [header, payload, signature] = good.split('.') as [string, string, string];
+    const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url')}.${payload}.`;
+    await rejectsWith(tokens.verify(none), 'invalid_token');
+    const flipped = signature.startsWith('A') ? `B${signature.slice(1)}` : `A${signature.slice(1)}`;
+    await rejectsWith(tokens.verify(`${header}.${payload}.${flipped}`), 'invalid_token');
+    const [key] = await store.listSigningKeys();
+    const claims = jwt.decode(good) as jwt.JwtPayload;
+    const foreign = jwt.sign({ ...claims, iss: 'someone-else' }, key!.privateKeyPem, { algorithm: 'RS256', keyid: key!.kid });
+    await rejectsWith(tokens.verify(foreign), 'invalid_token');
+    const unknownKid = jwt.sign({ ...claims }, key!.privateKeyPem, { algorithm: 'RS256', keyid: 'nope' });
+    await rejectsWith(tokens.verify(unknownKid), 'invalid_token');
+    await rejectsWith(tokens.verify('not.a.jwt'), 'invalid_token');
+    assert.ok(clock.now() > 0);
+  });
+
+  it('rejects every token minted before a rotation, and accepts the ones minted after', async () => {
+    const { tokens, customer, keyVersions, versions } = await setup();
+    const before = tokens.mint(customer).accessToken;
+    await tokens.verify(before);
+    versions.set('customers:c1', 2);
+    keyVersions.noteRotation('customers', 'c1', 2);
+    await rejectsWith(tokens.verify(before), 'invalid_token');
+    const after = tokens.mint({ ...customer, keyVersion: 2 }).accessToken;
+    assert.equal((await tokens.verify(after)).ver, 2);
+  });
+
+  it('requireAudience answers wrong_audience for the other audience', async () => {
+    const { tokens, customer } = await setup();
+    const claims = await tokens.verify(tokens.mint(customer).accessToken);
+    assert.doesNotThrow(() => requireAudience(claims, 'customers'));
+    assert.throws(() => requireAudience(claims, 'partners'), (error: unknown) => error instanceof TrailwireError && error.code === 'wrong_audience');
+  });
+});
+
+describe('SigningKeyRing', () => {
+  it('persists its key: a second ring over the same store signs with the same kid', async () => {
+    const { store, ring, clock } = await setup();
+    const again = await SigningKeyRing.open(store, 'RS256', clock);
+    assert.equal(again.current.kid, ring.current.kid);
+  });
+});
