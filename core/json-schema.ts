@@ -1,7 +1,8 @@
 /**
  * JSON Schema validation of untrusted payloads. Product schemas are JSON Schema draft 2020-12 — the
  * dialect of OpenAPI 3.1, so `/openapi.json` can publish them unchanged — compiled by Ajv in strict
- * mode (an unknown keyword or a sloppy schema is a start-up error, not a silent hole). Ajv's errors
+ * mode (an unknown keyword, a type-specific keyword without its `type`, or a union type other than
+ * `[T, "null"]` is a start-up error, not a silent hole). Ajv's errors
  * become Trailwire `FieldError`s whose `path` is a JSON pointer into the body (`/sensors/0/wheel`, the
  * root is ``) and whose message a partner's developer can act on. Validation never coerces, fills
  * defaults or removes properties: the payload that was validated is the payload that gets queued.
