@@ -1,0 +1,17 @@
+/**
+ * `npm run bench`: every benchmark in turn, each writing its own results file under bench/results/.
+ * Pass names to run some: `npm run bench -- read-paging intake`.
+ */
+import { runReadPagingBench } from './read-paging.ts';
+
+const benches: Record<string, () => Promise<unknown>> = {
+  'read-paging': () => runReadPagingBench(),
+};
+
+const chosen = process.argv.slice(2);
+for (const name of chosen) if (!benches[name]) throw new Error(`unknown benchmark ${name}; choose from ${Object.keys(benches).join(', ')}`);
+for (const [name, run] of Object.entries(benches)) {
+  if (chosen.length > 0 && !chosen.includes(name)) continue;
+  console.log(`\n=== ${name} ===`);
+  await run();
+}
