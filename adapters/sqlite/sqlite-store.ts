@@ -39,6 +39,7 @@ import type {
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
+  TimeKey,
   TimePageQuery,
   TrailwireStore,
 } from '../../core/store.ts';
@@ -107,7 +108,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     db.pragma(`synchronous = ${resolved.durability === 'power' ? 'FULL' : 'NORMAL'}`);
     db.pragma('foreign_keys = ON');
     applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
-    return new SqliteTrailwireStore(db, prepareStatements(db), resolved.ids);
+    return new SqliteTrailwireStore(db, prepareStoreStatements(db), resolved.ids);
   } catch (error) {
     db.close();
     throw error;
@@ -490,7 +491,6 @@ interface StateCountRow {
 interface TimePageParams {
   sourceId: string;
   customerId: string;
-  from: number;
   to: number;
   afterTimestamp: number;
   afterSeq: number;
@@ -519,13 +519,18 @@ const UNIT_COLUMNS = `u.id, u.trailer_id, u.serial, u.active, u.last_seen_at, u.
   u.temperature_c, u.humidity_percent, u.created_at`;
 
 /**
- * Time pages: `from <= timestamp < to`, strictly after (afterTimestamp, afterSeq), in (timestamp, seq)
- * order, on the UNIQUE (source, timestamp) index whose implicit last column is the rowid `seq`.
+ * Time pages: strictly after (afterTimestamp, afterSeq) and before `to`, in (timestamp, seq) order, on
+ * the UNIQUE (source, timestamp) index whose implicit last column is the rowid `seq`. The row value is
+ * the only lower bound on purpose: given a second one (`timestamp >= :from`) SQLite seeks to that one and
+ * walks every row up to the cursor, so a deep page would cost its depth. `timeBounds` folds `from` in.
  */
-const TIME_PAGE = `g.timestamp >= :from AND g.timestamp < :to AND (g.timestamp, g.seq) > (:afterTimestamp, :afterSeq)
+// The plain `timestamp >=` bound is what lets SQLite seek the (source, timestamp) index; the row
+// value comparison alone is applied as a filter after a scan from the start of the range.
+const TIME_PAGE = `g.timestamp >= :afterTimestamp AND g.timestamp < :to AND (g.timestamp, g.seq) > (:afterTimestamp, :afterSeq)
   ORDER BY g.timestamp, g.seq LIMIT :limit`;
 
-function prepareStatements(db: Database.Database) {
+/** Prepares every statement of the store once per connection (exported for the query-plan test). */
+export function prepareStoreStatements(db: Database.Database) {
   return {
     ping: db.prepare('SELECT 1'),
 
@@ -676,14 +681,22 @@ function prepareStatements(db: Database.Database) {
   };
 }
 
-type Statements = ReturnType<typeof prepareStatements>;
+type Statements = ReturnType<typeof prepareStoreStatements>;
 
 // --- mapping --------------------------------------------------------------------------------------
 
+/**
+ * The page's lower bound as one key: (from, 0) precedes every row at or after `from` (seq, a rowid,
+ * starts at 1), and a cursor before `from` is overtaken by it, so `from <= timestamp` holds either way.
+ */
 function timeBounds(page: TimePageQuery): Omit<TimePageParams, 'sourceId' | 'customerId'> {
-  // Without `after`, (from, 0) precedes every row in range: seq, a rowid, starts at 1.
-  const after = page.after ?? { timestamp: page.from, seq: 0 };
-  return { from: page.from, to: page.to, afterTimestamp: after.timestamp, afterSeq: after.seq, limit: page.limit };
+  const start = { timestamp: page.from, seq: 0 };
+  const after = page.after !== undefined && compareKeys(page.after, start) > 0 ? page.after : start;
+  return { to: page.to, afterTimestamp: after.timestamp, afterSeq: after.seq, limit: page.limit };
+}
+
+function compareKeys(a: TimeKey, b: TimeKey): number {
+  return a.timestamp - b.timestamp || a.seq - b.seq;
 }
 
 /** Turns grouped (state, count) rows back into states, so that `countDeviceStates` applies the rule. */
