@@ -58,7 +58,7 @@ export function productOfScope(scope: string | undefined): string | undefined {
 export class KeyVersions {
   private readonly versions = new Map<string, number | null>();
 
-  constructor(private readonly store: PrincipalStore) {}
+  constructor(private readonly store: Pick<PrincipalStore, 'getPrincipal'>) {}
 
   async current(audience: Audience, id: string): Promise<number | null> {
     const key = `${audience}:${id}`;

@@ -32,7 +32,7 @@ async function setup(algorithm: 'RS256' | 'ES256' = 'RS256') {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const { store, versions } = memoryStore();
   const ring = await SigningKeyRing.open(store, algorithm, clock);
-  const keyVersions = new KeyVersions(store as PrincipalStore);
+  const keyVersions = new KeyVersions(store);
   const tokens = new TokenService(ring, keyVersions, clock);
   versions.set('customers:c1', 1);
   const customer: Principal = { audience: 'customers', id: 'c1', name: 'C', keyVersion: 1, createdAt: 0, rotatedAt: null };
