@@ -520,12 +520,12 @@ const UNIT_COLUMNS = `u.id, u.trailer_id, u.serial, u.active, u.last_seen_at, u.
 
 /**
  * Time pages: strictly after (afterTimestamp, afterSeq) and before `to`, in (timestamp, seq) order, on
- * the UNIQUE (source, timestamp) index whose implicit last column is the rowid `seq`. The row value is
- * the only lower bound on purpose: given a second one (`timestamp >= :from`) SQLite seeks to that one and
- * walks every row up to the cursor, so a deep page would cost its depth. `timeBounds` folds `from` in.
+ * the UNIQUE (source, timestamp) index whose implicit last column is the rowid `seq`. The seek starts at
+ * the cursor: `timestamp >= :afterTimestamp` repeats the row value's first column as a plain bound, so
+ * the seek does not hang on the planner's row-value support. There is deliberately no `timestamp >= :from`
+ * beside it: SQLite seeks on one lower bound, and on that one it would walk every row up to the cursor,
+ * so a deep page would cost its depth. `timeBounds` folds `from` into the cursor instead.
  */
-// The plain `timestamp >=` bound is what lets SQLite seek the (source, timestamp) index; the row
-// value comparison alone is applied as a filter after a scan from the start of the range.
 const TIME_PAGE = `g.timestamp >= :afterTimestamp AND g.timestamp < :to AND (g.timestamp, g.seq) > (:afterTimestamp, :afterSeq)
   ORDER BY g.timestamp, g.seq LIMIT :limit`;
 

@@ -128,7 +128,7 @@ function apply(store: TrailwireStore, vinOf: string, at: number, parts: Partial<
 }
 
 /** Follows id pages of `limit` rows until a short page, asserting that no page exceeds the limit. */
-async function allIdPages<T extends { id: K }, K extends string | number>(
+async function allIdPages<K extends string | number, T extends { id: K }>(
   limit: number,
   fetch: (afterId: K | undefined) => Promise<T[]>,
 ): Promise<T[]> {
@@ -172,7 +172,7 @@ async function assertRejectsWith(promise: Promise<unknown>, code: TrailwireError
   });
 }
 
-const idOf = (row: { id: string | number }) => row.id;
+const idOf = <K>(row: { id: K }): K => row.id;
 const timestampOf = (row: { record: { timestamp: number } }) => row.record.timestamp;
 
 // --- cases ----------------------------------------------------------------------------------------
@@ -453,7 +453,7 @@ const STORE_CASES: StoreCase[] = [
       const created: Fleet[] = [];
       for (let i = 0; i < 5; i++) created.push(await newFleet(store, customer.id, `Fleet ${i}`));
       const expected = created.map(idOf).sort((x, y) => Number(x) - Number(y));
-      const paged = await allIdPages(2, (afterId) => store.listFleets(customer.id, { afterId, limit: 2 }));
+      const paged = await allIdPages(2, (afterId: number | undefined) => store.listFleets(customer.id, { afterId, limit: 2 }));
       assert.deepEqual(paged.map(idOf), expected);
       assert.deepEqual((await store.listFleets(customer.id, { afterId: expected[1] as number, limit: 10 })).map(idOf), expected.slice(2));
       assert.deepEqual(await store.listFleets(customer.id, { afterId: expected[4] as number, limit: 10 }), []);
@@ -474,10 +474,10 @@ const STORE_CASES: StoreCase[] = [
       await store.setTrailerActive(ids[1]!, false);
       await store.setTrailerActive(ids[3]!, false);
 
-      const all = await allIdPages(2, (afterId) => store.listTrailers(customer.id, fleet.id, { afterId, limit: 2, activeOnly: false, staleBefore: 0 }));
+      const all = await allIdPages(2, (afterId: string | undefined) => store.listTrailers(customer.id, fleet.id, { afterId, limit: 2, activeOnly: false, staleBefore: 0 }));
       assert.deepEqual(all.map(idOf), ids, 'every trailer of this fleet only, in id order');
       assert.deepEqual(all.map((trailer) => trailer.active), [true, false, true, false, true]);
-      const active = await allIdPages(1, (afterId) => store.listTrailers(customer.id, fleet.id, { afterId, limit: 1, activeOnly: true, staleBefore: 0 }));
+      const active = await allIdPages(1, (afterId: string | undefined) => store.listTrailers(customer.id, fleet.id, { afterId, limit: 1, activeOnly: true, staleBefore: 0 }));
       assert.deepEqual(active.map(idOf), [ids[0], ids[2], ids[4]]);
     },
   },
@@ -505,7 +505,7 @@ const STORE_CASES: StoreCase[] = [
       assert.equal(bySerialKind.size, 5, 'a device per (kind, serial)');
       await store.setDeviceActive(bySerialKind.get('tpms/disabled')!.id, false);
 
-      const all = await allIdPages(2, (afterId) => store.listDevices(customer.id, trailer.id, { afterId, limit: 2, activeOnly: false, staleBefore }));
+      const all = await allIdPages(2, (afterId: string | undefined) => store.listDevices(customer.id, trailer.id, { afterId, limit: 2, activeOnly: false, staleBefore }));
       assert.deepEqual(all.map(idOf), [...bySerialKind.values()].map(idOf).sort(byCodeUnit));
       const activeByName = Object.fromEntries(all.map((device) => [`${device.kind}/${device.serial}`, device.active]));
       assert.deepEqual(activeByName, {
@@ -515,7 +515,7 @@ const STORE_CASES: StoreCase[] = [
         'tpms/stale': false,
         'tpms/disabled': false,
       });
-      const active = await allIdPages(1, (afterId) => store.listDevices(customer.id, trailer.id, { afterId, limit: 1, activeOnly: true, staleBefore }));
+      const active = await allIdPages(1, (afterId: string | undefined) => store.listDevices(customer.id, trailer.id, { afterId, limit: 1, activeOnly: true, staleBefore }));
       assert.deepEqual(
         active.map(idOf),
         all.filter((device) => device.active).map(idOf),
@@ -537,7 +537,7 @@ const STORE_CASES: StoreCase[] = [
       const second = await newTrailer(store, (await newFleet(store, a.customer.id, 'Second')).id);
       await apply(store, a.trailer.vin, T0, { cargosafe: [cargo('C1', T0), cargo('C2', T0), cargo('C3', T0)] });
       await apply(store, second.vin, T0, { cargosafe: [cargo('C1', T0), cargo('C4', T0)] });
-      const units = await allIdPages(2, (afterId) => store.listCargosafe(a.customer.id, { afterId, limit: 2 }));
+      const units = await allIdPages(2, (afterId: string | undefined) => store.listCargosafe(a.customer.id, { afterId, limit: 2 }));
       assert.equal(units.length, 5);
       assert.deepEqual(units.map(idOf), units.map(idOf).sort(byCodeUnit));
       assert.deepEqual(units.map((unit) => `${unit.trailerId === second.id ? 2 : 1}/${unit.serial}`).sort(), ['1/C1', '1/C2', '1/C3', '2/C1', '2/C4']);
@@ -563,7 +563,7 @@ const STORE_CASES: StoreCase[] = [
       const second = await store.listTrailers(customer.id, fleet.id, { ...page, afterId: first.at(-1)!.id });
       await newTrailer(store, fleet.id, idAt(45)); // behind the cursor again
       await newTrailer(store, fleet.id, idAt(70));
-      const rest = await allIdPages(3, (afterId) =>
+      const rest = await allIdPages(3, (afterId: string | undefined) =>
         store.listTrailers(customer.id, fleet.id, { ...page, afterId: afterId ?? second.at(-1)!.id }),
       );
       const seen = [...first, ...second, ...rest].map(idOf);
@@ -627,7 +627,7 @@ const STORE_CASES: StoreCase[] = [
       });
       const [device] = await store.listDevices(customer.id, trailer.id, { limit: 1, activeOnly: false, staleBefore: 0 });
       const [unit] = await store.listCargosafe(customer.id, { limit: 1 });
-      const lists = {
+      const lists: Record<string, (page: TimePageQuery) => Promise<{ key: TimeKey; record: { timestamp: number } }[]>> = {
         gps: (page: TimePageQuery) => store.listGps(customer.id, trailer.id, page),
         readings: (page: TimePageQuery) => store.listDeviceReadings(customer.id, device!.id, page),
         cargosafe: (page: TimePageQuery) => store.listCargosafeReadings(customer.id, unit!.id, page),
