@@ -45,7 +45,10 @@ export class AdminService {
     if (!(await this.store.setTrailerActive(trailerId, active))) throw new TrailwireError('not_found', `No trailer ${trailerId}.`);
   }
 
-  async setDeviceActive(deviceId: string, active: boolean): Promise<void> {
-    if (!(await this.store.setDeviceActive(deviceId, active))) throw new TrailwireError('not_found', `No device ${deviceId}.`);
+  /** Switches a device on or off; its trailer's status is recounted at once. Answers the trailer. */
+  async setDeviceActive(deviceId: string, active: boolean): Promise<Trailer> {
+    const trailer = await this.store.setDeviceActive(deviceId, active, this.clock.now());
+    if (!trailer) throw new TrailwireError('not_found', `No device ${deviceId}.`);
+    return trailer;
   }
 }

@@ -139,7 +139,13 @@ export interface FleetAdminStore {
   /** Assigns an existing (typically unassigned) trailer to a fleet. */
   assignTrailer(trailerId: string, fleetId: number, unitId: string | null): Promise<Trailer>;
   setTrailerActive(trailerId: string, active: boolean): Promise<boolean>;
-  setDeviceActive(deviceId: string, active: boolean): Promise<boolean>;
+  /**
+   * Switches a device's operator flag and, in the same transaction, recounts its trailer's device
+   * counts and status (`at` becomes the status date if the name changes), so a switched-off faulted
+   * device stops faulting its trailer at once. Answers the trailer after the change, or null when
+   * there is no such device.
+   */
+  setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null>;
 }
 
 /** Customer-scoped reads: each answers only what `customerId` owns. */

@@ -120,6 +120,7 @@ const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 
 class SqliteTrailwireStore implements SqliteStore {
   private readonly applyTelemetryTransaction: Database.Transaction<(batch: TelemetryBatch) => AppliedTelemetry>;
+  private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
 
   constructor(
     readonly db: Database.Database,
@@ -127,6 +128,7 @@ class SqliteTrailwireStore implements SqliteStore {
     private readonly ids: IdGenerator,
   ) {
     this.applyTelemetryTransaction = db.transaction((batch: TelemetryBatch) => this.writeTelemetry(batch));
+    this.setDeviceActiveTransaction = db.transaction((deviceId: string, active: boolean, at: number) => this.switchDevice(deviceId, active, at));
   }
 
   // --- principals -------------------------------------------------------------------------------
@@ -226,8 +228,28 @@ class SqliteTrailwireStore implements SqliteStore {
     return this.sql.setTrailerActive.run(active ? 1 : 0, trailerId).changes > 0;
   }
 
-  async setDeviceActive(deviceId: string, active: boolean): Promise<boolean> {
-    return this.sql.setDeviceActive.run(active ? 1 : 0, deviceId).changes > 0;
+  async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
+    return this.setDeviceActiveTransaction.immediate(deviceId, active, at);
+  }
+
+  /** Switches the device and recounts its trailer at once, so the status never counts a switched-off device. */
+  private switchDevice(deviceId: string, active: boolean, at: number): Trailer | null {
+    const { sql } = this;
+    const device = sql.deviceTrailerId.get(deviceId);
+    if (device === undefined) return null;
+    sql.setDeviceActive.run(active ? 1 : 0, deviceId);
+    this.recountTrailerStatus(device.trailer_id, at);
+    return toTrailer(sql.trailerById.get(device.trailer_id)!);
+  }
+
+  /** Recomputes a trailer's device counts and status from its devices; the rules are the core's. */
+  private recountTrailerStatus(trailerId: string, at: number): void {
+    const { sql } = this;
+    const trailer = sql.trailerById.get(trailerId)!;
+    // Counts cover every device whose operator flag is on; the counting and naming rules are the core's.
+    const counts = countDeviceStates(expandStateCounts(sql.deviceStateCounts.all(trailerId)));
+    const status = deriveTrailerStatus({ statusName: trailer.status_name, statusDate: trailer.status_date }, counts, at);
+    sql.updateTrailerStatus.run(status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailerId);
   }
 
   // --- customer reads ---------------------------------------------------------------------------
@@ -342,10 +364,7 @@ class SqliteTrailwireStore implements SqliteStore {
           reading.timestamp,
         );
       }
-      // Counts cover every device whose operator flag is on; the counting and naming rules are the core's.
-      const counts = countDeviceStates(expandStateCounts(sql.deviceStateCounts.all(trailerId)));
-      const status = deriveTrailerStatus({ statusName: trailer.status_name, statusDate: trailer.status_date }, counts, at);
-      sql.updateTrailerStatus.run(status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailerId);
+      this.recountTrailerStatus(trailerId, at);
     }
 
     if (telemetry.cargosafe.length > 0) {
@@ -626,6 +645,7 @@ export function prepareStoreStatements(db: Database.Database) {
       'INSERT OR IGNORE INTO device_readings (device_id, timestamp, metrics, is_warning, is_fault) VALUES (?, ?, ?, ?, ?)',
     ),
     setDeviceActive: db.prepare<[number, string]>('UPDATE devices SET active = ? WHERE id = ?'),
+    deviceTrailerId: db.prepare<[string], { trailer_id: string }>('SELECT trailer_id FROM devices WHERE id = ?'),
     customerDevice: db.prepare<{ deviceId: string; customerId: string; staleBefore: number }, DeviceRow>(
       `SELECT ${DEVICE_COLUMNS} FROM devices d JOIN trailers t ON t.id = d.trailer_id JOIN fleets f ON f.id = t.fleet_id
        WHERE d.id = :deviceId AND f.customer_id = :customerId`,

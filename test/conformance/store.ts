@@ -378,9 +378,9 @@ const STORE_CASES: StoreCase[] = [
 
       await apply(store, trailer.vin, T0, { devices: [tire('S1', T0)] });
       const [device] = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
-      assert.equal(await store.setDeviceActive(device!.id, false), true);
+      assert.equal((await store.setDeviceActive(device!.id, false, T0))?.id, trailer.id);
       assert.equal((await store.getDevice(customer.id, device!.id))?.active, false);
-      assert.equal(await store.setDeviceActive(uid('device'), false), false);
+      assert.equal(await store.setDeviceActive(uid('device'), false, T0), null);
     },
   },
 
@@ -503,7 +503,7 @@ const STORE_CASES: StoreCase[] = [
         ]),
       );
       assert.equal(bySerialKind.size, 5, 'a device per (kind, serial)');
-      await store.setDeviceActive(bySerialKind.get('tpms/disabled')!.id, false);
+      await store.setDeviceActive(bySerialKind.get('tpms/disabled')!.id, false, T0);
 
       const all = await allIdPages(2, (afterId: string | undefined) => store.listDevices(customer.id, trailer.id, { afterId, limit: 2, activeOnly: false, staleBefore }));
       assert.deepEqual(all.map(idOf), [...bySerialKind.values()].map(idOf).sort(byCodeUnit));
@@ -791,9 +791,11 @@ const STORE_CASES: StoreCase[] = [
       const { customer, trailer } = await customerWithTrailer(store);
       await apply(store, trailer.vin, T0 + 1, { devices: [tire('A', T0 + 1, FAULT), tire('B', T0 + 1, WARNING)] });
       const devices = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
-      await store.setDeviceActive(devices.find((device) => device.serial === 'A')!.id, false);
-      const after = await apply(store, trailer.vin, T0 + 2, { devices: [tire('B', T0 + 2, WARNING)] });
-      assert.deepEqual([after.trailer.statusName, after.trailer.faultedDevices, after.trailer.warningDevices], ['Warning', 0, 1]);
+      const switched = await store.setDeviceActive(devices.find((device) => device.serial === 'A')!.id, false, T0 + 5);
+      // The switch recounts at once: the faulted device no longer counts, the date is the switch's.
+      assert.deepEqual([switched?.statusName, switched?.faultedDevices, switched?.warningDevices, switched?.statusDate], ['Warning', 0, 1, T0 + 5]);
+      const after = await apply(store, trailer.vin, T0 + 6, { devices: [tire('B', T0 + 6, WARNING)] });
+      assert.deepEqual([after.trailer.statusName, after.trailer.faultedDevices, after.trailer.warningDevices, after.trailer.statusDate], ['Warning', 0, 1, T0 + 5]);
     },
   },
   {
