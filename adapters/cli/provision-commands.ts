@@ -1,6 +1,7 @@
 /**
  * Operator provisioning commands (contract 9): `partners create`, `customers create`,
- * `fleets create`, `trailers create`. API keys are printed once here and stored only as hashes.
+ * `fleets create`, `trailers create`, and switching trailers and devices on and off. API keys are
+ * printed once here and stored only as hashes.
  */
 import type { Argv, CommandModule } from 'yargs';
 import { invalidField, TrailwireError } from '../../core/errors.ts';
@@ -10,12 +11,27 @@ import { printFailure, printResult } from './output.ts';
 
 type Common = StoreArguments & { json: boolean };
 
-function group(name: string, describe: string, create: CommandModule<Common, any>): CommandModule<Common, Common> {
+function group(name: string, describe: string, actions: CommandModule<Common, any>[]): CommandModule<Common, Common> {
   return {
     command: `${name} <action>`,
     describe,
-    builder: (yargs) => yargs.command(create).demandCommand(1, `Choose an action: ${name} create --help`),
+    builder: (yargs) => yargs.command(actions).demandCommand(1, `Choose an action: ${name} --help`),
     handler: () => {},
+  };
+}
+
+/** `trailers|devices activate|deactivate <id>`: the operator's switch; inactive records leave `activeOnly` lists. */
+function switchCommand(kind: 'trailer' | 'device', active: boolean): CommandModule<Common, Common & { id: string }> {
+  return {
+    command: `${active ? 'activate' : 'deactivate'} <id>`,
+    describe: `${active ? 'Activate' : 'Deactivate'} a ${kind}`,
+    builder: (yargs: Argv<Common>) => yargs.positional('id', { type: 'string', demandOption: true, describe: `${kind} id` }),
+    handler: (args) =>
+      run(args, async (trailwire) => {
+        if (kind === 'trailer') await trailwire.admin.setTrailerActive(args.id, active);
+        else await trailwire.admin.setDeviceActive(args.id, active);
+        printResult(args, { id: args.id, active }, `${kind} ${args.id} ${active ? 'activated' : 'deactivated'}`);
+      }),
   };
 }
 
@@ -77,10 +93,11 @@ const trailersCreate: CommandModule<Common, Common & { fleet: number; vin: strin
 };
 
 export const provisionCommands = [
-  group('partners', 'Manage partners (telemetry senders)', partnersCreate),
-  group('customers', 'Manage customers (data readers)', customersCreate),
-  group('fleets', 'Manage fleets', fleetsCreate),
-  group('trailers', 'Manage trailers', trailersCreate),
+  group('partners', 'Manage partners (telemetry senders)', [partnersCreate]),
+  group('customers', 'Manage customers (data readers)', [customersCreate]),
+  group('fleets', 'Manage fleets', [fleetsCreate]),
+  group('trailers', 'Manage trailers', [trailersCreate, switchCommand('trailer', true), switchCommand('trailer', false)]),
+  group('devices', 'Manage devices', [switchCommand('device', true), switchCommand('device', false)]),
 ];
 
 async function run(args: Common, work: Parameters<typeof withCore>[1]): Promise<void> {
