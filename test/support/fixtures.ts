@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa/app.ts';
 import type { CanonicalCargosafeReading, CanonicalDeviceReading, CanonicalTelemetry } from '../../core/canonical.ts';
-import type { DeviceState, Fleet, GpsFix, Heading, Trailer } from '../../core/model.ts';
+import type { Audience, DeviceState, Fleet, GpsFix, Heading, Trailer } from '../../core/model.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import type { CallOptions, CallResult } from './test-app.ts';
@@ -108,6 +108,16 @@ export async function seedFleet(trailwire: Trailwire, customerId: string, option
   return { fleet, trailers };
 }
 
+/**
+ * A fresh token of a principal, minted by the core as authenticate would (without spending the
+ * authenticate limit, for tests that move the clock past a token's lifetime).
+ */
+export async function mintToken(trailwire: Trailwire, audience: Audience, id: string): Promise<string> {
+  const principal = await trailwire.store.getPrincipal(audience, id);
+  assert.ok(principal, `no ${audience} ${id}`);
+  return trailwire.tokens.mint(principal).accessToken;
+}
+
 /** Registers `count` trailers (no telemetry) in a fleet and answers them. */
 export async function registerTrailers(trailwire: Trailwire, fleetId: number, count: number): Promise<Trailer[]> {
   const trailers: Trailer[] = [];
@@ -172,13 +182,17 @@ export function assertProblem(response: CallResult, status: number, path?: strin
   }
 }
 
-/** Follows `next` through every page of a list; answers each page's data. */
+/**
+ * Follows `next` through every page of a list (from the first page, or from the page after `from`,
+ * a `next` token already in hand); answers each page's data.
+ */
 export async function walkPages(
   call: (path: string) => Promise<CallResult>,
   path: string,
+  from?: string,
 ): Promise<{ pages: unknown[][]; items: any[] }> {
   const pages: unknown[][] = [];
-  let next: string | undefined;
+  let next: string | undefined = from;
   const separator = path.includes('?') ? '&' : '?';
   do {
     const response = await call(next === undefined ? path : `${path}${separator}next=${encodeURIComponent(next)}`);
