@@ -56,9 +56,11 @@ export class ReadService {
 
   async listFleets(customerId: string, query: QueryParams): Promise<Page<ReturnType<typeof fleetView>>> {
     const take = parseTake(single(query, 'take'));
-    const afterId = this.afterId(query, 'fleets', 'number');
+    // The customer is part of the list's name: another customer's token would silently skip records here.
+    const scope = `fleets:${customerId}`;
+    const afterId = this.afterId(query, scope, 'number');
     const rows = await this.store.listFleets(customerId, { afterId, limit: take + 1 });
-    return toPage(rows, take, fleetView, (last) => this.cursors.encode('fleets', { kind: 'id', afterId: last.id }));
+    return toPage(rows, take, fleetView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
   }
 
   async getFleet(customerId: string, fleetSegment: string) {
@@ -123,9 +125,10 @@ export class ReadService {
 
   async listCargosafe(customerId: string, query: QueryParams) {
     const take = parseTake(single(query, 'take'));
-    const afterId = this.afterId(query, 'cargosafe', 'string');
+    const scope = `cargosafe:${customerId}`;
+    const afterId = this.afterId(query, scope, 'string');
     const rows = await this.store.listCargosafe(customerId, { afterId, limit: take + 1 });
-    return toPage(rows, take, cargosafeView, (last) => this.cursors.encode('cargosafe', { kind: 'id', afterId: last.id }));
+    return toPage(rows, take, cargosafeView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
   }
 
   async getCargosafe(customerId: string, unitId: string) {
