@@ -43,7 +43,12 @@ export function problemMiddleware(logger: Logger): Middleware {
       await next();
       // Routes that matched nothing (404) or matched another method (405) leave an empty body.
       if (ctx.body == null && ctx.status >= 400) {
-        const code = CODE_BY_HTTP_STATUS[ctx.status] ?? 'not_found';
+        let code = CODE_BY_HTTP_STATUS[ctx.status] ?? 'not_found';
+        // The router answers an unknown method (501) even on a path no route matches: no Allow list, no resource.
+        if (code === 'method_not_allowed' && !ctx.response.get('Allow')) {
+          ctx.remove('Allow');
+          code = 'not_found';
+        }
         const detail = code === 'method_not_allowed' ? `${ctx.method} is not allowed on ${ctx.path}.` : `No resource at ${ctx.path}.`;
         sendProblem(ctx, new TrailwireError(code, detail));
       }
