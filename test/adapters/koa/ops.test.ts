@@ -203,7 +203,7 @@ describe('failures', () => {
     try {
       const { principal } = await trailwire.auth.createCustomer({ name: 'Unlucky' });
       const token = await mintToken(trailwire, 'customers', principal.id);
-      for (const headers of [{}, { 'x-request-id': 'support-ticket-42' }]) {
+      for (const headers of [{}, { 'x-request-id': 'support-ticket-42' }] as Record<string, string>[]) {
         const response = await served.call('GET', '/api/v1/fleets', { token, headers });
         assertProblem(response, 500);
         assert.equal(response.body.type, 'https://trailwire.dev/problems/internal');
