@@ -6,6 +6,7 @@
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { DEFAULT_DB_FILE } from '../server/index.ts';
+import { usageFailure } from './output.ts';
 import { provisionCommands } from './provision-commands.ts';
 import { serveCommand } from './serve-command.ts';
 
@@ -20,6 +21,7 @@ export async function main(argv: string[]): Promise<void> {
     .demandCommand(1, 'Choose a command; see --help')
     .strict()
     .help()
+    .fail(usageFailure(argv))
     .parseAsync();
 }
 

@@ -3,7 +3,7 @@
  * as `{"error": {"code", "message"}}`) and nothing else there; otherwise short human text. Errors
  * exit with status 1, and a TrailwireError's message is shown as is (it is written for users).
  */
-import { isTrailwireError } from '../../core/errors.ts';
+import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
 
 export interface OutputOptions {
   json: boolean;
@@ -22,4 +22,26 @@ export function printFailure(options: OutputOptions, error: unknown): void {
   const code = known ? error.code : 'internal';
   if (options.json) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);
   else process.stderr.write(`trailwire: ${message}\n`);
+}
+
+/**
+ * yargs' failure handler. A usage error (an unknown command or option, a missing or invalid value) is
+ * reported like every other failure — with `--json`, one JSON document on stdout — after the help on
+ * stderr, and ends the process with status 1 as yargs' own handler does (returning would let yargs run
+ * the command anyway).
+ */
+export function usageFailure(argv: string[]) {
+  // yargs passes its usage printer as the third argument, not the Argv its types claim.
+  return (message: string | null | undefined, error: unknown, usage: unknown): never => {
+    if (!error) process.stderr.write(`${(usage as { help(): string }).help()}\n\n`);
+    printFailure({ json: wantsJson(argv) }, error ?? new TrailwireError('validation_failed', message || 'Invalid command line; see --help.'));
+    process.exit(1);
+  };
+}
+
+// The arguments did not parse, so the flag is looked for as typed (the last one wins, as in yargs).
+function wantsJson(argv: string[]): boolean {
+  const flag = argv.filter((arg) => /^--(no-)?json(=.*)?$/.test(arg)).at(-1);
+  if (flag === undefined) return /^(true|1)$/i.test(process.env.TRAILWIRE_JSON ?? '');
+  return flag === '--json' || flag === '--json=true';
 }
