@@ -246,12 +246,14 @@ describe('Bearer tokens', () => {
   });
   after(() => app.close());
 
-  /** A token with the server's own signing key and `claims` over a valid customer token's claims. */
+  /** A token signed with the server's own key: `claims` over those of a valid customer token. */
   async function forge(claims: Record<string, unknown>, header: Record<string, unknown> = {}): Promise<string> {
     const [stored] = await app.trailwire.store.listSigningKeys();
     assert.ok(stored);
     const base = decodeComplete(customer.token).payload;
-    return jwt.sign({ ...base, jti: randomUUID(), ...claims }, createPrivateKey(stored.privateKeyPem), {
+    // A claim set to undefined is left out.
+    const payload = Object.fromEntries(Object.entries({ ...base, jti: randomUUID(), ...claims }).filter(([, value]) => value !== undefined));
+    return jwt.sign(payload, createPrivateKey(stored.privateKeyPem), {
       algorithm: 'RS256',
       keyid: stored.kid,
       header: { alg: 'RS256', ...header } as jwt.JwtHeader,
@@ -323,6 +325,24 @@ describe('Bearer tokens', () => {
     const { header } = decodeComplete(customer.token);
     const impostor = jwt.sign(payload, privateKey, { algorithm: 'RS256', keyid: header.kid });
     assertInvalidToken(await app.call('GET', '/api/v1/fleets', { token: impostor }));
+  });
+
+  it('rejects a well-signed token whose claims this service never issues', async () => {
+    const partnerClaims = decodeComplete(partner.token).payload;
+    for (const claims of [
+      { aud: 'admins' },
+      { ver: undefined },
+      { ver: '1' },
+      { sub: 42 },
+      { exp: undefined },
+      { aud: ['customers'] },
+    ]) {
+      assertInvalidToken(await app.call('GET', '/api/v1/fleets', { token: await forge(claims) }));
+    }
+    // A partner token without its product scope is not a partner token.
+    const unscoped = await forge({ ...partnerClaims, scope: undefined });
+    assertInvalidToken(await app.call('PUT', '/api/v1/partners/rotate', { token: unscoped }));
+    assert.equal((await app.call('POST', '/api/v1/partners/authenticate', { apiKey: partner.apiKey })).status, 200, 'nothing was rotated');
   });
 
   it('rejects a well-signed token for a principal that does not exist', async () => {

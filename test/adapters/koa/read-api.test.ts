@@ -299,6 +299,35 @@ describe('read API: every endpoint answers the contract shape', () => {
     }
   });
 
+  it('no malformed id or query parameter reaches a 500: each is a 400 or 404 problem', async () => {
+    const trailer = seeded.trailers[0]!.trailer.id;
+    const nasty = ["' OR 1=1 --", '%00', '%ZZ', '..%2F..%2Fetc', 'x'.repeat(3000), '%F0%9F%98%80', '%E0%A4%A', '-0', '1e309',
+      'null', '[]', '%20', 'NaN', '9007199254740993', '__proto__', '0', '%C0%AF'];
+    const targets = [
+      (x: string) => `/api/v1/fleets/${x}`,
+      (x: string) => `/api/v1/trailers/${x}`,
+      (x: string) => `/api/v1/trailers/telemetry/gps/${x}`,
+      (x: string) => `/api/v1/devices/${x}`,
+      (x: string) => `/api/v1/devices/details/${x}`,
+      (x: string) => `/api/v1/devices/telemetry/${x}`,
+      (x: string) => `/api/v1/cargosafe/${x}`,
+      (x: string) => `/api/v1/cargosafe/telemetry/${x}`,
+      (x: string) => `/api/v1/fleets?take=${x}`,
+      (x: string) => `/api/v1/cargosafe?next=${x}`,
+      (x: string) => `/api/v1/trailers/${seeded.fleet.id}?activeOnly=${x}`,
+      (x: string) => `/api/v1/trailers/telemetry/gps/${trailer}?from=${x}`,
+      (x: string) => `/api/v1/trailers/telemetry/gps/${trailer}?to=${x}`,
+      (x: string) => `/api/v1/trailers/telemetry/gps/${trailer}?next=${x}`,
+    ];
+    for (const target of targets) {
+      for (const value of nasty) {
+        const response = await get(target(value));
+        assert.ok([400, 404].includes(response.status), `${target(value).slice(0, 100)}: ${response.status}`);
+        assertProblem(response, response.status);
+      }
+    }
+  });
+
   it('answers 400 for a repeated query parameter', async () => {
     assertProblem(await get('/api/v1/fleets?take=5&take=6'), 400, '/take');
     assertProblem(await get(`/api/v1/trailers/${seeded.fleet.id}?activeOnly=true&activeOnly=false`), 400, '/activeOnly');
