@@ -76,8 +76,9 @@ export class AuthService {
     const rateLimit = await this.limiters.rotatePerPrincipal.enforce(`${claims.aud}:${claims.sub}`);
     const apiKey = generateApiKey(claims.aud);
     const rotatedAt = this.clock.now();
-    const version = await this.store.rotateKey(claims.aud, claims.sub, hashApiKey(apiKey), rotatedAt);
-    if (version === null) throw new TrailwireError('invalid_token', 'The principal of this token no longer exists.');
+    const version = await this.store.rotateKey(claims.aud, claims.sub, hashApiKey(apiKey), rotatedAt, claims.ver);
+    // Null: the principal is gone, or another rotation with this token won the race and revoked it.
+    if (version === null) throw new TrailwireError('invalid_token', 'The key of this token was already rotated; authenticate with the current key.');
     this.tokens.keyVersions.noteRotation(claims.aud, claims.sub, version);
     for (const listener of this.rotationListeners) listener(claims.aud, claims.sub);
     return { apiKey, rotatedAt, rateLimit };

@@ -111,10 +111,12 @@ export interface PrincipalStore {
   findPrincipalByKeyHash(audience: Audience, keyHash: string): Promise<Principal | null>;
   getPrincipal(audience: Audience, id: string): Promise<Principal | null>;
   /**
-   * Replaces the principal's key hash and increments its key version atomically.
-   * Answers the new key version, or null when no such principal exists.
+   * Replaces the principal's key hash and increments its key version atomically — only while the
+   * version is still `expectedVersion`, so of two concurrent rotations with the same token exactly
+   * one wins. Answers the new key version, or null when there is no such principal or its version
+   * has moved on.
    */
-  rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number): Promise<number | null>;
+  rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number, expectedVersion: number): Promise<number | null>;
 }
 
 export interface SecretStore {

@@ -155,10 +155,16 @@ function cargoHistory(faker: Faker, now: number, serial: string): CanonicalCargo
 
 async function reissueDemoKeys(trailwire: Trailwire): Promise<DemoPrincipal[]> {
   const stored = JSON.parse(await trailwire.store.getOrCreateSecret('demo-principals', '[]')) as Omit<DemoPrincipal, 'apiKey'>[];
+  // The principals are recorded right after they are created; an empty record means the first seed
+  // died before that point, and there is no demo customer to issue keys for.
+  if (stored.length === 0)
+    throw new Error('The demo seed of this store was interrupted before its principals were recorded; start with a fresh --db file.');
   const principals: DemoPrincipal[] = [];
   for (const principal of stored) {
+    const current = await trailwire.store.getPrincipal(principal.audience, principal.id);
+    if (!current) continue;
     const apiKey = generateApiKey(principal.audience);
-    const version = await trailwire.store.rotateKey(principal.audience, principal.id, hashApiKey(apiKey), trailwire.clock.now());
+    const version = await trailwire.store.rotateKey(principal.audience, principal.id, hashApiKey(apiKey), trailwire.clock.now(), current.keyVersion);
     if (version === null) continue;
     trailwire.tokens.keyVersions.noteRotation(principal.audience, principal.id, version);
     principals.push({ ...principal, apiKey });

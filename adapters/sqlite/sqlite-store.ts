@@ -161,10 +161,10 @@ class SqliteTrailwireStore implements SqliteStore {
       : toCustomerPrincipal(this.sql.customerById.get(id));
   }
 
-  async rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number): Promise<number | null> {
+  async rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number, expectedVersion: number): Promise<number | null> {
     const rotate = audience === 'partners' ? this.sql.rotatePartnerKey : this.sql.rotateCustomerKey;
     // One UPDATE ... RETURNING: the hash and the version change together or not at all.
-    const row = insertOrExplain(() => rotate.get(newKeyHash, rotatedAt, id), {
+    const row = insertOrExplain(() => rotate.get(newKeyHash, rotatedAt, id, expectedVersion), {
       conflict: `the new key of ${audience} ${id} collides with an existing key`,
     });
     return row?.key_version ?? null;
@@ -563,11 +563,11 @@ export function prepareStoreStatements(db: Database.Database) {
     customerByKeyHash: db.prepare<[string], PrincipalRow>('SELECT * FROM customers WHERE key_hash = ?'),
     partnerById: db.prepare<[string], PartnerRow>('SELECT * FROM partners WHERE id = ?'),
     customerById: db.prepare<[string], PrincipalRow>('SELECT * FROM customers WHERE id = ?'),
-    rotatePartnerKey: db.prepare<[string, number, string], { key_version: number }>(
-      'UPDATE partners SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? RETURNING key_version',
+    rotatePartnerKey: db.prepare<[string, number, string, number], { key_version: number }>(
+      'UPDATE partners SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? AND key_version = ? RETURNING key_version',
     ),
-    rotateCustomerKey: db.prepare<[string, number, string], { key_version: number }>(
-      'UPDATE customers SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? RETURNING key_version',
+    rotateCustomerKey: db.prepare<[string, number, string, number], { key_version: number }>(
+      'UPDATE customers SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? AND key_version = ? RETURNING key_version',
     ),
 
     signingKeys: db.prepare<[], { kid: string; alg: StoredSigningKey['alg']; private_key_pem: string; created_at: number }>(

@@ -209,7 +209,7 @@ const STORE_CASES: StoreCase[] = [
       const oldHash = uid('hash');
       const partner = await store.createPartner({ id: uid('partner'), name: 'P', product: 'gps-basic', keyHash: oldHash, createdAt: T0 });
       const newHash = uid('hash');
-      assert.equal(await store.rotateKey('partners', partner.id, newHash, T0 + HOUR), 2);
+      assert.equal(await store.rotateKey('partners', partner.id, newHash, T0 + HOUR, 1), 2);
       assert.equal(await store.findPrincipalByKeyHash('partners', oldHash), null, 'the old key no longer matches');
       assert.deepEqual(await store.findPrincipalByKeyHash('partners', newHash), {
         audience: 'partners',
@@ -217,16 +217,19 @@ const STORE_CASES: StoreCase[] = [
         keyVersion: 2,
         rotatedAt: T0 + HOUR,
       });
-      assert.equal(await store.rotateKey('partners', partner.id, uid('hash'), T0 + 2 * HOUR), 3);
+      assert.equal(await store.rotateKey('partners', partner.id, uid('hash'), T0 + 2 * HOUR, 2), 3);
       assert.equal((await store.getPrincipal('partners', partner.id))?.keyVersion, 3);
 
       const customer = await newCustomer(store);
-      assert.equal(await store.rotateKey('customers', customer.id, uid('hash'), T0 + HOUR), 2);
+      assert.equal(await store.rotateKey('customers', customer.id, uid('hash'), T0 + HOUR, 1), 2);
       assert.equal((await store.getPrincipal('customers', customer.id))?.rotatedAt, T0 + HOUR);
       assert.equal((await store.getPrincipal('partners', partner.id))?.keyVersion, 3, 'other principals are untouched');
 
-      assert.equal(await store.rotateKey('customers', uid('customer'), uid('hash'), T0), null, 'unknown principal');
-      assert.equal(await store.rotateKey('customers', partner.id, uid('hash'), T0), null, 'a partner id is no customer');
+      assert.equal(await store.rotateKey('customers', uid('customer'), uid('hash'), T0, 1), null, 'unknown principal');
+      assert.equal(await store.rotateKey('customers', partner.id, uid('hash'), T0, 1), null, 'a partner id is no customer');
+      assert.equal(await store.rotateKey('customers', customer.id, uid('hash'), T0 + HOUR, 1), null, 'a stale expected version loses');
+      const racers = await Promise.all([store.rotateKey('customers', customer.id, uid('hash'), T0 + HOUR, 2), store.rotateKey('customers', customer.id, uid('hash'), T0 + HOUR, 2)]);
+      assert.deepEqual(racers.sort(), [3, null], 'of two rotations from the same version exactly one wins');
     },
   },
   {
