@@ -1,7 +1,8 @@
 /**
  * The composition root of the core: `createTrailwire` assembles the services a transport mounts
- * (auth, reads, admin, limits) over one store and one window-counter backend. Adapters (Koa, gRPC)
- * take the returned `Trailwire` and never build services themselves.
+ * (auth, reads, admin, limits, intake, the live hub) over one store, one window-counter backend,
+ * one intake queue and one live bus. Adapters (Koa, gRPC) take the returned `Trailwire` and never
+ * build services themselves; the server starts and stops its intake worker.
  */
 import { randomBytes } from 'node:crypto';
 import { AdminService } from './admin-service.ts';
@@ -13,6 +14,11 @@ import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './r
 import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
 import type { TrailwireStore } from './store.ts';
 import { KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
+import type { IntakeQueue } from './intake-queue.ts';
+import { IntakeService } from './intake-service.ts';
+import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
+import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
+import { createProductRegistry, type IntakeLimit, type Product, type ProductRegistry } from './products.ts';
 
 /** A fixed-window limit: `requests` per window of `windowSeconds`. */
 export interface LimitSetting {
@@ -57,6 +63,16 @@ export interface TrailwireOptions {
   reads?: ReadServiceOptions;
   /** Verify the VIN check digit (position 9). Default true. */
   verifyVinCheckDigit?: boolean;
+  /** The products partners may send (their token's `product:<name>`). Default: none. */
+  products?: readonly Product<any>[];
+  /** Operator overrides of products' intake limits, by product name. */
+  productLimits?: Record<string, Partial<IntakeLimit>>;
+  /** The durable intake queue; without one the service takes no intake. */
+  intakeQueue?: IntakeQueue;
+  /** Intake worker tuning (concurrency, batch size, retries). */
+  worker?: IntakeWorkerOptions;
+  /** The live hub's bus (default: in-process) and back-pressure bound. */
+  live?: LiveHubOptions;
 }
 
 export interface Trailwire {
@@ -69,8 +85,13 @@ export interface Trailwire {
   readonly admin: AdminService;
   /** The per-customer read limit, applied by transports to every read request. */
   readonly readLimiter: FixedWindowLimiter;
+  readonly products: ProductRegistry;
+  /** Live trailer updates, fanned out per customer (the LiveFeed mounts it). */
+  readonly live: LiveHub;
+  /** Partner intake, when an intake queue was given. */
+  readonly intake: { service: IntakeService; worker: IntakeWorker; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
-  /** Closes the store. */
+  /** Stops the intake worker, closes the live hub, then the store. */
   close(): Promise<void>;
 }
 
@@ -102,6 +123,17 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   const reads = new ReadService(store, new CursorCodec(cursorSecret), clock, options.reads);
   const verifyVinCheckDigit = options.verifyVinCheckDigit ?? true;
   const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit });
+  const products = createProductRegistry(options.products ?? [], { limitOverrides: options.productLimits });
+  const live = new LiveHub(options.live);
+  endStreamsOnRotation(auth, live);
+
+  let intake: Trailwire['intake'];
+  if (options.intakeQueue) {
+    const queue = options.intakeQueue;
+    const worker = new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
+    const service = new IntakeService({ queue, products, counter, clock, ids, verifyVinCheckDigit, onEnqueued: () => worker.notify() });
+    intake = { service, worker, queue };
+  }
 
   return {
     store,
@@ -112,7 +144,14 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     reads,
     admin,
     readLimiter: limiter('read', limits.read),
+    products,
+    live,
+    intake,
     options: { verifyVinCheckDigit, limits },
-    close: () => store.close(),
+    async close() {
+      await intake?.worker.stop();
+      await live.close();
+      await store.close();
+    },
   };
 }

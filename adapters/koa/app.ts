@@ -11,7 +11,8 @@ import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics } from './metrics.ts';
-import { buildOpenApiDocument, type OpenApiOptions } from './openapi.ts';
+import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
+import { createIntakeRouter } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { problemMiddleware } from './problem.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -26,6 +27,8 @@ export interface TrailwireAppOptions {
   dataRouters?: KoaRouter[];
   /** Extra OpenAPI paths/schemas documenting `dataRouters`. */
   openapi?: Pick<OpenApiOptions, 'extraPaths' | 'extraSchemas'>;
+  /** Largest intake body in bytes. Default 256 KiB. */
+  intakeBodyLimitBytes?: number;
   /** Trust X-Forwarded-For for the client address (behind a proxy). Default false. */
   trustProxy?: boolean;
   /** Default: pino at `info`. */
@@ -52,12 +55,25 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
   const routers: KoaRouter[] = [];
   if (mountAuth) routers.push(createAuthRouter(trailwire));
   if (mountData) routers.push(createReadRouter(trailwire), ...(options.dataRouters ?? []));
+  // The data API takes intake whenever the core has an intake queue.
+  const withIntake = mountData && trailwire.intake !== undefined;
+  if (withIntake) routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes }));
+  const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(
     createOpsRouter({
       trailwire,
       registry: metrics.registry,
-      openapi: () => buildOpenApiDocument({ auth: mountAuth, data: mountData, ...options.openapi }),
-      readinessChecks: options.readinessChecks,
+      openapi: () =>
+        buildOpenApiDocument({
+          auth: mountAuth,
+          data: mountData,
+          extraPaths: { ...intakeDocs.extraPaths, ...options.openapi?.extraPaths },
+          extraSchemas: { ...intakeDocs.extraSchemas, ...options.openapi?.extraSchemas },
+        }),
+      readinessChecks: {
+        ...(withIntake ? { queue: async () => assertWorkerRunning(trailwire) } : {}),
+        ...options.readinessChecks,
+      },
     }),
   );
   // One root router, so that 404 and 405 are decided over every route at once.
@@ -65,4 +81,8 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
   for (const router of routers) root.use(router.routes());
   app.use(root.routes()).use(root.allowedMethods());
   return app;
+}
+
+function assertWorkerRunning(trailwire: Trailwire): void {
+  if (!trailwire.intake?.worker.isRunning) throw new Error('the intake worker is not running');
 }

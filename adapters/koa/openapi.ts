@@ -7,6 +7,7 @@
 import { ERROR_CODES, ERROR_DESCRIPTIONS, HTTP_STATUS_BY_CODE, problemType } from '../../core/errors.ts';
 import { HEADINGS } from '../../core/model.ts';
 import { TAKE_DEFAULT, TAKE_MAX } from '../../core/paging.ts';
+import type { Product } from '../../core/products.ts';
 
 type Json = Record<string, unknown>;
 
@@ -296,6 +297,90 @@ const schemas: Record<string, Json> = {
     },
   },
 };
+
+/**
+ * The intake endpoints, with each installed product's payload schema (draft 2020-12, the dialect of
+ * OpenAPI 3.1, so the schemas are published exactly as they are enforced).
+ */
+export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOptions, 'extraPaths' | 'extraSchemas'> {
+  const schemaName = (product: Product<any>) => `Payload_${product.name.replace(/-/g, '_')}`;
+  const extraSchemas: Record<string, Json> = {
+    IntakeAccepted: {
+      type: 'object',
+      required: ['id', 'status'],
+      properties: { id: { type: 'string' }, status: { const: 'queued' } },
+    },
+    IntakeStatus: {
+      type: 'object',
+      required: ['id', 'vin', 'product', 'status', 'receivedAt', 'processedAt', 'attempts', 'error'],
+      properties: {
+        id: { type: 'string' },
+        vin: { type: 'string' },
+        product: { type: 'string' },
+        status: { type: 'string', enum: ['queued', 'processing', 'processed', 'failed'] },
+        receivedAt: timestamp,
+        processedAt: nullable(timestamp),
+        attempts: { type: 'integer' },
+        error: nullable({ type: 'string' }),
+      },
+    },
+  };
+  for (const product of products) {
+    const { $schema: _dialect, ...schema } = product.schema as Json;
+    extraSchemas[schemaName(product)] = {
+      ...schema,
+      description: `${product.description} Limit: ${product.limit.requests} per ${product.limit.windowSeconds} s per VIN (default).`,
+      examples: product.examples,
+    };
+  }
+  const describeProducts = products.map((p) => `\`${p.name}\` (${p.limit.requests}/${p.limit.windowSeconds} s per VIN)`).join(', ');
+  return {
+    extraSchemas,
+    extraPaths: {
+      '/api/v1/telemetry/intake/{VIN}': {
+        post: {
+          tags: ['Partner intake'],
+          summary: 'Send one telemetry payload for a vehicle',
+          description: `The payload's schema is the one of the product in the partner token (\`scope: product:<name>\`). Installed: ${describeProducts || 'none'}. 202 means durably queued, not processed; follow \`Location\`. Limited per product and per VIN in fixed windows.`,
+          security: [{ partnerToken: [] }],
+          parameters: [
+            pathParam('VIN', '17 characters of the VIN alphabet, check digit verified; lower case is upper-cased.'),
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              description: 'A repeat of the same key by the same partner within 24 hours answers the original 202 again and enqueues nothing.',
+              schema: { type: 'string', maxLength: 255 },
+            },
+          ],
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { oneOf: products.map((product) => ref(schemaName(product))) } } },
+          },
+          responses: {
+            202: {
+              description: 'Durably queued.',
+              headers: { ...rateLimitHeaders, Location: { description: 'The status URL of this payload.', schema: { type: 'string' } } },
+              content: { 'application/json': { schema: ref('IntakeAccepted') } },
+            },
+            ...problems(400, 401, 403, 413, 415, 429),
+          },
+        },
+      },
+      '/api/v1/telemetry/intake/status/{id}': {
+        get: {
+          tags: ['Partner intake'],
+          summary: 'The processing state of one of your payloads',
+          security: [{ partnerToken: [] }],
+          parameters: [pathParam('id', 'The intake id of the 202.')],
+          responses: {
+            200: { description: 'OK', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('IntakeStatus') } } },
+            ...problems(401, 403, 404, 429),
+          },
+        },
+      },
+    },
+  };
+}
 
 /** The OpenAPI 3.1 document of an app mounting the given APIs. */
 export function buildOpenApiDocument(options: OpenApiOptions): Json {

@@ -10,6 +10,8 @@ import { pino, type Logger } from 'pino';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
 import { openSqliteStore, type SqliteDurability } from '../sqlite/index.ts';
+import { openSqliteIntakeQueue } from '../sqlite/intake-queue.ts';
+import { builtInProducts } from '../../products/index.ts';
 
 export interface ServerOptions {
   /** The SQLite file of the embedded store. Default `./data/trailwire.db`. */
@@ -24,7 +26,7 @@ export interface ServerOptions {
   trustProxy?: boolean;
   /** Default: pino at `info` on stdout. */
   logger?: Logger;
-  /** Core options besides the store (limits, token lifetime, clock...). */
+  /** Core options besides the store and queue (limits, products, token lifetime, clock...). Products default to the built-in three. */
   core?: Omit<TrailwireOptions, 'store'>;
 }
 
@@ -42,7 +44,13 @@ export const DEFAULT_DB_FILE = './data/trailwire.db';
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? pino();
   const store = await openSqliteStore({ file: options.db ?? DEFAULT_DB_FILE, durability: options.durability ?? 'process' });
-  const trailwire = await createTrailwire({ ...options.core, store });
+  const trailwire = await createTrailwire({
+    products: builtInProducts,
+    ...options.core,
+    store,
+    intakeQueue: openSqliteIntakeQueue(store.db),
+  });
+  await trailwire.intake!.worker.start();
   const app = createTrailwireApp(trailwire, { logger, trustProxy: options.trustProxy });
   const server: Server = createServer(app.callback());
   server.keepAliveTimeout = 65_000;

@@ -12,6 +12,8 @@ import { ManualClock } from '../../core/clock.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa/app.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
+import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
+import { builtInProducts } from '../../products/index.ts';
 
 export interface TestApp {
   trailwire: Trailwire;
@@ -45,7 +47,15 @@ export async function startTestApp(
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-test-'));
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
   const store = await openSqliteStore({ file: join(dir, 'trailwire.db') });
-  const trailwire = await createTrailwire({ ...options.core, store, clock });
+  const trailwire = await createTrailwire({
+    products: builtInProducts,
+    ...options.core,
+    store,
+    clock,
+    intakeQueue: openSqliteIntakeQueue(store.db),
+  });
+  // The worker runs as in production; tests that need processing to have happened call drainDue().
+  await trailwire.intake!.worker.start();
   const app = createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...options.app });
   const server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -1,0 +1,80 @@
+/**
+ * Partner intake over HTTP (contract 4): the transport's part is the body — `application/json`
+ * only (415), at most the configured size (413, checked on Content-Length and while streaming, so
+ * an oversized body is never buffered whole), valid JSON (400) — and the 202 with `Location`.
+ * Everything else (VIN, product schema, idempotency, limits, the durable enqueue) is the core's.
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { TrailwireError } from '../../core/errors.ts';
+import type { Trailwire } from '../../core/trailwire.ts';
+import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
+import { setRateLimitHeaders } from './rate-limit-headers.ts';
+
+export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
+export const INTAKE_PATH = '/api/v1/telemetry/intake';
+
+export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitBytes?: number } = {}): Router {
+  const intake = trailwire.intake;
+  if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
+  const bodyLimit = options.bodyLimitBytes ?? DEFAULT_INTAKE_BODY_LIMIT;
+  const router = new Router();
+  const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
+
+  router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
+    if (!ctx.is('application/json')) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
+    const rawBody = await readBody(ctx, bodyLimit);
+    let body: unknown;
+    try {
+      body = JSON.parse(rawBody);
+    } catch (error) {
+      throw new TrailwireError('validation_failed', 'The body is not valid JSON.', {
+        errors: [{ path: '', message: (error as Error).message }],
+        cause: error,
+      });
+    }
+    const { claims } = ctx.state as AuthenticatedState;
+    const accepted = await intake.service.accept({
+      claims,
+      vin: (ctx.params as { VIN: string }).VIN,
+      body,
+      rawBody,
+      idempotencyKey: ctx.get('idempotency-key') || undefined,
+    });
+    if (accepted.rateLimit) setRateLimitHeaders(ctx, accepted.rateLimit);
+    if (accepted.replayed) ctx.set('Idempotent-Replayed', 'true');
+    ctx.status = 202;
+    ctx.set('Location', `${INTAKE_PATH}/status/${accepted.record.id}`);
+    ctx.body = { id: accepted.record.id, status: 'queued' };
+  });
+
+  // Status polling counts against the same per-principal read limit as the customer read API.
+  router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
+    const { claims } = ctx.state as AuthenticatedState;
+    const rateLimit = await trailwire.readLimiter.enforce(`partners:${claims.sub}`);
+    setRateLimitHeaders(ctx, rateLimit);
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
+  });
+  return router;
+}
+
+/** Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes. */
+async function readBody(ctx: Context, limit: number): Promise<string> {
+  const declared = Number(ctx.get('content-length'));
+  if (Number.isFinite(declared) && declared > limit) throw tooLarge(ctx, limit);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw tooLarge(ctx, limit);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks, size).toString('utf8');
+}
+
+function tooLarge(ctx: Context, limit: number): TrailwireError {
+  // The rest of the body is not read, so the connection cannot be reused.
+  ctx.set('Connection', 'close');
+  return new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`);
+}

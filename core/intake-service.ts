@@ -1,0 +1,119 @@
+/**
+ * The accept path of partner intake (contract 4 and 7), independent of HTTP: the VIN, the token's
+ * product, the payload against that product's schema, an idempotency key replay, the per-(product,
+ * VIN) fixed-window limit, and then the durable enqueue. By the time `accept` resolves the payload
+ * is stored; the transport answers 202. Reading the body (size, type, JSON) is the transport's job.
+ */
+import type { Clock, IdGenerator } from './clock.ts';
+import { TrailwireError } from './errors.ts';
+import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord } from './intake-queue.ts';
+import type { ProductRegistry } from './products.ts';
+import { FixedWindowLimiter, type RateLimitState, type WindowCounter } from './rate-limit.ts';
+import { type AccessClaims, productOfScope } from './tokens.ts';
+import { parseVin } from './vin.ts';
+
+export interface IntakeServiceOptions {
+  queue: IntakeQueue;
+  products: ProductRegistry;
+  counter: WindowCounter;
+  clock: Clock;
+  ids: IdGenerator;
+  verifyVinCheckDigit: boolean;
+  /** Called after each new payload is stored, to wake the workers. */
+  onEnqueued?: () => void;
+}
+
+export interface Accepted {
+  record: IntakeRecord;
+  /** The limit state of this (product, VIN); absent on an idempotent replay, which counts nothing. */
+  rateLimit?: RateLimitState;
+  replayed: boolean;
+}
+
+/** What the status endpoint shows a partner of one of its payloads. */
+export interface IntakeStatusView {
+  id: string;
+  vin: string;
+  product: string;
+  status: IntakeRecord['status'];
+  receivedAt: string;
+  processedAt: string | null;
+  attempts: number;
+  error: string | null;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+export class IntakeService {
+  private readonly limiters = new Map<string, FixedWindowLimiter>();
+
+  constructor(private readonly options: IntakeServiceOptions) {}
+
+  /** Validates, limits and durably enqueues one payload (`body` is the parsed JSON). */
+  async accept(input: { claims: AccessClaims; vin: string; body: unknown; rawBody: string; idempotencyKey?: string }): Promise<Accepted> {
+    const { queue, products, clock } = this.options;
+    const vin = parseVin(input.vin, { verifyCheckDigit: this.options.verifyVinCheckDigit, path: '/vin' });
+    const productName = productOfScope(input.claims.scope);
+    if (productName === undefined) throw new TrailwireError('forbidden', 'The token carries no product scope.');
+    products.get(productName);
+    const errors = products.validate(productName, input.body);
+    if (errors.length > 0)
+      throw new TrailwireError('validation_failed', `The payload does not match the ${productName} schema.`, { errors });
+    const idempotencyKey = input.idempotencyKey ?? null;
+    if (idempotencyKey !== null && !IDEMPOTENCY_KEY.test(idempotencyKey))
+      throw new TrailwireError('validation_failed', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', {
+        errors: [{ path: '/headers/idempotency-key', message: 'must be 1 to 255 visible ASCII characters' }],
+      });
+
+    const now = clock.now();
+    if (idempotencyKey !== null) {
+      const earlier = await queue.findByIdempotencyKey(input.claims.sub, idempotencyKey, now - IDEMPOTENCY_WINDOW_MS);
+      if (earlier) return { record: earlier, replayed: true };
+    }
+    const rateLimit = await this.limiterOf(productName).enforce(vin);
+    const { record, created } = await queue.enqueue({
+      id: this.options.ids(),
+      partnerId: input.claims.sub,
+      product: productName,
+      vin,
+      payload: input.rawBody,
+      receivedAt: now,
+      idempotencyKey,
+    });
+    if (created) this.options.onEnqueued?.();
+    return { record, rateLimit, replayed: !created };
+  }
+
+  /** The state of one of the partner's payloads; another partner's (or no) payload is not found. */
+  async status(partnerId: string, id: string): Promise<IntakeStatusView> {
+    const record = await this.options.queue.get(id);
+    if (!record || record.partnerId !== partnerId) throw new TrailwireError('not_found', `No intake ${JSON.stringify(id.slice(0, 100))} of this partner.`);
+    return {
+      id: record.id,
+      vin: record.vin,
+      product: record.product,
+      status: record.status,
+      receivedAt: new Date(record.receivedAt).toISOString(),
+      processedAt: record.processedAt === null ? null : new Date(record.processedAt).toISOString(),
+      attempts: record.attempts,
+      error: record.error,
+    };
+  }
+
+  /** One limiter per product: each product has its own window, and no product shares another's quota. */
+  private limiterOf(product: string): FixedWindowLimiter {
+    let limiter = this.limiters.get(product);
+    if (!limiter) {
+      const limit = this.options.products.limitOf(product);
+      limiter = new FixedWindowLimiter({
+        name: `intake:${product}`,
+        limit: limit.requests,
+        windowSeconds: limit.windowSeconds,
+        counter: this.options.counter,
+        clock: this.options.clock,
+      });
+      this.limiters.set(product, limiter);
+    }
+    return limiter;
+  }
+}
