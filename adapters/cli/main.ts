@@ -8,6 +8,7 @@ import { hideBin } from 'yargs/helpers';
 import { DEFAULT_DB_FILE } from '../server/index.ts';
 import { usageFailure } from './output.ts';
 import { provisionCommands } from './provision-commands.ts';
+import { queueCommand } from './queue-commands.ts';
 import { serveCommand } from './serve-command.ts';
 
 export async function main(argv: string[]): Promise<void> {
@@ -18,6 +19,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('json', { type: 'boolean', default: false, describe: 'Print one JSON document on stdout and nothing else there', global: true })
     .command(serveCommand)
     .command(provisionCommands)
+    .command(queueCommand)
     .demandCommand(1, 'Choose a command; see --help')
     .strict()
     .help()
