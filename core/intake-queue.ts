@@ -48,7 +48,7 @@ export interface IntakeQueue {
    * last 24 hours (relative to `item.receivedAt`), stores nothing and answers the original record.
    */
   enqueue(item: NewIntake): Promise<EnqueueResult>;
-  /** The record of the partner's idempotency key used since `since`, if any. */
+  /** The record of the partner's idempotency key used after `since` (exclusive), if any. */
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null>;
   get(id: string): Promise<IntakeRecord | null>;
   /**

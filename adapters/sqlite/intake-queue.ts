@@ -128,7 +128,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
     const row = this.sql.byKey.get(partnerId, idempotencyKey);
-    return row && row.received_at >= since ? toRecord(row) : null;
+    return row && row.received_at > since ? toRecord(row) : null;
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
@@ -193,7 +193,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private insertOne(item: NewIntake): EnqueueResult {
     if (item.idempotencyKey !== null) {
       const earlier = this.sql.byKey.get(item.partnerId, item.idempotencyKey);
-      if (earlier && earlier.received_at >= item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toRecord(earlier), created: false };
+      if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toRecord(earlier), created: false };
       if (earlier) this.sql.clearKey.run(item.partnerId, item.idempotencyKey);
     }
     this.sql.insert.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey, item.receivedAt);

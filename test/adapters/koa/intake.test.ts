@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { defineProduct } from '../../../core/products.ts';
+import { builtInProducts } from '../../../products/index.ts';
+import { assertProblem, uniqueVin } from '../../support/fixtures.ts';
+import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+
+const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
+
+function gps(secondsAfterT0: number, overrides: Record<string, unknown> = {}) {
+  return { timestamp: T0 / 1000 + secondsAfterT0, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 100, bearingDeg: 90, ...overrides };
+}
+
+function tpms(pressures: number[], at = '2026-06-01T12:00:00Z') {
+  return { readAt: at, sensors: pressures.map((pressurePsi, i) => ({ sensorId: `S${i}`, wheel: `W${i}`, pressurePsi, temperatureC: 30 })) };
+}
+
+/** A product whose transform throws while `broken.on` is set: the dead-letter path. */
+const broken = { on: true };
+const flaky = defineProduct<{ n: number }>({
+  name: 'flaky',
+  description: 'A test product whose transform fails on demand.',
+  schema: { type: 'object', additionalProperties: false, required: ['n'], properties: { n: { type: 'integer' } } },
+  limit: { requests: 100, windowSeconds: 60 },
+  examples: [{ n: 0 }],
+  transform(_vin, payload, receivedAt) {
+    if (broken.on && payload.n > 0) throw new Error(`flaky refuses ${payload.n}`);
+    return { gps: [{ timestamp: receivedAt + payload.n, lat: 1, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] };
+  },
+});
+
+describe('partner intake over HTTP', () => {
+  let app: TestApp;
+  let gpsPartner: { id: string; apiKey: string; token: string };
+  let tpmsPartner: { id: string; apiKey: string; token: string };
+  let flakyPartner: { id: string; apiKey: string; token: string };
+
+  before(async () => {
+    app = await startTestApp({
+      core: { products: [...builtInProducts, flaky], productLimits: { 'gps-basic': { requests: 3, windowSeconds: 60 } }, worker: { maxAttempts: 2, retryBaseMs: 1000 } },
+      app: { intakeBodyLimitBytes: 2048 },
+    });
+    app.clock.set(T0);
+    gpsPartner = await partnerWithToken(app, 'gps-basic', 'GPS Co');
+    tpmsPartner = await partnerWithToken(app, 'tpms', 'Tire Co');
+    flakyPartner = await partnerWithToken(app, 'flaky', 'Flaky Co');
+  });
+  after(() => app.close());
+
+  const post = (token: string, vin: string, body: unknown, headers: Record<string, string> = {}) =>
+    app.call('POST', `/api/v1/telemetry/intake/${vin}`, { token, body, headers });
+  const drain = () => app.trailwire.intake!.worker.drainDue();
+  /** Moves the clock to T0 + `hours` and re-authenticates the partners (tokens live 30 minutes). */
+  async function at(hours: number) {
+    app.clock.set(T0 + hours * 3_600_000);
+    for (const partner of [gpsPartner, tpmsPartner, flakyPartner]) {
+      const response = await app.call('POST', '/api/v1/partners/authenticate', { apiKey: partner.apiKey });
+      partner.token = response.body.access_token;
+    }
+  }
+
+  it('answers 202 with the id, Location and RateLimit headers once the payload is queued; the status endpoint follows it', async () => {
+    const vin = uniqueVin();
+    const response = await post(gpsPartner.token, vin.toLowerCase(), gps(1));
+    assert.equal(response.status, 202);
+    assert.deepEqual(Object.keys(response.body).sort(), ['id', 'status']);
+    assert.equal(response.body.status, 'queued');
+    assert.equal(response.headers.get('location'), `/api/v1/telemetry/intake/status/${response.body.id}`);
+    assert.equal(response.headers.get('ratelimit-limit'), '3');
+    assert.equal(response.headers.get('ratelimit-remaining'), '2');
+
+    const queued = await app.call('GET', response.headers.get('location')!, { token: gpsPartner.token });
+    assert.equal(queued.status, 200);
+    assert.equal(queued.body.vin, vin, 'the VIN is upper-cased');
+    assert.equal(queued.body.product, 'gps-basic');
+    await drain();
+    const processed = await app.call('GET', response.headers.get('location')!, { token: gpsPartner.token });
+    assert.equal(processed.body.status, 'processed');
+    assert.equal(processed.body.attempts, 1);
+    assert.equal(processed.body.error, null);
+    // Another partner cannot see it.
+    assertProblem(await app.call('GET', response.headers.get('location')!, { token: tpmsPartner.token }), 404);
+  });
+
+  it('refuses bad input with the right problem, and stores nothing', async () => {
+    const vin = uniqueVin();
+    const before = await app.trailwire.intake!.queue.depth();
+    assertProblem(await post(gpsPartner.token, 'NOTAVIN', gps(1)), 400, '/vin');
+    assertProblem(await post(gpsPartner.token, '1HGCM82643A004352', gps(1)), 400, '/vin');
+    assertProblem(await post(gpsPartner.token, vin, { ...gps(1), speedKph: 'fast' }), 400, '/speedKph');
+    const missing = await post(gpsPartner.token, vin, { timestamp: T0 / 1000 });
+    assertProblem(missing, 400);
+    assert.ok(missing.body.errors.some((e: { path: string }) => e.path === '/position'));
+    assertProblem(await post(gpsPartner.token, vin, '{"timestamp": ', { 'content-type': 'application/json' }), 400);
+    assertProblem(await post(gpsPartner.token, vin, JSON.stringify(gps(1)), { 'content-type': 'text/plain' }), 415);
+    assertProblem(await post(gpsPartner.token, vin, { ...gps(1), padding: 'x'.repeat(4096) }), 413);
+    assertProblem(await post(gpsPartner.token, vin, tpms([100])), 400); // a tpms payload on a gps-basic token
+    assert.equal(await app.trailwire.intake!.queue.depth(), before);
+  });
+
+  it('answers 401 without a valid partner token and 403 for a customer token', async () => {
+    const vin = uniqueVin();
+    const missing = await app.call('POST', `/api/v1/telemetry/intake/${vin}`, { body: gps(1) });
+    assertProblem(missing, 401);
+    assertProblem(await post('not-a-token', vin, gps(1)), 401);
+    const customer = await customerWithToken(app, 'Reader');
+    assertProblem(await post(customer.token, vin, gps(1)), 403);
+  });
+
+  it('limits per (product, VIN) in fixed windows: other VINs and products keep their quota', async () => {
+    await at(1);
+    const noisy = uniqueVin();
+    for (let i = 0; i < 3; i++) assert.equal((await post(gpsPartner.token, noisy, gps(100 + i))).status, 202);
+    const limited = await post(gpsPartner.token, noisy, gps(200));
+    assertProblem(limited, 429);
+    assert.equal(limited.headers.get('retry-after'), '60');
+    assert.equal(limited.headers.get('ratelimit-remaining'), '0');
+    assert.equal((await post(gpsPartner.token, uniqueVin(), gps(300))).status, 202, 'another VIN is untouched');
+    assert.equal((await post(tpmsPartner.token, noisy, tpms([100]))).status, 202, 'another product is untouched');
+    app.clock.advance(60_000);
+    assert.equal((await post(gpsPartner.token, noisy, gps(400))).status, 202, 'the next window resets');
+  });
+
+  it('answers a repeated Idempotency-Key with the original 202 and enqueues nothing', async () => {
+    await at(2);
+    const vin = uniqueVin();
+    const first = await post(gpsPartner.token, vin, gps(500), { 'idempotency-key': 'order-1' });
+    const depth = await app.trailwire.intake!.queue.depth();
+    const again = await post(gpsPartner.token, vin, gps(500), { 'idempotency-key': 'order-1' });
+    assert.equal(again.status, 202);
+    assert.equal(again.body.id, first.body.id);
+    assert.equal(again.headers.get('location'), first.headers.get('location'));
+    assert.equal(await app.trailwire.intake!.queue.depth(), depth);
+    const other = await post(tpmsPartner.token, vin, tpms([100]), { 'idempotency-key': 'order-1' });
+    assert.equal(other.status, 202);
+    assert.notEqual(other.body.id, first.body.id, 'keys are per partner');
+    await at(26);
+    const later = await post(gpsPartner.token, vin, gps(501), { 'idempotency-key': 'order-1' });
+    assert.equal(later.status, 202);
+    assert.notEqual(later.body.id, first.body.id, 'after 24 hours the key is new again');
+  });
+
+  it('processes one VIN in arrival order, and derives the trailer status from the tire sensors', async () => {
+    await at(30);
+    const customer = await customerWithToken(app, 'Status Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'F' });
+    const vin = uniqueVin();
+    const trailer = await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
+    await post(tpmsPartner.token, vin, tpms([100, 100], '2026-06-01T12:31:00Z'));
+    await post(tpmsPartner.token, vin, tpms([100, 85], '2026-06-01T12:32:00Z'));
+    await post(tpmsPartner.token, vin, tpms([60, 85], '2026-06-01T12:33:00Z'));
+    await drain();
+    const faulted = await app.call('GET', `/api/v1/trailers/${trailer.id}`, { token: customer.token });
+    assert.deepEqual(faulted.body.status, { name: 'Faulted', isWarning: false, isFault: true });
+    assert.equal(faulted.body.faultedDevices, 1);
+    assert.equal(faulted.body.warningDevices, 1);
+    const devices = await app.call('GET', `/api/v1/devices/${trailer.id}`, { token: customer.token });
+    const s0 = devices.body.data.find((d: { serial: string }) => d.serial === 'S0');
+    const readings = await app.call('GET', `/api/v1/devices/telemetry/${s0.id}?from=2026-06-01T00:00:00Z&to=2026-06-02T00:00:00Z`, { token: customer.token });
+    assert.deepEqual(readings.body.data.map((r: { metrics: { pressurePsi: number } }) => r.metrics.pressurePsi), [100, 100, 60], 'in arrival order');
+
+    await post(tpmsPartner.token, vin, tpms([100, 100], '2026-06-01T12:34:00Z'));
+    await drain();
+    const ok = await app.call('GET', `/api/v1/trailers/${trailer.id}`, { token: customer.token });
+    assert.equal(ok.body.status.name, 'OK');
+    assert.equal(ok.body.statusDate, new Date(app.clock.now()).toISOString());
+  });
+
+  it('keeps an unknown VIN as an unassigned trailer that an operator assigns later, with its history', async () => {
+    await at(31);
+    const vin = uniqueVin();
+    await post(gpsPartner.token, vin, gps(2400));
+    await drain();
+    const unassigned = await app.trailwire.store.findTrailerByVin(vin);
+    assert.equal(unassigned?.fleetId, null);
+    const customer = await customerWithToken(app, 'Late Co');
+    assertProblem(await app.call('GET', `/api/v1/trailers/${unassigned!.id}`, { token: customer.token }), 404);
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'F' });
+    const assigned = await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
+    assert.equal(assigned.id, unassigned!.id);
+    const seen = await app.call('GET', `/api/v1/trailers/${assigned.id}`, { token: customer.token });
+    assert.equal(seen.body.telemetry.speed, 62.1);
+    assert.equal(seen.body.telemetry.timestamp, new Date(T0 + 2_400_000).toISOString());
+  });
+
+  it('retries a failing payload with backoff, dead-letters it with the reason, never blocks the VIN, and re-queues on request', async () => {
+    await at(32);
+    broken.on = true;
+    const vin = uniqueVin();
+    const bad = await post(flakyPartner.token, vin, { n: 5 });
+    const good = await post(flakyPartner.token, vin, { n: 0 });
+    await drain();
+    const statusOf = async (id: string) => (await app.call('GET', `/api/v1/telemetry/intake/status/${id}`, { token: flakyPartner.token })).body;
+    assert.equal((await statusOf(bad.body.id)).status, 'queued', 'waiting for its retry');
+    assert.equal((await statusOf(good.body.id)).status, 'queued', 'held behind the earlier payload of its VIN');
+    assert.match((await statusOf(bad.body.id)).error, /flaky refuses 5/);
+    app.clock.advance(999);
+    await drain();
+    assert.equal((await statusOf(bad.body.id)).attempts, 1, 'not before the backoff');
+    app.clock.advance(1);
+    await drain();
+    const failed = await statusOf(bad.body.id);
+    assert.equal(failed.status, 'failed');
+    assert.equal(failed.attempts, 2);
+    await drain();
+    assert.equal((await statusOf(good.body.id)).status, 'processed', 'the VIN moves on after the dead letter');
+
+    const deadLetters = await app.trailwire.intake!.queue.listFailed(10);
+    assert.ok(deadLetters.some((record) => record.id === bad.body.id));
+    broken.on = false;
+    assert.equal(await app.trailwire.intake!.queue.requeue(bad.body.id, app.clock.now()), true);
+    await drain();
+    assert.equal((await statusOf(bad.body.id)).status, 'processed');
+    assert.equal(await app.trailwire.intake!.queue.requeue(bad.body.id, app.clock.now()), false, 'only failed payloads re-queue');
+  });
+
+  it('publishes the new trailer state to the live hub for the owning customer only', async () => {
+    await at(33);
+    const customer = await customerWithToken(app, 'Live Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Live fleet' });
+    const vin = uniqueVin();
+    await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
+    const events: unknown[] = [];
+    const sink = { write: (event: unknown) => (events.push(event), true), end: () => {} };
+    const subscription = app.trailwire.live.subscribe(customer.id, sink as never);
+    await post(gpsPartner.token, vin, gps(3600));
+    await drain();
+    subscription.unsubscribe();
+    assert.equal(events.length, 1);
+    const event = events[0] as { customerId: string; fleet: { id: number; name: string }; trailer: { vin: string; telemetry: { speed: number } } };
+    assert.equal(event.customerId, customer.id);
+    assert.deepEqual(event.fleet, { id: fleet.id, name: 'Live fleet' });
+    assert.equal(event.trailer.vin, vin);
+    assert.equal(event.trailer.telemetry.speed, 62.1);
+    const other = await customerWithToken(app, 'Other Live Co');
+    const otherEvents: unknown[] = [];
+    const otherSubscription = app.trailwire.live.subscribe(other.id, { write: (e: unknown) => (otherEvents.push(e), true), end: () => {} } as never);
+    await post(gpsPartner.token, vin, gps(3601));
+    await drain();
+    otherSubscription.unsubscribe();
+    assert.equal(otherEvents.length, 0, 'another customer hears nothing');
+  });
+});
