@@ -21,7 +21,8 @@ export async function main(argv: string[]): Promise<void> {
     .command(provisionCommands)
     .command(queueCommand)
     .demandCommand(1, 'Choose a command; see --help')
-    .strict()
+    // Not `.strict()`: it would count TRAILWIRE_* variables meant for another command as unknown options.
+    .strictCommands()
     .help()
     .fail(usageFailure(argv))
     .parseAsync();

@@ -10,7 +10,7 @@ import { startServer } from '../server/index.ts';
 import type { StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
 
-type ServeArguments = StoreArguments & { json: boolean; port: number; host?: string; demo: boolean; 'log-level': string };
+type ServeArguments = StoreArguments & { json: boolean; port: number; host?: string; demo: boolean; 'log-level': string; 'intake-worker': boolean };
 
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
@@ -20,6 +20,11 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
       .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
       .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
+      .option('intake-worker', {
+        type: 'boolean',
+        default: true,
+        describe: 'Process queued intake in this process (--no-intake-worker: only accept it) (env TRAILWIRE_INTAKE_WORKER)',
+      })
       .option('log-level', {
         type: 'string',
         default: 'info',
@@ -38,7 +43,7 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
 async function serve(args: ServeArguments): Promise<void> {
   // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
   const logger = pino({ level: args['log-level'] }, pino.destination(2));
-  const server = await startServer({ db: args.db, port: args.port, host: args.host, logger });
+  const server = await startServer({ db: args.db, port: args.port, host: args.host, logger, intakeWorker: args['intake-worker'] });
   const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : undefined;
   if (args.json) {
     process.stdout.write(`${JSON.stringify({ url: server.url, db: args.db, demo: demo ?? null })}\n`);

@@ -27,6 +27,8 @@ export interface TrailwireAppOptions {
   dataRouters?: KoaRouter[];
   /** Extra OpenAPI paths/schemas documenting `dataRouters`. */
   openapi?: Pick<OpenApiOptions, 'extraPaths' | 'extraSchemas'>;
+  /** Whether `/readyz` requires this process's intake worker to run. Default true. */
+  intakeWorkerExpected?: boolean;
   /** Largest intake body in bytes. Default 256 KiB. */
   intakeBodyLimitBytes?: number;
   /** Trust X-Forwarded-For for the client address (behind a proxy). Default false. */
@@ -71,7 +73,7 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
           extraSchemas: { ...intakeDocs.extraSchemas, ...options.openapi?.extraSchemas },
         }),
       readinessChecks: {
-        ...(withIntake ? { queue: async () => assertWorkerRunning(trailwire) } : {}),
+        ...(withIntake ? { queue: () => checkIntake(trailwire, options.intakeWorkerExpected ?? true) } : {}),
         ...options.readinessChecks,
       },
     }),
@@ -83,6 +85,8 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
   return app;
 }
 
-function assertWorkerRunning(trailwire: Trailwire): void {
-  if (!trailwire.intake?.worker.isRunning) throw new Error('the intake worker is not running');
+/** The queue answers, and this process's worker runs unless it was configured to take intake only. */
+async function checkIntake(trailwire: Trailwire, workerExpected: boolean): Promise<void> {
+  await trailwire.intake!.queue.depth();
+  if (workerExpected && !trailwire.intake!.worker.isRunning) throw new Error('the intake worker is not running');
 }

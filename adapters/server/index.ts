@@ -22,6 +22,11 @@ export interface ServerOptions {
   host?: string;
   /** HTTP port; 0 picks a free one. Default 8080. */
   port?: number;
+  /**
+   * Run the intake worker in this process. Default true; false makes a process that only takes
+   * intake while others (sharing the store) process it.
+   */
+  intakeWorker?: boolean;
   /** Trust X-Forwarded-For for client addresses. Default false. */
   trustProxy?: boolean;
   /** Default: pino at `info` on stdout. */
@@ -50,8 +55,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     store,
     intakeQueue: openSqliteIntakeQueue(store.db),
   });
-  await trailwire.intake!.worker.start();
-  const app = createTrailwireApp(trailwire, { logger, trustProxy: options.trustProxy });
+  const runWorker = options.intakeWorker ?? true;
+  if (runWorker) await trailwire.intake!.worker.start();
+  const app = createTrailwireApp(trailwire, { logger, trustProxy: options.trustProxy, intakeWorkerExpected: runWorker });
   const server: Server = createServer(app.callback());
   server.keepAliveTimeout = 65_000;
   server.listen(options.port ?? 8080, options.host);
