@@ -1,0 +1,161 @@
+/**
+ * The `livefeed.v1.LiveFeed` service on @grpc/grpc-js (contract 8), mounted on the core's `LiveHub`.
+ * `Subscribe` authenticates the call's `authorization: Bearer <customer JWT>` metadata, sends a
+ * heartbeat at once and then every `heartbeatIntervalMs`, and streams the hub's updates for the
+ * token's customer. Each update is encoded once and the same bytes are written to every stream of
+ * the customer; the stream's write buffer is honoured (the hub coalesces while it is full, see
+ * `core/live-hub.ts`). Add it to your own server with `addLiveFeedService(server, options)`, or run
+ * the whole thing with `startGrpcServer` (`grpc-server.ts`).
+ */
+import * as grpc from '@grpc/grpc-js';
+import { TrailwireError } from '../../core/errors.ts';
+import type { LiveHub, LiveSubscription, LiveTrailerEvent } from '../../core/live-hub.ts';
+import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
+import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from './live-update-message.ts';
+import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from './proto.ts';
+import { grpcStatusOf } from './status-codes.ts';
+
+export interface LiveFeedServiceOptions {
+  /** Verifies the bearer tokens (a `TokenService`). */
+  tokens: Pick<TokenService, 'verify' | 'assertNotRevoked'>;
+  /** Where the updates come from. */
+  hub: LiveHub;
+  /** Milliseconds between heartbeats; the first is sent as soon as the stream opens. Default 15,000. */
+  heartbeatIntervalMs?: number;
+}
+
+export interface LiveFeedService {
+  /** The service definition to pass to `grpc.Server#addService`. */
+  definition: grpc.ServiceDefinition;
+  implementation: grpc.UntypedServiceImplementation;
+  /** How many streams are open. */
+  readonly openStreams: number;
+  /**
+   * Ends every open stream with `reason` (default `unavailable`: shutting down) and refuses new
+   * ones from then on. Call it before shutting the server down.
+   */
+  endAllStreams(reason?: TrailwireError): void;
+}
+
+const DEFAULTS = { heartbeatIntervalMs: 15_000 };
+
+const HEARTBEAT_BYTES = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
+
+type SubscribeCall = grpc.ServerWritableStream<unknown, Buffer>;
+
+/** Builds the LiveFeed service; nothing runs until a server serves it. */
+export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeedService {
+  const settings = { ...DEFAULTS, ...options };
+  if (!Number.isInteger(settings.heartbeatIntervalMs) || settings.heartbeatIntervalMs < 1)
+    throw new TypeError(`createLiveFeedService: \`heartbeatIntervalMs\` must be a positive integer, got ${settings.heartbeatIntervalMs}`);
+  const { tokens, hub, heartbeatIntervalMs } = settings;
+
+  const streams = new Set<LiveStream>();
+  // Encoded once per event, whichever stream asks first; the event is dropped with its bytes once
+  // no stream's pending updates hold it any more.
+  const encoded = new WeakMap<LiveTrailerEvent, Buffer>();
+  const encode = (event: LiveTrailerEvent): Buffer => {
+    let bytes = encoded.get(event);
+    if (bytes === undefined) {
+      bytes = encodeLiveUpdateResponse(liveUpdateResponseOf(event));
+      encoded.set(event, bytes);
+    }
+    return bytes;
+  };
+  let closing: TrailwireError | null = null;
+
+  async function subscribe(call: SubscribeCall): Promise<void> {
+    let claims: AccessClaims;
+    try {
+      if (closing) throw closing;
+      claims = await tokens.verify(bearerToken(call.metadata));
+      requireAudience(claims, 'customers');
+      if (closing) throw closing;
+    } catch (error) {
+      endCall(call, error);
+      return;
+    }
+    if (call.cancelled) return;
+    const stream = new LiveStream(call, claims, encode, (which) => streams.delete(which));
+    streams.add(stream);
+    stream.open(hub, tokens, heartbeatIntervalMs);
+  }
+
+  return {
+    definition: liveFeedServiceDefinition,
+    implementation: { Subscribe: subscribe as grpc.handleServerStreamingCall<unknown, Buffer> },
+    get openStreams() {
+      return streams.size;
+    },
+    endAllStreams(reason = new TrailwireError('unavailable', 'The live feed is shutting down.')) {
+      closing = reason;
+      for (const stream of [...streams]) stream.end(reason);
+    },
+  };
+}
+
+/** Creates the LiveFeed service and adds it to `server`. */
+export function addLiveFeedService(server: grpc.Server, options: LiveFeedServiceOptions): LiveFeedService {
+  const service = createLiveFeedService(options);
+  server.addService(service.definition, service.implementation);
+  return service;
+}
+
+/** One open Subscribe call: the hub's sink, its heartbeat, its revocation check. */
+class LiveStream {
+  private subscription: LiveSubscription | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private finished = false;
+
+  constructor(
+    private readonly call: SubscribeCall,
+    private readonly claims: AccessClaims,
+    private readonly encode: (event: LiveTrailerEvent) => Buffer,
+    private readonly onFinish: (stream: LiveStream) => void,
+  ) {}
+
+  open(hub: LiveHub, tokens: LiveFeedServiceOptions['tokens'], heartbeatIntervalMs: number): void {
+    // 'cancelled' fires whenever the call is over: the client went away, or the status was sent.
+    this.call.on('cancelled', () => this.finish(null));
+    this.call.write(HEARTBEAT_BYTES);
+    this.subscription = hub.subscribe(this.claims.sub, {
+      write: (event) => this.call.write(this.encode(event)),
+      end: (reason) => this.finish(reason),
+    });
+    this.call.on('drain', () => this.subscription?.drained());
+    this.heartbeat = setInterval(() => {
+      // A full transport means the client is behind, not idle: it needs no keep-alive then.
+      if (!this.call.writableNeedDrain) this.call.write(HEARTBEAT_BYTES);
+      // Catches a rotation done by another process, once this process's key versions know of it.
+      tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
+    }, heartbeatIntervalMs);
+  }
+
+  end(reason: unknown): void {
+    this.finish(reason);
+  }
+
+  private finish(reason: unknown): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearInterval(this.heartbeat);
+    this.subscription?.unsubscribe();
+    this.onFinish(this);
+    if (reason !== null && !this.call.cancelled) endCall(this.call, reason);
+  }
+}
+
+/** Ends the call with the status of `error`, after the messages already written. */
+function endCall(call: SubscribeCall, error: unknown): void {
+  // grpc-js turns an 'error' event on a server stream into the call's final status.
+  call.emit('error', { ...grpcStatusOf(error), metadata: new grpc.Metadata() });
+}
+
+/** The token of the `authorization: Bearer <token>` metadata. */
+function bearerToken(metadata: grpc.Metadata): string {
+  const [value] = metadata.get('authorization');
+  if (value === undefined) throw new TrailwireError('missing_token', 'The authorization metadata with a Bearer token is required.');
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(String(value));
+  if (!match) throw new TrailwireError('invalid_token', 'The authorization metadata must be `Bearer <token>`.');
+  return match[1]!;
+}
