@@ -10,7 +10,7 @@ import { startServer } from '../server/index.ts';
 import type { StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
 
-type ServeArguments = StoreArguments & { json: boolean; port: number; host?: string; demo: boolean; 'log-level': string; 'intake-worker': boolean };
+type ServeArguments = StoreArguments & { json: boolean; port: number; host?: string; demo: boolean; 'log-level': string; 'intake-worker': boolean; 'grpc-port': number; 'heartbeat-ms': number };
 
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
@@ -18,6 +18,8 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
   builder: (yargs: Argv<StoreArguments & { json: boolean }>) =>
     yargs
       .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
+      .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
+      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
       .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
       .option('intake-worker', {
@@ -43,12 +45,12 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
 async function serve(args: ServeArguments): Promise<void> {
   // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
   const logger = pino({ level: args['log-level'] }, pino.destination(2));
-  const server = await startServer({ db: args.db, port: args.port, host: args.host, logger, intakeWorker: args['intake-worker'] });
+  const server = await startServer({ db: args.db, port: args.port, host: args.host, logger, intakeWorker: args['intake-worker'], grpcPort: args['grpc-port'], heartbeatIntervalMs: args['heartbeat-ms'] });
   const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : undefined;
   if (args.json) {
-    process.stdout.write(`${JSON.stringify({ url: server.url, db: args.db, demo: demo ?? null })}\n`);
+    process.stdout.write(`${JSON.stringify({ url: server.url, grpc: grpcAddress(server), db: args.db, demo: demo ?? null })}\n`);
   } else {
-    process.stdout.write(banner(server.url, args.db, demo?.principals, demo?.created ?? false));
+    process.stdout.write(banner(server.url, grpcAddress(server), args.db, demo?.principals, demo?.created ?? false));
   }
   logger.info({ url: server.url, db: args.db }, 'trailwire serving');
 
@@ -64,8 +66,19 @@ async function serve(args: ServeArguments): Promise<void> {
   process.once('SIGTERM', () => void stop('SIGTERM'));
 }
 
-function banner(url: string, db: string, principals: DemoPrincipal[] | undefined, created: boolean): string {
-  const lines = ['', `Trailwire is running`, `  HTTP   ${url}   (auth + data API; docs at ${url}/openapi.json)`, `  Store  ${db}`, ''];
+function grpcAddress(server: { url: string; grpcPort: number }): string {
+  return `${new URL(server.url).hostname}:${server.grpcPort}`;
+}
+
+function banner(url: string, grpc: string, db: string, principals: DemoPrincipal[] | undefined, created: boolean): string {
+  const lines = [
+    '',
+    `Trailwire is running`,
+    `  HTTP   ${url}   (auth + data API; docs at ${url}/openapi.json)`,
+    `  gRPC   ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
+    `  Store  ${db}`,
+    '',
+  ];
   if (principals) {
     lines.push(created ? 'Demo data seeded. Demo API keys (shown once):' : 'Demo data already present. Fresh demo API keys (the previous ones were rotated):');
     for (const principal of principals) {

@@ -1,6 +1,6 @@
 /**
- * The standalone Trailwire server: opens the store, assembles the core, and serves the Koa app on
- * one HTTP port. This is what `trailwire serve` runs and what `examples/standalone` embeds; an
+ * The standalone Trailwire server: opens the store, assembles the core, serves the Koa app on one
+ * HTTP port and the gRPC LiveFeed on another, and runs the intake worker. This is what `trailwire serve` runs and what `examples/standalone` embeds; an
  * integrator with a server of their own mounts the adapters instead.
  */
 import { once } from 'node:events';
@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import { pino, type Logger } from 'pino';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
+import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
 import { openSqliteStore, type SqliteDurability } from '../sqlite/index.ts';
 import { openSqliteIntakeQueue } from '../sqlite/intake-queue.ts';
 import { builtInProducts } from '../../products/index.ts';
@@ -22,6 +23,10 @@ export interface ServerOptions {
   host?: string;
   /** HTTP port; 0 picks a free one. Default 8080. */
   port?: number;
+  /** gRPC (LiveFeed) port; 0 picks a free one. Default 50051. */
+  grpcPort?: number;
+  /** LiveFeed heartbeat interval. Default 15,000 ms. */
+  heartbeatIntervalMs?: number;
   /**
    * Run the intake worker in this process. Default true; false makes a process that only takes
    * intake while others (sharing the store) process it.
@@ -40,6 +45,8 @@ export interface RunningServer {
   /** The HTTP base URL, e.g. `http://127.0.0.1:8080`. */
   url: string;
   httpPort: number;
+  /** The LiveFeed's bound port. */
+  grpcPort: number;
   /** Stops accepting, finishes in-flight requests, closes the store. */
   close(): Promise<void>;
 }
@@ -68,12 +75,28 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     throw error;
   }
   const { port } = server.address() as AddressInfo;
+  let grpc: RunningGrpcServer;
+  try {
+    grpc = await startGrpcServer({
+      port: options.grpcPort ?? 50051,
+      host: options.host ?? '0.0.0.0',
+      tokens: trailwire.tokens,
+      hub: trailwire.live,
+      heartbeatIntervalMs: options.heartbeatIntervalMs,
+    });
+  } catch (error) {
+    server.close();
+    await trailwire.close();
+    throw error;
+  }
   const host = options.host && options.host !== '0.0.0.0' && options.host !== '::' ? options.host : '127.0.0.1';
   return {
     trailwire,
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     httpPort: port,
+    grpcPort: grpc.port,
     async close() {
+      await grpc.shutdown();
       const closed = once(server, 'close');
       server.close();
       server.closeIdleConnections();

@@ -122,7 +122,7 @@ describe('trailwire CLI', () => {
   });
 
   it('serve --demo --json prints one document with working demo keys and stops on SIGTERM', { timeout: 30_000 }, async () => {
-    const child = spawn(process.execPath, [BIN, 'serve', '--demo', '--port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', '--db', join(dir, 'demo.db')], {
+    const child = spawn(process.execPath, [BIN, 'serve', '--demo', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', '--db', join(dir, 'demo.db')], {
       cwd: ROOT,
     });
     try {
