@@ -1,0 +1,235 @@
+/**
+ * The LiveFeed with a real gRPC server on an ephemeral port and a real client: heartbeats, updates
+ * reaching only their customer with every field, authentication, rotation, shutdown, health, and a
+ * slow subscriber that does not hold back a fast one.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import { startGrpcServer, type RunningGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
+import { loadTrailwireProto, PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
+import * as protoLoader from '@grpc/proto-loader';
+import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { Trailer } from '../../../core/model.ts';
+import { uniqueVin } from '../../support/fixtures.ts';
+import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+
+const HEARTBEAT_MS = 80;
+// A client as a user would load the proto: no synthetic oneof members for `optional` fields.
+const livefeed = (
+  grpc.loadPackageDefinition(
+    protoLoader.loadSync('livefeed/v1/livefeed.proto', { keepCase: true, longs: Number, defaults: true, includeDirs: [PROTO_ROOT] }),
+  ) as any
+).livefeed.v1;
+const health = (grpc.loadPackageDefinition(loadTrailwireProto('grpc/health/v1/health.proto')) as any).grpc.health.v1;
+
+interface Message {
+  is_heartbeat: boolean;
+  live_update?: any;
+}
+
+/** A subscription that records what arrives and how it ended. */
+function subscribe(port: number, token: string | undefined) {
+  // Each subscriber gets its own connection, as separate clients would: on a shared HTTP/2
+  // connection a paused stream would hold the others back through connection flow control.
+  const client = new livefeed.LiveFeed(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
+  const metadata = new grpc.Metadata();
+  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
+  const call: grpc.ClientReadableStream<Message> = client.Subscribe({}, metadata);
+  const messages: Array<Message & { at: number }> = [];
+  const waiters: Array<() => void> = [];
+  call.on('data', (message: Message) => {
+    messages.push({ ...message, at: performance.now() });
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const ended = new Promise<grpc.ServiceError | null>((resolve) => {
+    call.on('error', (error: grpc.ServiceError) => resolve(error));
+    call.on('end', () => resolve(null));
+  });
+  call.on('error', () => {});
+  return {
+    call,
+    messages,
+    ended,
+    updates: () => messages.filter((m) => !m.is_heartbeat),
+    /** Resolves once `predicate` holds over the messages (or fails after `ms`). */
+    async until(predicate: (messages: Message[]) => boolean, ms = 3000) {
+      const deadline = Date.now() + ms;
+      while (!predicate(messages)) {
+        if (Date.now() > deadline) throw new Error(`timed out; got ${messages.length} messages`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 50);
+        });
+      }
+    },
+    close() {
+      call.cancel();
+      client.close();
+    },
+  };
+}
+
+describe('LiveFeed over gRPC', () => {
+  let app: TestApp;
+  let server: RunningGrpcServer;
+
+  before(async () => {
+    app = await startTestApp();
+    server = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: HEARTBEAT_MS });
+  });
+  after(async () => {
+    await server.shutdown();
+    await app.close();
+  });
+
+  it('sends a heartbeat at once, then one every interval', async () => {
+    const customer = await customerWithToken(app, 'Heartbeat Co');
+    const started = performance.now();
+    const stream = subscribe(server.port, customer.token);
+    await stream.until((messages) => messages.length >= 4);
+    stream.close();
+    const beats = stream.messages.filter((m) => m.is_heartbeat);
+    assert.equal(beats.length, stream.messages.length, 'only heartbeats on a quiet feed');
+    assert.ok(beats[0]!.at - started < HEARTBEAT_MS, 'the first heartbeat comes at once');
+    for (let i = 2; i < beats.length; i++) {
+      const gap = beats[i]!.at - beats[i - 1]!.at;
+      assert.ok(gap > HEARTBEAT_MS * 0.5 && gap < HEARTBEAT_MS * 4, `heartbeat gap ${gap} ms`);
+    }
+    assert.equal(beats[0]!.live_update, undefined);
+  });
+
+  it('delivers an intake payload to the owning customer only, with every field', async () => {
+    const owner = await customerWithToken(app, 'Owner Co');
+    const other = await customerWithToken(app, 'Other Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: owner.id, name: 'Reefers' });
+    const vin = uniqueVin();
+    const trailer = await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin, unitId: 'TR-7' });
+    const partner = await partnerWithToken(app, 'gps-basic');
+    const ownerStream = subscribe(server.port, owner.token);
+    const otherStream = subscribe(server.port, other.token);
+    await ownerStream.until((m) => m.length >= 1);
+    await otherStream.until((m) => m.length >= 1);
+
+    const accepted = await app.call('POST', `/api/v1/telemetry/intake/${vin}`, {
+      token: partner.token,
+      body: { timestamp: 1780315200.25, position: { latitude: 41.5, longitude: -87.25 }, speedKph: 100, bearingDeg: 200 },
+    });
+    assert.equal(accepted.status, 202);
+    await app.trailwire.intake!.worker.drainDue();
+    await ownerStream.until(() => ownerStream.updates().length >= 1);
+    const update = ownerStream.updates()[0]!.live_update;
+    const processedAt = app.clock.now();
+    assert.equal(update.fleet_id, fleet.id);
+    assert.equal(update.fleet_name, 'Reefers');
+    assert.deepEqual(update.ts, { seconds: Math.floor(processedAt / 1000), nanos: (processedAt % 1000) * 1e6 });
+    const t = update.trailer;
+    assert.equal(t.id, trailer.id);
+    assert.equal(t.unit_id, 'TR-7');
+    assert.equal(t.vin, vin);
+    assert.deepEqual(t.status, { name: 'OK', is_warning: false, is_fault: false });
+    assert.deepEqual(t.status_date, { seconds: Math.floor(trailer.statusDate / 1000), nanos: (trailer.statusDate % 1000) * 1e6 });
+    assert.equal(t.faulted_devices, 0);
+    assert.equal(t.warning_devices, 0);
+    assert.deepEqual(t.telemetry, { timestamp: { seconds: 1780315200, nanos: 250_000_000 }, lat: 41.5, long: -87.25, speed: 62.1, heading: 'S' });
+
+    await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 2));
+    assert.equal(otherStream.updates().length, 0, 'another customer hears nothing');
+    ownerStream.close();
+    otherStream.close();
+  });
+
+  it('refuses a missing or invalid token with UNAUTHENTICATED and a partner token with PERMISSION_DENIED', async () => {
+    const missing = subscribe(server.port, undefined);
+    assert.equal((await missing.ended)?.code, grpc.status.UNAUTHENTICATED);
+    const garbage = subscribe(server.port, 'not.a.token');
+    assert.equal((await garbage.ended)?.code, grpc.status.UNAUTHENTICATED);
+    const partner = await partnerWithToken(app, 'tpms');
+    const denied = subscribe(server.port, partner.token);
+    assert.equal((await denied.ended)?.code, grpc.status.PERMISSION_DENIED);
+    for (const stream of [missing, garbage, denied]) {
+      assert.equal(stream.messages.length, 0, 'nothing is sent before authentication');
+      stream.close();
+    }
+  });
+
+  it('ends the streams of a customer whose key is rotated with UNAUTHENTICATED', async () => {
+    const customer = await customerWithToken(app, 'Rotating Co');
+    const stream = subscribe(server.port, customer.token);
+    await stream.until((m) => m.length >= 1);
+    const rotated = await app.call('PUT', '/api/v1/customers/rotate', { token: customer.token });
+    assert.equal(rotated.status, 200);
+    const ended = await stream.ended;
+    assert.equal(ended?.code, grpc.status.UNAUTHENTICATED);
+    stream.close();
+  });
+
+  it('answers the standard health check', async () => {
+    const client = new health.Health(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
+    const check = (service: string) =>
+      new Promise<{ status: string }>((resolve, reject) => client.Check({ service }, (error: Error | null, reply: { status: string }) => (error ? reject(error) : resolve(reply))));
+    assert.equal((await check('')).status, 'SERVING');
+    assert.equal((await check('livefeed.v1.LiveFeed')).status, 'SERVING');
+    client.close();
+  });
+
+  it('a paused subscriber does not hold back a fast one; both reach the latest state of every trailer, in order', async () => {
+    const customer = await customerWithToken(app, 'Busy Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Busy' });
+    const trailers: Trailer[] = [];
+    for (let i = 0; i < 5; i++) trailers.push(await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: uniqueVin() }));
+    const fast = subscribe(server.port, customer.token);
+    const slow = subscribe(server.port, customer.token);
+    await fast.until((m) => m.length >= 1);
+    await slow.until((m) => m.length >= 1);
+    slow.call.pause();
+
+    // Large updates fill the slow stream's buffers quickly: the unit id carries 16 KiB.
+    const rounds = 200;
+    const padding = 'x'.repeat(16 * 1024);
+    for (let round = 0; round < rounds; round++) {
+      for (const trailer of trailers) {
+        const event: LiveTrailerEvent = {
+          customerId: customer.id,
+          fleet: { id: fleet.id, name: 'Busy' },
+          trailer: { ...trailer, unitId: `${round}:${padding}`, faultedDevices: round },
+          ts: Date.now(),
+        };
+        await app.trailwire.live.publish(event);
+      }
+      if (round % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    // The fast subscriber reaches the final state of every trailer while the slow one is still paused.
+    const hasFinalStates = (stream: ReturnType<typeof subscribe>) => () => {
+      const latest = new Map<string, number>();
+      for (const message of stream.updates()) latest.set(message.live_update.trailer.id, message.live_update.trailer.faulted_devices);
+      return trailers.every((trailer) => latest.get(trailer.id) === rounds - 1);
+    };
+    await fast.until(hasFinalStates(fast), 10_000);
+    // (Coalescing and its memory bound, when a transport reports itself full, are tested at the hub
+    // in test/core/live-hub.test.ts: a paused grpc-js client keeps reading into its own buffers.)
+    assert.equal(slow.updates().length, 0, 'the slow subscriber read nothing meanwhile');
+
+    slow.call.resume();
+    await slow.until(hasFinalStates(slow), 10_000);
+    // Per trailer, each subscriber sees states in order, never an older one after a newer one.
+    for (const trailer of trailers) {
+      const seenFast = fast.updates().filter((m) => m.live_update.trailer.id === trailer.id).map((m) => m.live_update.trailer.faulted_devices);
+      assert.deepEqual(seenFast, [...seenFast].sort((a, b) => a - b));
+      const seen = slow.updates().filter((m) => m.live_update.trailer.id === trailer.id).map((m) => m.live_update.trailer.faulted_devices);
+      assert.deepEqual(seen, [...seen].sort((a, b) => a - b));
+    }
+    fast.close();
+    slow.close();
+  });
+
+  it('ends every stream with UNAVAILABLE on shutdown', async () => {
+    const own = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: HEARTBEAT_MS });
+    const customer = await customerWithToken(app, 'Shutdown Co');
+    const stream = subscribe(own.port, customer.token);
+    await stream.until((m) => m.length >= 1);
+    await own.shutdown();
+    assert.equal((await stream.ended)?.code, grpc.status.UNAVAILABLE);
+    stream.close();
+  });
+});
