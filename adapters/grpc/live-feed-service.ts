@@ -45,7 +45,8 @@ type SubscribeCall = grpc.ServerWritableStream<unknown, Buffer>;
 
 /** Builds the LiveFeed service; nothing runs until a server serves it. */
 export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeedService {
-  const settings = { ...DEFAULTS, ...options };
+  // An option given as undefined means "the default", as if it were left out.
+  const settings = { ...options, heartbeatIntervalMs: options.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs };
   if (!Number.isInteger(settings.heartbeatIntervalMs) || settings.heartbeatIntervalMs < 1)
     throw new TypeError(`createLiveFeedService: \`heartbeatIntervalMs\` must be a positive integer, got ${settings.heartbeatIntervalMs}`);
   const { tokens, hub, heartbeatIntervalMs } = settings;
