@@ -104,7 +104,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
   try {
     // WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit is safe from a
     // process crash without an fsync; FULL adds the fsync that power loss needs.
-    db.pragma('journal_mode = WAL');
+    await switchToWal(db, resolved.busyTimeoutMs);
     db.pragma(`synchronous = ${resolved.durability === 'power' ? 'FULL' : 'NORMAL'}`);
     db.pragma('foreign_keys = ON');
     applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
@@ -829,6 +829,24 @@ function toCargosafeUnit(row: CargosafeUnitRow): CargosafeUnit {
 // --- errors ---------------------------------------------------------------------------------------
 
 /** Runs a write, turning constraint failures into the store's errors: a duplicate is a conflict, a dangling reference not_found. */
+/**
+ * Puts the file in WAL mode (a persistent setting: a file already in WAL is left alone). Switching
+ * needs the file to itself, and SQLite answers SQLITE_BUSY at once, without its busy handler, while
+ * another process is opening the same new file; so this retries until `busyTimeoutMs`.
+ */
+async function switchToWal(db: Database.Database, busyTimeoutMs: number): Promise<void> {
+  const deadline = Date.now() + busyTimeoutMs;
+  for (let delay = 5; ; delay = Math.min(delay * 2, 100)) {
+    try {
+      if (db.pragma('journal_mode', { simple: true }) !== 'wal') db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if (!(error instanceof Database.SqliteError && error.code === 'SQLITE_BUSY') || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 function insertOrExplain<T>(write: () => T, explain: { conflict?: string; missing?: string }): T {
   try {
     return write();
