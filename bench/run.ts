@@ -2,10 +2,12 @@
  * `npm run bench`: every benchmark in turn, each writing its own results file under bench/results/.
  * Pass names to run some: `npm run bench -- read-paging intake`.
  */
+import { runIntakeBench } from './intake.ts';
 import { runReadPagingBench } from './read-paging.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
+  intake: () => runIntakeBench(),
 };
 
 const chosen = process.argv.slice(2);
