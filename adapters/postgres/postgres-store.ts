@@ -1,0 +1,948 @@
+/**
+ * The scale-out store: `TrailwireStore` on PostgreSQL through a `pg` pool, so that any number of
+ * Trailwire processes share one fleet (contract 11). Its semantics are the SQLite store's, rule for
+ * rule: customer isolation is part of every read query (through `fleets.customer_id`), each
+ * page is one index range, and trailer status policy stays in the core (`deriveTrailerStatus`).
+ * What differs is concurrency: instead of one writer at a time, each telemetry write locks its
+ * trailer's row first, so writes for different trailers run in parallel while writes for one trailer
+ * (and its assignment to a fleet) take turns. Every statement names its schema, so several stores,
+ * or a store and the tests of another, can live in one database. The pool is exposed for the modules
+ * that share the schema (the intake queue).
+ */
+import type pg from 'pg';
+import type { CanonicalCargosafeReading, CanonicalDeviceReading } from '../../core/canonical.ts';
+import { randomIds, type IdGenerator } from '../../core/clock.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import type {
+  Audience,
+  CargosafeReading,
+  CargosafeUnit,
+  Customer,
+  Device,
+  DeviceReading,
+  DeviceState,
+  Fleet,
+  GpsFix,
+  Heading,
+  Partner,
+  Principal,
+  StatusName,
+  Trailer,
+} from '../../core/model.ts';
+import type {
+  ActiveFilter,
+  AppliedTelemetry,
+  IdPageQuery,
+  NewCustomer,
+  NewPartner,
+  NewTrailer,
+  Sequenced,
+  StoredSigningKey,
+  TelemetryBatch,
+  TimeKey,
+  TimePageQuery,
+  TrailwireStore,
+} from '../../core/store.ts';
+import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
+import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
+import { createPostgresPool, isSchemaName, quoteSchema, withTransaction, writeOrExplain } from './pool.ts';
+
+export interface PostgresStoreOptions {
+  /** A `postgres://` URL of the database. Required. */
+  connectionString: string;
+  /** The schema holding Trailwire's tables; created (with the tables) when missing. A lower-case identifier. Default `'public'`. */
+  schema?: string;
+  /** Connections in the pool at most (shared with the intake queue). Default 10. */
+  poolSize?: number;
+  /** How long to wait for a new connection before failing, in ms. Default 5000. */
+  connectTimeoutMs?: number;
+  /** Ids of the trailers, devices and cargosafe units that `applyTelemetry` creates. Default: random UUIDs. */
+  ids?: IdGenerator;
+}
+
+export const DEFAULT_POSTGRES_STORE_OPTIONS = {
+  schema: 'public',
+  poolSize: 10,
+  connectTimeoutMs: 5000,
+  ids: randomIds,
+} as const satisfies Omit<Required<PostgresStoreOptions>, 'connectionString'>;
+
+/** The PostgreSQL store, with its pool and schema exposed for modules that share them (the intake queue). */
+export interface PostgresStore extends TrailwireStore {
+  readonly pool: pg.Pool;
+  readonly schema: string;
+}
+
+/** Checks the options, naming the first bad field, and fills in the defaults. */
+export function resolvePostgresStoreOptions(options: PostgresStoreOptions): Required<PostgresStoreOptions> {
+  if (typeof options !== 'object' || options === null) throw badOption('options', 'must be an object');
+  // Checked field by field below: callers from plain JavaScript or config files can pass anything.
+  const resolved = { ...DEFAULT_POSTGRES_STORE_OPTIONS, ...withoutUndefined(options) } as Required<PostgresStoreOptions>;
+  if (typeof resolved.connectionString !== 'string' || !/^postgres(ql)?:\/\//.test(resolved.connectionString)) {
+    throw badOption('connectionString', 'must be a postgres:// or postgresql:// URL');
+  }
+  if (!isSchemaName(resolved.schema)) {
+    throw badOption('schema', `must be a lower-case identifier of at most 63 characters (got ${JSON.stringify(resolved.schema)})`);
+  }
+  if (!Number.isSafeInteger(resolved.poolSize) || resolved.poolSize < 1) {
+    throw badOption('poolSize', `must be a positive integer (got ${String(resolved.poolSize)})`);
+  }
+  if (!Number.isSafeInteger(resolved.connectTimeoutMs) || resolved.connectTimeoutMs < 1) {
+    throw badOption('connectTimeoutMs', `must be a positive integer of milliseconds (got ${String(resolved.connectTimeoutMs)})`);
+  }
+  if (typeof resolved.ids !== 'function') throw badOption('ids', 'must be a function that returns a new id');
+  return resolved;
+}
+
+/**
+ * Connects, creates the schema if needed and applies the store's pending migrations. Safe while other
+ * processes open the same schema at the same moment.
+ */
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<PostgresStore> {
+  const resolved = resolvePostgresStoreOptions(options);
+  const pool = createPostgresPool(resolved);
+  try {
+    await applyPostgresMigrations(pool, resolved.schema, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS);
+    return new PostgresTrailwireStore(pool, resolved.schema, storeStatements(resolved.schema), resolved.ids);
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
+}
+
+/** Far enough in the past that no device is stale: a device read without `staleBefore`. */
+const NEVER_STALE = Number.MIN_SAFE_INTEGER;
+
+/** Anything that runs a query: the pool, or the one connection of a transaction. */
+type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
+
+class PostgresTrailwireStore implements PostgresStore {
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string,
+    private readonly sql: Statements,
+    private readonly ids: IdGenerator,
+  ) {}
+
+  /** Runs a named statement (prepared once per connection) and answers its rows. */
+  private async rows<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R[]> {
+    return (await on.query<R>({ name: statement.name, text: statement.text, values })).rows;
+  }
+
+  private async row<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R | undefined> {
+    return (await this.rows<R>(on, statement, values))[0];
+  }
+
+  private async run(on: Queryable, statement: Statement, values: unknown[]): Promise<number> {
+    return (await on.query({ name: statement.name, text: statement.text, values })).rowCount ?? 0;
+  }
+
+  // --- principals -------------------------------------------------------------------------------
+
+  async createPartner(input: NewPartner): Promise<Partner> {
+    const row = await writeOrExplain(
+      () => this.row<PartnerRow>(this.pool, this.sql.insertPartner, [input.id, input.name, input.product, input.keyHash, input.createdAt]),
+      { conflict: `a partner with id ${input.id} or the same key already exists` },
+    );
+    return toPartner(row!);
+  }
+
+  async createCustomer(input: NewCustomer): Promise<Customer> {
+    const row = await writeOrExplain(
+      () => this.row<PrincipalRow>(this.pool, this.sql.insertCustomer, [input.id, input.name, input.keyHash, input.createdAt]),
+      { conflict: `a customer with id ${input.id} or the same key already exists` },
+    );
+    return toCustomer(row!);
+  }
+
+  async findPrincipalByKeyHash(audience: Audience, keyHash: string): Promise<Principal | null> {
+    return audience === 'partners'
+      ? toPartnerPrincipal(await this.row<PartnerRow>(this.pool, this.sql.partnerByKeyHash, [keyHash]))
+      : toCustomerPrincipal(await this.row<PrincipalRow>(this.pool, this.sql.customerByKeyHash, [keyHash]));
+  }
+
+  async getPrincipal(audience: Audience, id: string): Promise<Principal | null> {
+    return audience === 'partners'
+      ? toPartnerPrincipal(await this.row<PartnerRow>(this.pool, this.sql.partnerById, [id]))
+      : toCustomerPrincipal(await this.row<PrincipalRow>(this.pool, this.sql.customerById, [id]));
+  }
+
+  async rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number, expectedVersion: number): Promise<number | null> {
+    const rotate = audience === 'partners' ? this.sql.rotatePartnerKey : this.sql.rotateCustomerKey;
+    // One UPDATE ... RETURNING: the hash and the version change together or not at all, and of two
+    // concurrent rotations the second re-checks the version after the first commits.
+    const row = await writeOrExplain(() => this.row<{ key_version: number }>(this.pool, rotate, [newKeyHash, rotatedAt, id, expectedVersion]), {
+      conflict: `the new key of ${audience} ${id} collides with an existing key`,
+    });
+    return row?.key_version ?? null;
+  }
+
+  // --- secrets ----------------------------------------------------------------------------------
+
+  async listSigningKeys(): Promise<StoredSigningKey[]> {
+    const rows = await this.rows<SigningKeyRow>(this.pool, this.sql.signingKeys, []);
+    return rows.map((row) => ({ kid: row.kid, alg: row.alg, privateKeyPem: row.private_key_pem, createdAt: row.created_at }));
+  }
+
+  async saveSigningKey(key: StoredSigningKey): Promise<void> {
+    await this.run(this.pool, this.sql.insertSigningKey, [key.kid, key.alg, key.privateKeyPem, key.createdAt]);
+  }
+
+  async getOrCreateSecret(name: string, candidate: string): Promise<string> {
+    // Two statements, not one: a racing INSERT waits for the winner to commit, and only a statement
+    // started after that wait sees the winner's row.
+    await this.run(this.pool, this.sql.insertSecret, [name, candidate]);
+    return (await this.row<{ value: string }>(this.pool, this.sql.secretByName, [name]))!.value;
+  }
+
+  // --- fleet administration ---------------------------------------------------------------------
+
+  async createFleet(input: { customerId: string; name: string; createdAt: number }): Promise<Fleet> {
+    const row = await writeOrExplain(() => this.row<FleetRow>(this.pool, this.sql.insertFleet, [input.customerId, input.name, input.createdAt]), {
+      missing: `no customer ${input.customerId}`,
+    });
+    return toFleet(row!);
+  }
+
+  async getFleetById(fleetId: number): Promise<Fleet | null> {
+    return toFleetOrNull(await this.row<FleetRow>(this.pool, this.sql.fleetById, [fleetId]));
+  }
+
+  async findTrailerByVin(vin: string): Promise<Trailer | null> {
+    return toTrailerOrNull(await this.row<TrailerRow>(this.pool, this.sql.trailerByVin, [vin]));
+  }
+
+  async createTrailer(input: NewTrailer): Promise<Trailer> {
+    const row = await writeOrExplain(
+      () => this.row<TrailerRow>(this.pool, this.sql.insertTrailer, [input.id, input.fleetId, input.unitId, input.vin, input.createdAt]),
+      { conflict: `a trailer with VIN ${input.vin} (or id ${input.id}) already exists`, missing: `no fleet ${input.fleetId}` },
+    );
+    return toTrailer(row!);
+  }
+
+  async assignTrailer(trailerId: string, fleetId: number, unitId: string | null): Promise<Trailer> {
+    return withTransaction(this.pool, async (client) => {
+      // The UPDATE waits for a telemetry write holding the trailer's row; the units are updated by a
+      // later statement, which therefore also sees a unit that write has just created.
+      const row = await writeOrExplain(() => this.row<TrailerRow>(client, this.sql.assignTrailer, [fleetId, unitId, trailerId]), {
+        missing: `no fleet ${fleetId}`,
+      });
+      if (row === undefined) throw new TrailwireError('not_found', `no trailer ${trailerId}`);
+      await this.run(client, this.sql.unitsFollowTrailer, [trailerId, fleetId]);
+      return toTrailer(row);
+    });
+  }
+
+  async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
+    return (await this.run(this.pool, this.sql.setTrailerActive, [active, trailerId])) > 0;
+  }
+
+  async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
+    const device = await this.row<{ trailer_id: string }>(this.pool, this.sql.deviceTrailerId, [deviceId]);
+    if (device === undefined) return null;
+    return withTransaction(this.pool, async (client) => {
+      // The trailer first, as applyTelemetry does, so the two never wait for each other in a cycle.
+      const trailer = await this.row<TrailerRow>(client, this.sql.lockTrailerById, [device.trailer_id]);
+      if (trailer === undefined) return null;
+      await this.run(client, this.sql.setDeviceActive, [active, deviceId]);
+      await this.recountTrailerStatus(client, trailer, at);
+      return toTrailer((await this.row<TrailerRow>(client, this.sql.trailerById, [trailer.id]))!);
+    });
+  }
+
+  /** Recomputes a locked trailer's device counts and status from its devices; the rules are the core's. */
+  private async recountTrailerStatus(client: pg.PoolClient, trailer: TrailerRow, at: number): Promise<void> {
+    const counted = await this.rows<StateCountRow>(client, this.sql.deviceStateCounts, [trailer.id]);
+    const counts = countDeviceStates(expandStateCounts(counted));
+    const status = deriveTrailerStatus({ statusName: trailer.status_name, statusDate: trailer.status_date }, counts, at);
+    await this.run(client, this.sql.updateTrailerStatus, [status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailer.id]);
+  }
+
+  // --- customer reads ---------------------------------------------------------------------------
+
+  async listFleets(customerId: string, page: IdPageQuery<number>): Promise<Fleet[]> {
+    return (await this.rows<FleetRow>(this.pool, this.sql.customerFleets, [customerId, page.afterId ?? 0, page.limit])).map(toFleet);
+  }
+
+  async getFleet(customerId: string, fleetId: number): Promise<Fleet | null> {
+    return toFleetOrNull(await this.row<FleetRow>(this.pool, this.sql.customerFleet, [fleetId, customerId]));
+  }
+
+  async listTrailers(customerId: string, fleetId: number, page: IdPageQuery & ActiveFilter): Promise<Trailer[]> {
+    const list = page.activeOnly ? this.sql.customerActiveTrailers : this.sql.customerTrailers;
+    return (await this.rows<TrailerRow>(this.pool, list, [fleetId, customerId, page.afterId ?? '', page.limit])).map(toTrailer);
+  }
+
+  async getTrailer(customerId: string, trailerId: string): Promise<Trailer | null> {
+    return toTrailerOrNull(await this.row<TrailerRow>(this.pool, this.sql.customerTrailer, [trailerId, customerId]));
+  }
+
+  async listGps(customerId: string, trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]> {
+    const rows = await this.rows<GpsRow>(this.pool, this.sql.customerGps, [trailerId, customerId, ...timeBounds(page)]);
+    return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toGpsFix(row) }));
+  }
+
+  async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
+    const list = page.activeOnly ? this.sql.customerActiveDevices : this.sql.customerDevices;
+    return (await this.rows<DeviceRow>(this.pool, list, [trailerId, customerId, page.afterId ?? '', page.limit, page.staleBefore])).map(toDevice);
+  }
+
+  async getDevice(customerId: string, deviceId: string, staleBefore: number = NEVER_STALE): Promise<Device | null> {
+    const row = await this.row<DeviceRow>(this.pool, this.sql.customerDevice, [deviceId, customerId, staleBefore]);
+    return row === undefined ? null : toDevice(row);
+  }
+
+  async listDeviceReadings(customerId: string, deviceId: string, page: TimePageQuery): Promise<Sequenced<DeviceReading>[]> {
+    const rows = await this.rows<DeviceReadingRow>(this.pool, this.sql.customerDeviceReadings, [deviceId, customerId, ...timeBounds(page)]);
+    return rows.map((row) => ({
+      key: { timestamp: row.timestamp, seq: row.seq },
+      record: {
+        deviceId: row.device_id,
+        timestamp: row.timestamp,
+        metrics: row.metrics,
+        state: { isWarning: row.is_warning, isFault: row.is_fault },
+      },
+    }));
+  }
+
+  async listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]> {
+    return (await this.rows<CargosafeUnitRow>(this.pool, this.sql.customerUnits, [customerId, page.afterId ?? '', page.limit])).map(toCargosafeUnit);
+  }
+
+  async getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null> {
+    const row = await this.row<CargosafeUnitRow>(this.pool, this.sql.customerUnit, [unitId, customerId]);
+    return row === undefined ? null : toCargosafeUnit(row);
+  }
+
+  async listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]> {
+    const rows = await this.rows<CargosafeReadingRow>(this.pool, this.sql.customerUnitReadings, [unitId, customerId, ...timeBounds(page)]);
+    return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toCargosafeReading(row.unit_id, row) }));
+  }
+
+  // --- telemetry writes -------------------------------------------------------------------------
+
+  async applyTelemetry(batch: TelemetryBatch): Promise<AppliedTelemetry> {
+    return withTransaction(this.pool, (client) => this.writeTelemetry(client, batch));
+  }
+
+  /**
+   * The body of `applyTelemetry`, in its transaction. Each kind of record is written with one statement
+   * over arrays (`unnest`), however large the batch; the trailer's row lock makes the writes of one
+   * trailer take turns, so the find-or-create steps and the recount never race.
+   */
+  private async writeTelemetry(client: pg.PoolClient, batch: TelemetryBatch): Promise<AppliedTelemetry> {
+    const { sql } = this;
+    const { at, telemetry } = batch;
+    let trailer = await this.row<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
+    let createdTrailer = false;
+    if (trailer === undefined) {
+      // A racing write of the same unknown VIN makes this INSERT wait, then do nothing; the second
+      // lookup then finds (and locks) the trailer that write created.
+      trailer = await this.row<TrailerRow>(client, sql.insertUnassignedTrailer, [this.ids(), batch.vin, at]);
+      createdTrailer = trailer !== undefined;
+      trailer ??= await this.row<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
+      if (trailer === undefined) throw new TrailwireError('internal', `trailer ${batch.vin} vanished while it was being written`);
+    }
+    const trailerId = trailer.id;
+
+    if (telemetry.gps.length > 0) {
+      const gps = telemetry.gps;
+      // UNIQUE (trailer_id, timestamp): a fix already stored (a retried payload) is skipped; in array
+      // order, so that of two fixes with one timestamp in a batch the first is kept.
+      await this.run(client, sql.insertFixes, [
+        trailerId,
+        gps.map((fix) => fix.timestamp),
+        gps.map((fix) => fix.lat),
+        gps.map((fix) => fix.long),
+        gps.map((fix) => fix.speed),
+        gps.map((fix) => fix.heading),
+      ]);
+      const newest = firstNewest(gps);
+      await this.run(client, sql.moveLatestFix, [trailerId, newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading]);
+    }
+
+    if (telemetry.devices.length > 0) {
+      const deviceIds = await this.findOrCreateDevices(client, trailerId, telemetry.devices, at);
+      const readings = telemetry.devices;
+      const idOf = (reading: CanonicalDeviceReading) => deviceIds.get(deviceKey(reading))!;
+      await this.run(client, sql.insertDeviceReadings, [
+        readings.map(idOf),
+        readings.map((reading) => reading.timestamp),
+        readings.map((reading) => JSON.stringify(reading.metrics)),
+        readings.map((reading) => reading.state.isWarning),
+        readings.map((reading) => reading.state.isFault),
+      ]);
+      const moves = [...deviceMoves(readings).entries()].map(([key, move]) => ({ id: deviceIds.get(key)!, ...move }));
+      // Only a newer reading moves the device's state, so late or repeated payloads cannot roll it back.
+      await this.run(client, sql.moveDeviceStates, [
+        moves.map((move) => move.id),
+        moves.map((move) => move.newest.timestamp),
+        moves.map((move) => move.newest.state.isWarning),
+        moves.map((move) => move.newest.state.isFault),
+        moves.map((move) => move.positioned?.timestamp ?? null),
+        moves.map((move) => move.positioned?.position ?? null),
+      ]);
+      await this.recountTrailerStatus(client, trailer, at);
+    }
+
+    if (telemetry.cargosafe.length > 0) {
+      const unitIds = await this.findOrCreateUnits(client, trailer, telemetry.cargosafe, at);
+      const readings = telemetry.cargosafe;
+      const columns = (values: CanonicalCargosafeReading[]) => [
+        values.map((reading) => unitIds.get(reading.serial)!),
+        values.map((reading) => reading.timestamp),
+        values.map((reading) => reading.doorOpen),
+        values.map((reading) => reading.loadPercent),
+        values.map((reading) => reading.temperatureC),
+        values.map((reading) => reading.humidityPercent),
+      ];
+      await this.run(client, sql.insertUnitReadings, columns(readings));
+      const newestPerUnit = new Map<string, CanonicalCargosafeReading>();
+      for (const reading of readings) {
+        const newest = newestPerUnit.get(reading.serial);
+        if (newest === undefined || reading.timestamp > newest.timestamp) newestPerUnit.set(reading.serial, reading);
+      }
+      await this.run(client, sql.moveUnitsLatest, columns([...newestPerUnit.values()]));
+    }
+
+    const after = (await this.row<TrailerWithFleetRow>(client, sql.trailerWithFleet, [trailerId]))!;
+    return {
+      trailer: toTrailer(after),
+      fleet: after.fleet_id === null ? null : toFleet({ id: after.fleet_id, customer_id: after.f_customer_id!, name: after.f_name!, created_at: after.f_created_at! }),
+      createdTrailer,
+    };
+  }
+
+  /** The id of every (kind, serial) of the batch on this trailer, creating the devices seen for the first time. */
+  private async findOrCreateDevices(
+    client: pg.PoolClient,
+    trailerId: string,
+    readings: CanonicalDeviceReading[],
+    at: number,
+  ): Promise<Map<string, string>> {
+    // A new device starts at the position of its first reading in the batch, as if created by it.
+    const firstByKey = new Map<string, CanonicalDeviceReading>();
+    for (const reading of readings) if (!firstByKey.has(deviceKey(reading))) firstByKey.set(deviceKey(reading), reading);
+    const wanted = [...firstByKey.values()];
+    const rows = await this.rows<{ id: string; kind: string; serial: string }>(client, this.sql.findOrCreateDevices, [
+      trailerId,
+      at,
+      wanted.map(() => this.ids()),
+      wanted.map((reading) => reading.kind),
+      wanted.map((reading) => reading.serial),
+      wanted.map((reading) => reading.position),
+    ]);
+    const ids = new Map(rows.map((row) => [deviceKey(row), row.id]));
+    if (ids.size !== wanted.length) throw new TrailwireError('internal', `devices of trailer ${trailerId} changed while it was locked`);
+    return ids;
+  }
+
+  /** The id of every cargosafe serial of the batch on this trailer, creating the units seen for the first time. */
+  private async findOrCreateUnits(
+    client: pg.PoolClient,
+    trailer: TrailerRow,
+    readings: CanonicalCargosafeReading[],
+    at: number,
+  ): Promise<Map<string, string>> {
+    const serials = [...new Set(readings.map((reading) => reading.serial))];
+    const rows = await this.rows<{ id: string; serial: string }>(client, this.sql.findOrCreateUnits, [
+      trailer.id,
+      at,
+      trailer.fleet_id,
+      serials.map(() => this.ids()),
+      serials,
+    ]);
+    const ids = new Map(rows.map((row) => [row.serial, row.id]));
+    if (ids.size !== serials.length) throw new TrailwireError('internal', `cargosafe units of trailer ${trailer.id} changed while it was locked`);
+    return ids;
+  }
+
+  // --- lifecycle --------------------------------------------------------------------------------
+
+  async ping(): Promise<void> {
+    if (this.closing !== undefined) throw new TrailwireError('unavailable', 'the PostgreSQL store is closed');
+    try {
+      await this.pool.query('SELECT 1');
+    } catch (error) {
+      throw new TrailwireError('unavailable', 'the PostgreSQL store does not answer', { cause: error });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closing ??= this.pool.end();
+    await this.closing;
+  }
+}
+
+// --- telemetry helpers ----------------------------------------------------------------------------
+
+/** The first of the newest records: what applying them one by one, each only if newer, leaves in place. */
+function firstNewest<T extends { timestamp: number }>(records: readonly T[]): T {
+  let newest = records[0]!;
+  for (const record of records) if (record.timestamp > newest.timestamp) newest = record;
+  return newest;
+}
+
+function deviceKey(device: { kind: string; serial: string }): string {
+  return `${device.kind}\u0000${device.serial}`;
+}
+
+interface DeviceMove {
+  /** The reading whose state the device ends with, if it is newer than what is stored. */
+  newest: CanonicalDeviceReading;
+  /** The newest of the readings that would move the device and name a position. */
+  positioned: CanonicalDeviceReading | undefined;
+}
+
+/**
+ * What the batch does to each device, reduced to one update per device with the outcome of applying
+ * the readings one by one (each only when newer than the device's last reading, a position only when
+ * given). The readings that move a device are those that beat every earlier one; of those, the ones
+ * newer than the stored reading are a suffix, so the device ends with the last mover's state and the
+ * position of the last mover that names one — if that mover is newer than the stored reading.
+ */
+function deviceMoves(readings: readonly CanonicalDeviceReading[]): Map<string, DeviceMove> {
+  const moves = new Map<string, DeviceMove>();
+  for (const reading of readings) {
+    const key = deviceKey(reading);
+    const move = moves.get(key);
+    if (move !== undefined && reading.timestamp <= move.newest.timestamp) continue;
+    moves.set(key, { newest: reading, positioned: reading.position !== null ? reading : move?.positioned });
+  }
+  return moves;
+}
+
+/** Turns grouped (state, count) rows back into states, so that `countDeviceStates` applies the rule. */
+function* expandStateCounts(rows: StateCountRow[]): Generator<DeviceState> {
+  for (const row of rows) {
+    const state = { isWarning: row.is_warning, isFault: row.is_fault };
+    for (let i = 0; i < row.n; i++) yield state;
+  }
+}
+
+/**
+ * The page's lower bound as one key, as the SQLite store does: (from, 0) precedes every row at or after
+ * `from` (seq, an identity, starts at 1), and a cursor before `from` is overtaken by it. Answers the
+ * statement's [afterTimestamp, afterSeq, to, limit] parameters.
+ */
+function timeBounds(page: TimePageQuery): [number, number, number, number] {
+  const start = { timestamp: page.from, seq: 0 };
+  const after = page.after !== undefined && compareKeys(page.after, start) > 0 ? page.after : start;
+  return [after.timestamp, after.seq, page.to, page.limit];
+}
+
+function compareKeys(a: TimeKey, b: TimeKey): number {
+  return a.timestamp - b.timestamp || a.seq - b.seq;
+}
+
+// --- statements -----------------------------------------------------------------------------------
+
+interface PrincipalRow {
+  id: string;
+  name: string;
+  key_version: number;
+  created_at: number;
+  rotated_at: number | null;
+}
+interface PartnerRow extends PrincipalRow {
+  product: string;
+}
+interface SigningKeyRow {
+  kid: string;
+  alg: StoredSigningKey['alg'];
+  private_key_pem: string;
+  created_at: number;
+}
+interface FleetRow {
+  id: number;
+  customer_id: string;
+  name: string;
+  created_at: number;
+}
+interface TrailerRow {
+  id: string;
+  fleet_id: number | null;
+  unit_id: string | null;
+  vin: string;
+  active: boolean;
+  status_name: StatusName;
+  status_date: number;
+  faulted_devices: number;
+  warning_devices: number;
+  gps_timestamp: number | null;
+  gps_lat: number | null;
+  gps_long: number | null;
+  gps_speed: number | null;
+  gps_heading: Heading | null;
+  created_at: number;
+}
+interface TrailerWithFleetRow extends TrailerRow {
+  f_customer_id: string | null;
+  f_name: string | null;
+  f_created_at: number | null;
+}
+interface GpsRow {
+  seq: number;
+  timestamp: number;
+  lat: number;
+  long: number;
+  speed: number;
+  heading: Heading;
+}
+interface DeviceRow {
+  id: string;
+  trailer_id: string;
+  kind: string;
+  serial: string;
+  position: string | null;
+  effective_active: boolean;
+  is_warning: boolean;
+  is_fault: boolean;
+  last_seen_at: number | null;
+  created_at: number;
+}
+interface DeviceReadingRow {
+  seq: number;
+  device_id: string;
+  timestamp: number;
+  metrics: Record<string, number>;
+  is_warning: boolean;
+  is_fault: boolean;
+}
+interface CargosafeValuesRow {
+  door_open: boolean | null;
+  load_percent: number | null;
+  temperature_c: number | null;
+  humidity_percent: number | null;
+}
+interface CargosafeUnitRow extends CargosafeValuesRow {
+  id: string;
+  trailer_id: string;
+  serial: string;
+  active: boolean;
+  last_seen_at: number | null;
+  created_at: number;
+}
+interface CargosafeReadingRow extends CargosafeValuesRow {
+  seq: number;
+  unit_id: string;
+  timestamp: number;
+}
+interface StateCountRow {
+  is_warning: boolean;
+  is_fault: boolean;
+  n: number;
+}
+
+/** A statement prepared once per connection under its name. */
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+const TRAILER_COLUMNS = `t.id, t.fleet_id, t.unit_id, t.vin, t.active, t.status_name, t.status_date, t.faulted_devices,
+  t.warning_devices, t.gps_timestamp, t.gps_lat, t.gps_long, t.gps_speed, t.gps_heading, t.created_at`;
+const TRAILER_RETURNING = TRAILER_COLUMNS.replaceAll('t.', '');
+
+/**
+ * A device is active when its operator flag is on and it has reported since `staleBefore` (the
+ * statement's parameter `$n`), or, never having reported, was created since then. `active` on every
+ * returned Device uses this same rule, so the field and the `activeOnly` filter always agree.
+ */
+const deviceColumns = (staleBefore: string) => `d.id, d.trailer_id, d.kind, d.serial, d.position, d.is_warning, d.is_fault,
+  d.last_seen_at, d.created_at, (d.active AND COALESCE(d.last_seen_at, d.created_at) >= ${staleBefore}) AS effective_active`;
+
+const UNIT_COLUMNS = `u.id, u.trailer_id, u.serial, u.active, u.last_seen_at, u.door_open, u.load_percent,
+  u.temperature_c, u.humidity_percent, u.created_at`;
+
+/**
+ * Time pages, parameters $3..$6 = afterTimestamp, afterSeq, to, limit: strictly after the cursor and
+ * before `to`, in (timestamp, seq) order, `from` being folded into the cursor by `timeBounds` as in the
+ * SQLite store. Unlike SQLite, PostgreSQL seeks a row-value comparison by itself: it takes the first
+ * column as the index condition `timestamp >= $3` on the UNIQUE (source, timestamp) index (the plan
+ * test shows it). So there is deliberately no plain `timestamp >= $3` beside it: the planner would
+ * count that bound twice, underestimate the rows, and for pages near the end of a range switch to
+ * reading the whole rest of the range and sorting it.
+ */
+const TIME_PAGE = `g.timestamp < $5 AND (g.timestamp, g.seq) > ($3, $4) ORDER BY g.timestamp, g.seq LIMIT $6`;
+
+/**
+ * Reads of one source check the customer once, as a condition that does not depend on the row (an
+ * uncorrelated EXISTS, run once before the scan): joined in, the check would shrink the planner's row
+ * estimate for the page and tempt it away from the ordered index scan that a LIMIT wants.
+ */
+const ownsFleet = (s: string, fleetId: string, customerId: string) =>
+  `EXISTS (SELECT 1 FROM ${s}.fleets f WHERE f.id = ${fleetId} AND f.customer_id = ${customerId})`;
+const ownsTrailer = (s: string, trailerId: string, customerId: string) =>
+  `EXISTS (SELECT 1 FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.id = ${trailerId} AND f.customer_id = ${customerId})`;
+
+/** Every statement of the store, its tables qualified with `schema` (exported for the query-plan test). */
+export function storeStatements(schema: string) {
+  const s = quoteSchema(schema);
+  const statements = {
+    insertPartner: `INSERT INTO ${s}.partners (id, name, product, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)
+      RETURNING id, name, product, key_version, created_at, rotated_at`,
+    insertCustomer: `INSERT INTO ${s}.customers (id, name, key_hash, created_at) VALUES ($1, $2, $3, $4)
+      RETURNING id, name, key_version, created_at, rotated_at`,
+    partnerByKeyHash: `SELECT id, name, product, key_version, created_at, rotated_at FROM ${s}.partners WHERE key_hash = $1`,
+    customerByKeyHash: `SELECT id, name, key_version, created_at, rotated_at FROM ${s}.customers WHERE key_hash = $1`,
+    partnerById: `SELECT id, name, product, key_version, created_at, rotated_at FROM ${s}.partners WHERE id = $1`,
+    customerById: `SELECT id, name, key_version, created_at, rotated_at FROM ${s}.customers WHERE id = $1`,
+    rotatePartnerKey: `UPDATE ${s}.partners SET key_hash = $1, rotated_at = $2, key_version = key_version + 1
+      WHERE id = $3 AND key_version = $4 RETURNING key_version`,
+    rotateCustomerKey: `UPDATE ${s}.customers SET key_hash = $1, rotated_at = $2, key_version = key_version + 1
+      WHERE id = $3 AND key_version = $4 RETURNING key_version`,
+
+    signingKeys: `SELECT kid, alg, private_key_pem, created_at FROM ${s}.signing_keys ORDER BY created_at, position`,
+    insertSigningKey: `INSERT INTO ${s}.signing_keys (kid, alg, private_key_pem, created_at) VALUES ($1, $2, $3, $4)
+      ON CONFLICT (kid) DO NOTHING`,
+    insertSecret: `INSERT INTO ${s}.secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+    secretByName: `SELECT value FROM ${s}.secrets WHERE name = $1`,
+
+    insertFleet: `INSERT INTO ${s}.fleets (customer_id, name, created_at) VALUES ($1, $2, $3) RETURNING id, customer_id, name, created_at`,
+    fleetById: `SELECT id, customer_id, name, created_at FROM ${s}.fleets WHERE id = $1`,
+    customerFleet: `SELECT id, customer_id, name, created_at FROM ${s}.fleets WHERE id = $1 AND customer_id = $2`,
+    customerFleets: `SELECT id, customer_id, name, created_at FROM ${s}.fleets WHERE customer_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+
+    trailerById: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.id = $1`,
+    trailerByVin: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.vin = $1`,
+    // FOR NO KEY UPDATE: the write changes no key, so it does not block inserts that merely reference the trailer.
+    lockTrailerByVin: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.vin = $1 FOR NO KEY UPDATE`,
+    lockTrailerById: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.id = $1 FOR NO KEY UPDATE`,
+    trailerWithFleet: `SELECT ${TRAILER_COLUMNS}, f.customer_id AS f_customer_id, f.name AS f_name, f.created_at AS f_created_at
+      FROM ${s}.trailers t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.id = $1`,
+    insertTrailer: `INSERT INTO ${s}.trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
+      VALUES ($1, $2, $3, $4, 'OK', $5, $5) RETURNING ${TRAILER_RETURNING}`,
+    insertUnassignedTrailer: `INSERT INTO ${s}.trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
+      VALUES ($1, NULL, NULL, $2, 'OK', $3, $3) ON CONFLICT (vin) DO NOTHING RETURNING ${TRAILER_RETURNING}`,
+    assignTrailer: `UPDATE ${s}.trailers SET fleet_id = $1, unit_id = $2 WHERE id = $3 RETURNING ${TRAILER_RETURNING}`,
+    unitsFollowTrailer: `UPDATE ${s}.cargosafe_units SET customer_id = (SELECT customer_id FROM ${s}.fleets WHERE id = $2)
+      WHERE trailer_id = $1`,
+    setTrailerActive: `UPDATE ${s}.trailers SET active = $1 WHERE id = $2`,
+    customerTrailer: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id
+      WHERE t.id = $1 AND f.customer_id = $2`,
+    customerTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
+      WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.id > $3 ORDER BY t.id LIMIT $4`,
+    // The literal `t.active` lets PostgreSQL use the partial index trailers_active_by_fleet.
+    customerActiveTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
+      WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.active AND t.id > $3 ORDER BY t.id LIMIT $4`,
+    moveLatestFix: `UPDATE ${s}.trailers SET gps_timestamp = $2, gps_lat = $3, gps_long = $4, gps_speed = $5, gps_heading = $6
+      WHERE id = $1 AND (gps_timestamp IS NULL OR gps_timestamp < $2)`,
+    updateTrailerStatus: `UPDATE ${s}.trailers SET status_name = $1, status_date = $2, faulted_devices = $3, warning_devices = $4
+      WHERE id = $5`,
+    deviceStateCounts: `SELECT is_warning, is_fault, COUNT(*)::integer AS n FROM ${s}.devices WHERE trailer_id = $1 AND active
+      GROUP BY is_warning, is_fault`,
+
+    insertFixes: `INSERT INTO ${s}.gps_fixes (trailer_id, timestamp, lat, long, speed, heading)
+      SELECT $1, f.timestamp, f.lat, f.long, f.speed, f.heading
+      FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::text[])
+        WITH ORDINALITY AS f (timestamp, lat, long, speed, heading, position)
+      ORDER BY f.position
+      ON CONFLICT (trailer_id, timestamp) DO NOTHING`,
+    customerGps: `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading FROM ${s}.gps_fixes g
+      WHERE g.trailer_id = $1 AND ${ownsTrailer(s, '$1', '$2')} AND ${TIME_PAGE}`,
+
+    // Inserts the devices not seen yet and answers the ids of all: the new ones from RETURNING, the
+    // others from the snapshot the statement started with (which the INSERT does not change).
+    findOrCreateDevices: `WITH wanted AS (
+        SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS w (id, kind, serial, position)
+      ), created AS (
+        INSERT INTO ${s}.devices (id, trailer_id, kind, serial, position, created_at)
+        SELECT w.id, $1, w.kind, w.serial, w.position, $2 FROM wanted w
+        ON CONFLICT (trailer_id, kind, serial) DO NOTHING
+        RETURNING id, kind, serial
+      )
+      SELECT id, kind, serial FROM created
+      UNION ALL
+      SELECT d.id, d.kind, d.serial FROM ${s}.devices d JOIN wanted w ON w.kind = d.kind AND w.serial = d.serial
+      WHERE d.trailer_id = $1`,
+    insertDeviceReadings: `INSERT INTO ${s}.device_readings (device_id, timestamp, metrics, is_warning, is_fault)
+      SELECT r.device_id, r.timestamp, r.metrics, r.is_warning, r.is_fault
+      FROM unnest($1::text[], $2::bigint[], $3::json[], $4::boolean[], $5::boolean[])
+        WITH ORDINALITY AS r (device_id, timestamp, metrics, is_warning, is_fault, position)
+      ORDER BY r.position
+      ON CONFLICT (device_id, timestamp) DO NOTHING`,
+    // One row per device (see deviceMoves): the newest reading's state, and the position of the newest
+    // positioned reading when that one is newer than what is stored.
+    moveDeviceStates: `UPDATE ${s}.devices d
+      SET is_warning = m.is_warning, is_fault = m.is_fault, last_seen_at = m.timestamp,
+          position = CASE WHEN m.position_timestamp IS NOT NULL AND (d.last_seen_at IS NULL OR d.last_seen_at < m.position_timestamp)
+                          THEN m.position ELSE d.position END
+      FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::bigint[], $6::text[])
+        AS m (id, timestamp, is_warning, is_fault, position_timestamp, position)
+      WHERE d.id = m.id AND (d.last_seen_at IS NULL OR d.last_seen_at < m.timestamp)`,
+    setDeviceActive: `UPDATE ${s}.devices SET active = $1 WHERE id = $2`,
+    deviceTrailerId: `SELECT trailer_id FROM ${s}.devices WHERE id = $1`,
+    customerDevice: `SELECT ${deviceColumns('$3')}
+      FROM ${s}.devices d JOIN ${s}.trailers t ON t.id = d.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id
+      WHERE d.id = $1 AND f.customer_id = $2`,
+    customerDevices: `SELECT ${deviceColumns('$5')} FROM ${s}.devices d
+      WHERE d.trailer_id = $1 AND ${ownsTrailer(s, '$1', '$2')} AND d.id > $3 ORDER BY d.id LIMIT $4`,
+    // Staleness depends on the query's time, so no index can hold it; the partial index bounds the scan
+    // to this trailer's enabled devices (a few dozen sensors), not the table.
+    customerActiveDevices: `SELECT ${deviceColumns('$5')} FROM ${s}.devices d
+      WHERE d.trailer_id = $1 AND ${ownsTrailer(s, '$1', '$2')} AND d.active
+        AND COALESCE(d.last_seen_at, d.created_at) >= $5 AND d.id > $3
+      ORDER BY d.id LIMIT $4`,
+    customerDeviceReadings: `SELECT g.seq, g.device_id, g.timestamp, g.metrics, g.is_warning, g.is_fault FROM ${s}.device_readings g
+      WHERE g.device_id = $1
+        AND EXISTS (SELECT 1 FROM ${s}.devices d JOIN ${s}.trailers t ON t.id = d.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id
+                    WHERE d.id = $1 AND f.customer_id = $2)
+        AND ${TIME_PAGE}`,
+
+    // As findOrCreateDevices; a new unit copies the customer of the (locked) trailer's fleet.
+    findOrCreateUnits: `WITH wanted AS (
+        SELECT * FROM unnest($4::text[], $5::text[]) AS w (id, serial)
+      ), created AS (
+        INSERT INTO ${s}.cargosafe_units (id, trailer_id, serial, customer_id, created_at)
+        SELECT w.id, $1, w.serial, (SELECT customer_id FROM ${s}.fleets WHERE id = $3), $2 FROM wanted w
+        ON CONFLICT (trailer_id, serial) DO NOTHING
+        RETURNING id, serial
+      )
+      SELECT id, serial FROM created
+      UNION ALL
+      SELECT u.id, u.serial FROM ${s}.cargosafe_units u JOIN wanted w ON w.serial = u.serial WHERE u.trailer_id = $1`,
+    insertUnitReadings: `INSERT INTO ${s}.cargosafe_readings (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
+      SELECT r.unit_id, r.timestamp, r.door_open, r.load_percent, r.temperature_c, r.humidity_percent
+      FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::float8[], $5::float8[], $6::float8[])
+        WITH ORDINALITY AS r (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent, position)
+      ORDER BY r.position
+      ON CONFLICT (unit_id, timestamp) DO NOTHING`,
+    moveUnitsLatest: `UPDATE ${s}.cargosafe_units u
+      SET last_seen_at = m.timestamp, door_open = m.door_open, load_percent = m.load_percent,
+          temperature_c = m.temperature_c, humidity_percent = m.humidity_percent
+      FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::float8[], $5::float8[], $6::float8[])
+        AS m (id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
+      WHERE u.id = m.id AND (u.last_seen_at IS NULL OR u.last_seen_at < m.timestamp)`,
+    // customer_id selects the index range; the join through fleets is what decides visibility.
+    customerUnit: `SELECT ${UNIT_COLUMNS}
+      FROM ${s}.cargosafe_units u JOIN ${s}.trailers t ON t.id = u.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id
+      WHERE u.id = $1 AND f.customer_id = $2`,
+    customerUnits: `SELECT ${UNIT_COLUMNS}
+      FROM ${s}.cargosafe_units u JOIN ${s}.trailers t ON t.id = u.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id
+      WHERE u.customer_id = $1 AND f.customer_id = $1 AND u.id > $2 ORDER BY u.id LIMIT $3`,
+    customerUnitReadings: `SELECT g.seq, g.unit_id, g.timestamp, g.door_open, g.load_percent, g.temperature_c, g.humidity_percent
+      FROM ${s}.cargosafe_readings g
+      WHERE g.unit_id = $1
+        AND EXISTS (SELECT 1 FROM ${s}.cargosafe_units u JOIN ${s}.trailers t ON t.id = u.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id
+                    WHERE u.id = $1 AND f.customer_id = $2)
+        AND ${TIME_PAGE}`,
+  };
+  // Named per statement: `pg` prepares each once per connection and reuses it.
+  return Object.fromEntries(
+    Object.entries(statements).map(([key, text]) => [key, { name: `trailwire_store_${key}`, text }]),
+  ) as Record<keyof typeof statements, Statement>;
+}
+
+type Statements = ReturnType<typeof storeStatements>;
+
+// --- mapping --------------------------------------------------------------------------------------
+
+function toPartner(row: PartnerRow): Partner {
+  return {
+    id: row.id,
+    name: row.name,
+    product: row.product,
+    keyVersion: row.key_version,
+    createdAt: row.created_at,
+    rotatedAt: row.rotated_at,
+  };
+}
+
+function toCustomer(row: PrincipalRow): Customer {
+  return { id: row.id, name: row.name, keyVersion: row.key_version, createdAt: row.created_at, rotatedAt: row.rotated_at };
+}
+
+function toPartnerPrincipal(row: PartnerRow | undefined): Principal | null {
+  return row === undefined ? null : { audience: 'partners', ...toPartner(row) };
+}
+
+function toCustomerPrincipal(row: PrincipalRow | undefined): Principal | null {
+  return row === undefined ? null : { audience: 'customers', ...toCustomer(row) };
+}
+
+function toFleet(row: FleetRow): Fleet {
+  return { id: row.id, customerId: row.customer_id, name: row.name, createdAt: row.created_at };
+}
+
+function toFleetOrNull(row: FleetRow | undefined): Fleet | null {
+  return row === undefined ? null : toFleet(row);
+}
+
+function toTrailer(row: TrailerRow): Trailer {
+  return {
+    id: row.id,
+    fleetId: row.fleet_id,
+    unitId: row.unit_id,
+    vin: row.vin,
+    active: row.active,
+    statusName: row.status_name,
+    statusDate: row.status_date,
+    faultedDevices: row.faulted_devices,
+    warningDevices: row.warning_devices,
+    telemetry:
+      row.gps_timestamp === null
+        ? null
+        : { timestamp: row.gps_timestamp, lat: row.gps_lat!, long: row.gps_long!, speed: row.gps_speed!, heading: row.gps_heading! },
+    createdAt: row.created_at,
+  };
+}
+
+function toTrailerOrNull(row: TrailerRow | undefined): Trailer | null {
+  return row === undefined ? null : toTrailer(row);
+}
+
+function toGpsFix(row: GpsRow): GpsFix {
+  return { timestamp: row.timestamp, lat: row.lat, long: row.long, speed: row.speed, heading: row.heading };
+}
+
+function toDevice(row: DeviceRow): Device {
+  return {
+    id: row.id,
+    trailerId: row.trailer_id,
+    kind: row.kind,
+    serial: row.serial,
+    position: row.position,
+    active: row.effective_active,
+    state: { isWarning: row.is_warning, isFault: row.is_fault },
+    lastSeenAt: row.last_seen_at,
+    createdAt: row.created_at,
+  };
+}
+
+function toCargosafeReading(unitId: string, row: CargosafeValuesRow & { timestamp: number }): CargosafeReading {
+  return {
+    unitId,
+    timestamp: row.timestamp,
+    doorOpen: row.door_open!,
+    loadPercent: row.load_percent!,
+    temperatureC: row.temperature_c!,
+    humidityPercent: row.humidity_percent!,
+  };
+}
+
+function toCargosafeUnit(row: CargosafeUnitRow): CargosafeUnit {
+  return {
+    id: row.id,
+    trailerId: row.trailer_id,
+    serial: row.serial,
+    active: row.active,
+    lastSeenAt: row.last_seen_at,
+    latest: row.last_seen_at === null ? null : toCargosafeReading(row.id, { ...row, timestamp: row.last_seen_at }),
+    createdAt: row.created_at,
+  };
+}
+
+// --- options --------------------------------------------------------------------------------------
+
+function badOption(field: string, message: string): TrailwireError {
+  return new TrailwireError('validation_failed', `PostgresStoreOptions.${field} ${message}`, {
+    errors: [{ path: field, message }],
+  });
+}
+
+function withoutUndefined<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
