@@ -208,6 +208,22 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
       const trailer = await b.findTrailerByVin(vin);
       assert.deepEqual([trailer?.statusName, trailer?.faultedDevices, trailer?.warningDevices], ['Faulted', 12, 0]);
     });
+
+    it('a cargosafe unit created while its trailer is being assigned follows the trailer into the fleet', async () => {
+      const customer = await a.createCustomer({ id: 'racer', name: 'Racer', keyHash: 'racer-key', createdAt: T0 });
+      const fleet = await a.createFleet({ customerId: customer.id, name: 'Race', createdAt: T0 });
+      for (let round = 0; round < 20; round++) {
+        const vin = `4M8GDM9AXKP${String(round).padStart(6, '0')}`;
+        const { trailer } = await a.applyTelemetry({ vin, at: T0, telemetry: { gps: [], devices: [], cargosafe: [] } });
+        const cargo = { serial: `C-${round}`, timestamp: T0, doorOpen: false, loadPercent: 10, temperatureC: 4, humidityPercent: 50 };
+        await Promise.all([
+          b.applyTelemetry({ vin, at: T0, telemetry: { gps: [], devices: [], cargosafe: [cargo] } }),
+          a.assignTrailer(trailer.id, fleet.id, null),
+        ]);
+      }
+      const units = await a.listCargosafe(customer.id, { limit: 50 });
+      assert.deepEqual(units.map((unit) => unit.serial).sort(), Array.from({ length: 20 }, (_, round) => `C-${round}`).sort());
+    });
   });
 
   describe('large batches and deep pages', () => {
