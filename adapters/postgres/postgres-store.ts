@@ -648,7 +648,7 @@ const TRAILER_RETURNING = TRAILER_COLUMNS.replaceAll('t.', '');
 
 /**
  * A device is active when its operator flag is on and it has reported since `staleBefore` (the
- * statement's parameter `$n`), or, never having reported, was created since then. `active` on every
+ * statement parameter passed in, e.g. `$5`), or, never having reported, was created since then. `active` on every
  * returned Device uses this same rule, so the field and the `activeOnly` filter always agree.
  */
 const deviceColumns = (staleBefore: string) => `d.id, d.trailer_id, d.kind, d.serial, d.position, d.is_warning, d.is_fault,
@@ -830,7 +830,8 @@ export function storeStatements(schema: string) {
                     WHERE u.id = $1 AND f.customer_id = $2)
         AND ${TIME_PAGE}`,
   };
-  // Named per statement: `pg` prepares each once per connection and reuses it.
+  // Named per statement: `pg` prepares each once per connection and reuses it. A name must always
+  // carry the same text on a connection, so other modules sharing the pool use their own prefix.
   return Object.fromEntries(
     Object.entries(statements).map(([key, text]) => [key, { name: `trailwire_store_${key}`, text }]),
   ) as Record<keyof typeof statements, Statement>;
