@@ -209,6 +209,34 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
       assert.deepEqual([trailer?.statusName, trailer?.faultedDevices, trailer?.warningDevices], ['Faulted', 12, 0]);
     });
 
+    it('devices switched off on one store while the other writes faults to the same trailer leave counts that match the devices', async () => {
+      const customer = await a.createCustomer({ id: 'switcher', name: 'Switcher', keyHash: 'switcher-key', createdAt: T0 });
+      const fleet = await a.createFleet({ customerId: customer.id, name: 'Switch', createdAt: T0 });
+      const vin = '5M8GDM9AXKP042781';
+      const trailer = await a.createTrailer({ id: 'switch-trailer', fleetId: fleet.id, vin, unitId: null, createdAt: T0 });
+      const faulted = (serial: string, timestamp: number): CanonicalDeviceReading => ({
+        kind: 'tpms',
+        serial,
+        position: null,
+        timestamp,
+        metrics: { pressurePsi: 60 },
+        state: { isWarning: false, isFault: true },
+      });
+      await a.applyTelemetry({ vin, at: T0, telemetry: { gps: [], devices: ['A0', 'A1', 'A2', 'A3', 'A4', 'A5'].map((serial) => faulted(serial, T0)), cargosafe: [] } });
+      const existing = await a.listDevices(customer.id, trailer.id, { limit: 50, activeOnly: false, staleBefore: 0 });
+      await Promise.all([
+        // Switches and writes interleave on the trailer's row lock; none may deadlock or count stale rows.
+        ...existing.map((device, i) => (i % 2 === 0 ? a : b).setDeviceActive(device.id, false, T0 + 1)),
+        ...Array.from({ length: 6 }, (_, i) =>
+          (i % 2 === 0 ? b : a).applyTelemetry({ vin, at: T0 + 1, telemetry: { gps: [], devices: [faulted(`B${i}`, T0 + 1), faulted(`A${i}`, T0 + 1)], cargosafe: [] } }),
+        ),
+      ]);
+      const after = await b.getTrailer(customer.id, trailer.id);
+      const devices = await b.listDevices(customer.id, trailer.id, { limit: 50, activeOnly: true, staleBefore: 0 });
+      assert.deepEqual(devices.map((device) => device.serial).sort(), ['B0', 'B1', 'B2', 'B3', 'B4', 'B5']);
+      assert.deepEqual([after?.statusName, after?.faultedDevices, after?.warningDevices], ['Faulted', 6, 0]);
+    });
+
     it('a cargosafe unit created while its trailer is being assigned follows the trailer into the fleet', async () => {
       const customer = await a.createCustomer({ id: 'racer', name: 'Racer', keyHash: 'racer-key', createdAt: T0 });
       const fleet = await a.createFleet({ customerId: customer.id, name: 'Race', createdAt: T0 });
