@@ -20,13 +20,10 @@ import type {
   Customer,
   Device,
   DeviceReading,
-  DeviceState,
   Fleet,
   GpsFix,
-  Heading,
   Partner,
   Principal,
-  StatusName,
   Trailer,
 } from '../../core/model.ts';
 import type {
@@ -39,13 +36,38 @@ import type {
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
-  TimeKey,
   TimePageQuery,
   TrailwireStore,
 } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
 import { createPostgresPool, isSchemaName, quoteSchema, withTransaction, writeOrExplain } from './pool.ts';
+import {
+  compareKeys,
+  expandStateCounts,
+  toCargosafeReading,
+  toCargosafeUnit,
+  toCustomer,
+  toCustomerPrincipal,
+  toDevice,
+  toFleet,
+  toFleetOrNull,
+  toGpsFix,
+  toPartner,
+  toPartnerPrincipal,
+  toTrailer,
+  toTrailerOrNull,
+  withoutUndefined,
+  type CargosafeReadingRow,
+  type CargosafeUnitRow,
+  type DeviceRow,
+  type FleetRow,
+  type GpsRow,
+  type PartnerRow,
+  type PrincipalRow,
+  type StateCountRow,
+  type TrailerRow,
+} from '../sql/rows.ts';
 
 export interface PostgresStoreOptions {
   /** A `postgres://` URL of the database. Required. */
@@ -514,13 +536,6 @@ function deviceMoves(readings: readonly CanonicalDeviceReading[]): Map<string, D
   return moves;
 }
 
-/** Turns grouped (state, count) rows back into states, so that `countDeviceStates` applies the rule. */
-function* expandStateCounts(rows: StateCountRow[]): Generator<DeviceState> {
-  for (const row of rows) {
-    const state = { isWarning: row.is_warning, isFault: row.is_fault };
-    for (let i = 0; i < row.n; i++) yield state;
-  }
-}
 
 /**
  * The page's lower bound as one key, as the SQLite store does: (from, 0) precedes every row at or after
@@ -533,75 +548,19 @@ function timeBounds(page: TimePageQuery): [number, number, number, number] {
   return [after.timestamp, after.seq, page.to, page.limit];
 }
 
-function compareKeys(a: TimeKey, b: TimeKey): number {
-  return a.timestamp - b.timestamp || a.seq - b.seq;
-}
 
 // --- statements -----------------------------------------------------------------------------------
 
-interface PrincipalRow {
-  id: string;
-  name: string;
-  key_version: number;
-  created_at: number;
-  rotated_at: number | null;
-}
-interface PartnerRow extends PrincipalRow {
-  product: string;
-}
 interface SigningKeyRow {
   kid: string;
   alg: StoredSigningKey['alg'];
   private_key_pem: string;
   created_at: number;
 }
-interface FleetRow {
-  id: number;
-  customer_id: string;
-  name: string;
-  created_at: number;
-}
-interface TrailerRow {
-  id: string;
-  fleet_id: number | null;
-  unit_id: string | null;
-  vin: string;
-  active: boolean;
-  status_name: StatusName;
-  status_date: number;
-  faulted_devices: number;
-  warning_devices: number;
-  gps_timestamp: number | null;
-  gps_lat: number | null;
-  gps_long: number | null;
-  gps_speed: number | null;
-  gps_heading: Heading | null;
-  created_at: number;
-}
 interface TrailerWithFleetRow extends TrailerRow {
   f_customer_id: string | null;
   f_name: string | null;
   f_created_at: number | null;
-}
-interface GpsRow {
-  seq: number;
-  timestamp: number;
-  lat: number;
-  long: number;
-  speed: number;
-  heading: Heading;
-}
-interface DeviceRow {
-  id: string;
-  trailer_id: string;
-  kind: string;
-  serial: string;
-  position: string | null;
-  effective_active: boolean;
-  is_warning: boolean;
-  is_fault: boolean;
-  last_seen_at: number | null;
-  created_at: number;
 }
 interface DeviceReadingRow {
   seq: number;
@@ -610,30 +569,6 @@ interface DeviceReadingRow {
   metrics: Record<string, number>;
   is_warning: boolean;
   is_fault: boolean;
-}
-interface CargosafeValuesRow {
-  door_open: boolean | null;
-  load_percent: number | null;
-  temperature_c: number | null;
-  humidity_percent: number | null;
-}
-interface CargosafeUnitRow extends CargosafeValuesRow {
-  id: string;
-  trailer_id: string;
-  serial: string;
-  active: boolean;
-  last_seen_at: number | null;
-  created_at: number;
-}
-interface CargosafeReadingRow extends CargosafeValuesRow {
-  seq: number;
-  unit_id: string;
-  timestamp: number;
-}
-interface StateCountRow {
-  is_warning: boolean;
-  is_fault: boolean;
-  n: number;
 }
 
 /** A statement prepared once per connection under its name. */
@@ -841,100 +776,17 @@ type Statements = ReturnType<typeof storeStatements>;
 
 // --- mapping --------------------------------------------------------------------------------------
 
-function toPartner(row: PartnerRow): Partner {
-  return {
-    id: row.id,
-    name: row.name,
-    product: row.product,
-    keyVersion: row.key_version,
-    createdAt: row.created_at,
-    rotatedAt: row.rotated_at,
-  };
-}
 
-function toCustomer(row: PrincipalRow): Customer {
-  return { id: row.id, name: row.name, keyVersion: row.key_version, createdAt: row.created_at, rotatedAt: row.rotated_at };
-}
 
-function toPartnerPrincipal(row: PartnerRow | undefined): Principal | null {
-  return row === undefined ? null : { audience: 'partners', ...toPartner(row) };
-}
 
-function toCustomerPrincipal(row: PrincipalRow | undefined): Principal | null {
-  return row === undefined ? null : { audience: 'customers', ...toCustomer(row) };
-}
 
-function toFleet(row: FleetRow): Fleet {
-  return { id: row.id, customerId: row.customer_id, name: row.name, createdAt: row.created_at };
-}
 
-function toFleetOrNull(row: FleetRow | undefined): Fleet | null {
-  return row === undefined ? null : toFleet(row);
-}
 
-function toTrailer(row: TrailerRow): Trailer {
-  return {
-    id: row.id,
-    fleetId: row.fleet_id,
-    unitId: row.unit_id,
-    vin: row.vin,
-    active: row.active,
-    statusName: row.status_name,
-    statusDate: row.status_date,
-    faultedDevices: row.faulted_devices,
-    warningDevices: row.warning_devices,
-    telemetry:
-      row.gps_timestamp === null
-        ? null
-        : { timestamp: row.gps_timestamp, lat: row.gps_lat!, long: row.gps_long!, speed: row.gps_speed!, heading: row.gps_heading! },
-    createdAt: row.created_at,
-  };
-}
 
-function toTrailerOrNull(row: TrailerRow | undefined): Trailer | null {
-  return row === undefined ? null : toTrailer(row);
-}
 
-function toGpsFix(row: GpsRow): GpsFix {
-  return { timestamp: row.timestamp, lat: row.lat, long: row.long, speed: row.speed, heading: row.heading };
-}
 
-function toDevice(row: DeviceRow): Device {
-  return {
-    id: row.id,
-    trailerId: row.trailer_id,
-    kind: row.kind,
-    serial: row.serial,
-    position: row.position,
-    active: row.effective_active,
-    state: { isWarning: row.is_warning, isFault: row.is_fault },
-    lastSeenAt: row.last_seen_at,
-    createdAt: row.created_at,
-  };
-}
 
-function toCargosafeReading(unitId: string, row: CargosafeValuesRow & { timestamp: number }): CargosafeReading {
-  return {
-    unitId,
-    timestamp: row.timestamp,
-    doorOpen: row.door_open!,
-    loadPercent: row.load_percent!,
-    temperatureC: row.temperature_c!,
-    humidityPercent: row.humidity_percent!,
-  };
-}
 
-function toCargosafeUnit(row: CargosafeUnitRow): CargosafeUnit {
-  return {
-    id: row.id,
-    trailerId: row.trailer_id,
-    serial: row.serial,
-    active: row.active,
-    lastSeenAt: row.last_seen_at,
-    latest: row.last_seen_at === null ? null : toCargosafeReading(row.id, { ...row, timestamp: row.last_seen_at }),
-    createdAt: row.created_at,
-  };
-}
 
 // --- options --------------------------------------------------------------------------------------
 
@@ -944,6 +796,3 @@ function badOption(field: string, message: string): TrailwireError {
   });
 }
 
-function withoutUndefined<T extends object>(options: T): Partial<T> {
-  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
-}

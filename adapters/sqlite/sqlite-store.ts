@@ -20,13 +20,10 @@ import type {
   Customer,
   Device,
   DeviceReading,
-  DeviceState,
   Fleet,
   GpsFix,
-  Heading,
   Partner,
   Principal,
-  StatusName,
   Trailer,
 } from '../../core/model.ts';
 import type {
@@ -39,12 +36,38 @@ import type {
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
-  TimeKey,
   TimePageQuery,
   TrailwireStore,
 } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS } from './migrations.ts';
+import {
+  compareKeys,
+  expandStateCounts,
+  isTrue,
+  toCargosafeReading,
+  toCargosafeUnit,
+  toCustomer,
+  toCustomerPrincipal,
+  toDevice,
+  toFleet,
+  toFleetOrNull,
+  toGpsFix,
+  toPartner,
+  toPartnerPrincipal,
+  toTrailer,
+  toTrailerOrNull,
+  withoutUndefined,
+  type CargosafeReadingRow,
+  type CargosafeUnitRow,
+  type DeviceRow,
+  type FleetRow,
+  type GpsRow,
+  type PartnerRow,
+  type PrincipalRow,
+  type StateCountRow,
+  type TrailerRow,
+} from '../sql/rows.ts';
 
 /**
  * What a committed write survives. `'process'`: a crash or `kill -9` of the process (WAL with
@@ -297,7 +320,7 @@ class SqliteTrailwireStore implements SqliteStore {
         deviceId: row.device_id,
         timestamp: row.timestamp,
         metrics: JSON.parse(row.metrics) as Record<string, number>,
-        state: { isWarning: row.is_warning === 1, isFault: row.is_fault === 1 },
+        state: { isWarning: isTrue(row.is_warning), isFault: isTrue(row.is_fault) },
       },
     }));
   }
@@ -420,60 +443,6 @@ class SqliteTrailwireStore implements SqliteStore {
 
 // --- statements -----------------------------------------------------------------------------------
 
-interface PrincipalRow {
-  id: string;
-  name: string;
-  product?: string;
-  key_version: number;
-  created_at: number;
-  rotated_at: number | null;
-}
-interface PartnerRow extends PrincipalRow {
-  product: string;
-}
-interface FleetRow {
-  id: number;
-  customer_id: string;
-  name: string;
-  created_at: number;
-}
-interface TrailerRow {
-  id: string;
-  fleet_id: number | null;
-  unit_id: string | null;
-  vin: string;
-  active: number;
-  status_name: StatusName;
-  status_date: number;
-  faulted_devices: number;
-  warning_devices: number;
-  gps_timestamp: number | null;
-  gps_lat: number | null;
-  gps_long: number | null;
-  gps_speed: number | null;
-  gps_heading: Heading | null;
-  created_at: number;
-}
-interface GpsRow {
-  seq: number;
-  timestamp: number;
-  lat: number;
-  long: number;
-  speed: number;
-  heading: Heading;
-}
-interface DeviceRow {
-  id: string;
-  trailer_id: string;
-  kind: string;
-  serial: string;
-  position: string | null;
-  effective_active: number;
-  is_warning: number;
-  is_fault: number;
-  last_seen_at: number | null;
-  created_at: number;
-}
 interface DeviceReadingRow {
   seq: number;
   device_id: string;
@@ -481,30 +450,6 @@ interface DeviceReadingRow {
   metrics: string;
   is_warning: number;
   is_fault: number;
-}
-interface CargosafeValuesRow {
-  door_open: number | null;
-  load_percent: number | null;
-  temperature_c: number | null;
-  humidity_percent: number | null;
-}
-interface CargosafeUnitRow extends CargosafeValuesRow {
-  id: string;
-  trailer_id: string;
-  serial: string;
-  active: number;
-  last_seen_at: number | null;
-  created_at: number;
-}
-interface CargosafeReadingRow extends CargosafeValuesRow {
-  seq: number;
-  unit_id: string;
-  timestamp: number;
-}
-interface StateCountRow {
-  is_warning: number;
-  is_fault: number;
-  n: number;
 }
 /** Named parameters of a time page (see `timeBounds`). */
 interface TimePageParams {
@@ -715,120 +660,26 @@ function timeBounds(page: TimePageQuery): Omit<TimePageParams, 'sourceId' | 'cus
   return { to: page.to, afterTimestamp: after.timestamp, afterSeq: after.seq, limit: page.limit };
 }
 
-function compareKeys(a: TimeKey, b: TimeKey): number {
-  return a.timestamp - b.timestamp || a.seq - b.seq;
-}
 
-/** Turns grouped (state, count) rows back into states, so that `countDeviceStates` applies the rule. */
-function* expandStateCounts(rows: StateCountRow[]): Generator<DeviceState> {
-  for (const row of rows) {
-    const state = { isWarning: row.is_warning === 1, isFault: row.is_fault === 1 };
-    for (let i = 0; i < row.n; i++) yield state;
-  }
-}
 
 function cargosafeValues(reading: CanonicalCargosafeReading): [number, number, number, number] {
   return [reading.doorOpen ? 1 : 0, reading.loadPercent, reading.temperatureC, reading.humidityPercent];
 }
 
-function toPartner(row: PartnerRow): Partner {
-  return {
-    id: row.id,
-    name: row.name,
-    product: row.product,
-    keyVersion: row.key_version,
-    createdAt: row.created_at,
-    rotatedAt: row.rotated_at,
-  };
-}
 
-function toCustomer(row: PrincipalRow): Customer {
-  return { id: row.id, name: row.name, keyVersion: row.key_version, createdAt: row.created_at, rotatedAt: row.rotated_at };
-}
 
-function toPartnerPrincipal(row: PartnerRow | undefined): Principal | null {
-  return row === undefined ? null : { audience: 'partners', ...toPartner(row) };
-}
 
-function toCustomerPrincipal(row: PrincipalRow | undefined): Principal | null {
-  return row === undefined ? null : { audience: 'customers', ...toCustomer(row) };
-}
 
-function toFleet(row: FleetRow): Fleet {
-  return { id: row.id, customerId: row.customer_id, name: row.name, createdAt: row.created_at };
-}
 
-function toFleetOrNull(row: FleetRow | undefined): Fleet | null {
-  return row === undefined ? null : toFleet(row);
-}
 
-function toTrailer(row: TrailerRow): Trailer {
-  return {
-    id: row.id,
-    fleetId: row.fleet_id,
-    unitId: row.unit_id,
-    vin: row.vin,
-    active: row.active === 1,
-    statusName: row.status_name,
-    statusDate: row.status_date,
-    faultedDevices: row.faulted_devices,
-    warningDevices: row.warning_devices,
-    telemetry:
-      row.gps_timestamp === null
-        ? null
-        : { timestamp: row.gps_timestamp, lat: row.gps_lat!, long: row.gps_long!, speed: row.gps_speed!, heading: row.gps_heading! },
-    createdAt: row.created_at,
-  };
-}
 
-function toTrailerOrNull(row: TrailerRow | undefined): Trailer | null {
-  return row === undefined ? null : toTrailer(row);
-}
 
-function toGpsFix(row: GpsRow): GpsFix {
-  return { timestamp: row.timestamp, lat: row.lat, long: row.long, speed: row.speed, heading: row.heading };
-}
 
-function toDevice(row: DeviceRow): Device {
-  return {
-    id: row.id,
-    trailerId: row.trailer_id,
-    kind: row.kind,
-    serial: row.serial,
-    position: row.position,
-    active: row.effective_active === 1,
-    state: { isWarning: row.is_warning === 1, isFault: row.is_fault === 1 },
-    lastSeenAt: row.last_seen_at,
-    createdAt: row.created_at,
-  };
-}
 
-function toCargosafeReading(unitId: string, row: CargosafeValuesRow & { timestamp: number }): CargosafeReading {
-  return {
-    unitId,
-    timestamp: row.timestamp,
-    doorOpen: row.door_open === 1,
-    loadPercent: row.load_percent!,
-    temperatureC: row.temperature_c!,
-    humidityPercent: row.humidity_percent!,
-  };
-}
 
-function toCargosafeUnit(row: CargosafeUnitRow): CargosafeUnit {
-  return {
-    id: row.id,
-    trailerId: row.trailer_id,
-    serial: row.serial,
-    active: row.active === 1,
-    lastSeenAt: row.last_seen_at,
-    latest: row.last_seen_at === null ? null : toCargosafeReading(row.id, { ...row, timestamp: row.last_seen_at }),
-    createdAt: row.created_at,
-  };
-}
 
 // --- errors ---------------------------------------------------------------------------------------
 
-/** Runs a write, turning constraint failures into the store's errors: a duplicate is a conflict, a dangling reference not_found. */
 /**
  * Puts the file in WAL mode (a persistent setting: a file already in WAL is left alone). Switching
  * needs the file to itself, and SQLite answers SQLITE_BUSY at once, without its busy handler, while
@@ -847,6 +698,7 @@ async function switchToWal(db: Database.Database, busyTimeoutMs: number): Promis
   }
 }
 
+/** Runs a write, turning constraint failures into the store's errors: a duplicate is a conflict, a dangling reference not_found. */
 function insertOrExplain<T>(write: () => T, explain: { conflict?: string; missing?: string }): T {
   try {
     return write();
@@ -868,6 +720,3 @@ function badOption(field: string, message: string): TrailwireError {
   });
 }
 
-function withoutUndefined<T extends object>(options: T): Partial<T> {
-  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
-}
