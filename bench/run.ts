@@ -3,11 +3,13 @@
  * Pass names to run some: `npm run bench -- read-paging intake`.
  */
 import { runIntakeBench } from './intake.ts';
+import { runLiveFeedBench } from './livefeed.ts';
 import { runReadPagingBench } from './read-paging.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
   intake: () => runIntakeBench(),
+  livefeed: () => runLiveFeedBench(),
 };
 
 const chosen = process.argv.slice(2);
