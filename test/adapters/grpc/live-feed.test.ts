@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { startGrpcServer, type RunningGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
+import { addLiveFeedService } from '../../../adapters/grpc/live-feed-service.ts';
 import { loadTrailwireProto, PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import * as protoLoader from '@grpc/proto-loader';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
@@ -164,16 +165,42 @@ describe('LiveFeed over gRPC', () => {
     stream.close();
   });
 
-  it('answers the standard health check', async () => {
+  it('answers the standard health check, NOT_FOUND for a service it does not serve', async () => {
     const client = new health.Health(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
     const check = (service: string) =>
       new Promise<{ status: string }>((resolve, reject) => client.Check({ service }, (error: Error | null, reply: { status: string }) => (error ? reject(error) : resolve(reply))));
     assert.equal((await check('')).status, 'SERVING');
     assert.equal((await check('livefeed.v1.LiveFeed')).status, 'SERVING');
+    await assert.rejects(check('no.such.Service'), { code: grpc.status.NOT_FOUND });
     client.close();
   });
 
-  it('a paused subscriber does not hold back a fast one; both reach the latest state of every trailer, in order', async () => {
+  it('can be added to an integrator\'s own grpc.Server, whose streams it ends and refuses on endAllStreams', async () => {
+    const own = new grpc.Server();
+    const service = addLiveFeedService(own, { tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: HEARTBEAT_MS });
+    const port = await new Promise<number>((resolve, reject) =>
+      own.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    try {
+      const customer = await customerWithToken(app, 'Integrator Co');
+      const stream = subscribe(port, customer.token);
+      await stream.until((m) => m.length >= 1);
+      assert.equal(service.openStreams, 1);
+
+      service.endAllStreams();
+      assert.equal((await stream.ended)?.code, grpc.status.UNAVAILABLE);
+      assert.equal(service.openStreams, 0);
+      const late = subscribe(port, customer.token);
+      assert.equal((await late.ended)?.code, grpc.status.UNAVAILABLE, 'no new stream once ending');
+      assert.equal(late.messages.length, 0);
+      stream.close();
+      late.close();
+    } finally {
+      own.forceShutdown();
+    }
+  });
+
+  it('a paused subscriber does not hold back a fast one, is coalesced to one pending update per trailer, then gets the latest state of each', async () => {
     const customer = await customerWithToken(app, 'Busy Co');
     const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Busy' });
     const trailers: Trailer[] = [];
@@ -187,6 +214,7 @@ describe('LiveFeed over gRPC', () => {
     // Large updates fill the slow stream's buffers quickly: the unit id carries 16 KiB.
     const rounds = 200;
     const padding = 'x'.repeat(16 * 1024);
+    let mostPending = 0;
     for (let round = 0; round < rounds; round++) {
       for (const trailer of trailers) {
         const event: LiveTrailerEvent = {
@@ -197,7 +225,9 @@ describe('LiveFeed over gRPC', () => {
         };
         await app.trailwire.live.publish(event);
       }
-      if (round % 20 === 0) await new Promise((resolve) => setImmediate(resolve));
+      mostPending = Math.max(mostPending, app.trailwire.live.stats().pendingTrailers);
+      // Lets the transports flush between rounds, as they would between intake payloads.
+      await new Promise((resolve) => setImmediate(resolve));
     }
     // The fast subscriber reaches the final state of every trailer while the slow one is still paused.
     const hasFinalStates = (stream: ReturnType<typeof subscribe>) => () => {
@@ -206,12 +236,22 @@ describe('LiveFeed over gRPC', () => {
       return trailers.every((trailer) => latest.get(trailer.id) === rounds - 1);
     };
     await fast.until(hasFinalStates(fast), 10_000);
-    // (Coalescing and its memory bound, when a transport reports itself full, are tested at the hub
-    // in test/core/live-hub.test.ts: a paused grpc-js client keeps reading into its own buffers.)
     assert.equal(slow.updates().length, 0, 'the slow subscriber read nothing meanwhile');
+
+    // Memory stays bounded: never more than one pending update per trailer per subscriber, and
+    // once the fast one has caught up only the stalled one holds anything — the latest of each trailer.
+    assert.ok(mostPending <= 2 * trailers.length, `at most one pending update per trailer and subscriber, saw ${mostPending}`);
+    await fast.until(() => {
+      const stats = app.trailwire.live.stats();
+      return stats.congestedSubscribers === 1 && stats.pendingTrailers === trailers.length;
+    });
 
     slow.call.resume();
     await slow.until(hasFinalStates(slow), 10_000);
+    assert.ok(
+      slow.updates().length < (rounds * trailers.length) / 4,
+      `the slow subscriber got coalesced updates, not all ${rounds * trailers.length}: got ${slow.updates().length}`,
+    );
     // Per trailer, each subscriber sees states in order, never an older one after a newer one.
     for (const trailer of trailers) {
       const seenFast = fast.updates().filter((m) => m.live_update.trailer.id === trailer.id).map((m) => m.live_update.trailer.faulted_devices);
@@ -219,17 +259,31 @@ describe('LiveFeed over gRPC', () => {
       const seen = slow.updates().filter((m) => m.live_update.trailer.id === trailer.id).map((m) => m.live_update.trailer.faulted_devices);
       assert.deepEqual(seen, [...seen].sort((a, b) => a - b));
     }
+    assert.equal(app.trailwire.live.stats().pendingTrailers, 0);
     fast.close();
     slow.close();
   });
 
-  it('ends every stream with UNAVAILABLE on shutdown', async () => {
+  it('on shutdown reports NOT_SERVING to health watchers and ends every stream with UNAVAILABLE', async () => {
     const own = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: HEARTBEAT_MS });
     const customer = await customerWithToken(app, 'Shutdown Co');
     const stream = subscribe(own.port, customer.token);
     await stream.until((m) => m.length >= 1);
+    const subscribersBefore = app.trailwire.live.subscriberCount(customer.id);
+
+    const healthClient = new health.Health(`127.0.0.1:${own.port}`, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 });
+    const watch = healthClient.Watch({ service: 'livefeed.v1.LiveFeed' });
+    const statuses: string[] = [];
+    watch.on('error', () => {});
+    const firstStatus = new Promise<void>((resolve) => watch.on('data', (reply: { status: string }) => (statuses.push(reply.status), resolve())));
+    await firstStatus;
+
     await own.shutdown();
     assert.equal((await stream.ended)?.code, grpc.status.UNAVAILABLE);
+    assert.deepEqual(statuses, ['SERVING', 'NOT_SERVING']);
+    assert.equal(subscribersBefore, 1);
+    assert.equal(app.trailwire.live.subscriberCount(customer.id), 0, 'the hub forgets the ended streams');
     stream.close();
+    healthClient.close();
   });
 });
