@@ -15,6 +15,7 @@ import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
 import type { TrailwireStore } from './store.ts';
 import { KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
 import type { IntakeQueue } from './intake-queue.ts';
+import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
@@ -69,8 +70,10 @@ export interface TrailwireOptions {
   productLimits?: Record<string, Partial<IntakeLimit>>;
   /** The durable intake queue; without one the service takes no intake. */
   intakeQueue?: IntakeQueue;
-  /** Intake worker tuning (concurrency, batch size, retries). */
+  /** Intake worker tuning (concurrency, batch size, retries, retention). */
   worker?: IntakeWorkerOptions;
+  /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
+  intakeIds?: IdGenerator;
   /** The live hub's bus (default: in-process) and back-pressure bound. */
   live?: LiveHubOptions;
 }
@@ -131,7 +134,15 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   if (options.intakeQueue) {
     const queue = options.intakeQueue;
     const worker = new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
-    const service = new IntakeService({ queue, products, counter, clock, ids, verifyVinCheckDigit, onEnqueued: () => worker.notify() });
+    const service = new IntakeService({
+      queue,
+      products,
+      counter,
+      clock,
+      ids: options.intakeIds ?? timeOrderedIds(clock),
+      verifyVinCheckDigit,
+      onEnqueued: () => worker.notify(),
+    });
     intake = { service, worker, queue };
   }
 

@@ -23,6 +23,9 @@ export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitByt
 
   router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
     if (!ctx.is('application/json')) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
+    const encoding = ctx.get('content-encoding');
+    if (encoding !== '' && encoding.toLowerCase() !== 'identity')
+      throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
     const rawBody = await readBody(ctx, bodyLimit);
     let body: unknown;
     try {
@@ -59,18 +62,31 @@ export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitByt
   return router;
 }
 
-/** Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes. */
-async function readBody(ctx: Context, limit: number): Promise<string> {
+/**
+ * Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes. Plain
+ * stream events rather than `for await`: the async iterator costs several microseconds a request.
+ */
+function readBody(ctx: Context, limit: number): Promise<string> {
   const declared = Number(ctx.get('content-length'));
-  if (Number.isFinite(declared) && declared > limit) throw tooLarge(ctx, limit);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) throw tooLarge(ctx, limit);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size).toString('utf8');
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(ctx, limit));
+  const req = ctx.req;
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const settle = (error: unknown, text?: string) => {
+      req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
+      if (error) reject(error);
+      else resolve(text!);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) settle(tooLarge(ctx, limit));
+      else chunks.push(chunk);
+    };
+    const onEnd = () => settle(null, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'));
+    const onClose = () => settle(new Error('the client closed the connection before the body ended'));
+    req.on('data', onData).on('end', onEnd).on('error', settle).on('close', onClose);
+  });
 }
 
 function tooLarge(ctx: Context, limit: number): TrailwireError {

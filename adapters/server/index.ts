@@ -12,6 +12,8 @@ import { createTrailwireApp } from '../koa/app.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
 import { openSqliteStore, type SqliteDurability } from '../sqlite/index.ts';
 import { openSqliteIntakeQueue } from '../sqlite/intake-queue.ts';
+import { WriteLockHandoff } from '../sqlite/intake-lock-handoff.ts';
+import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { builtInProducts } from '../../products/index.ts';
 
 export interface ServerOptions {
@@ -32,6 +34,13 @@ export interface ServerOptions {
    * intake while others (sharing the store) process it.
    */
   intakeWorker?: boolean;
+  /**
+   * Process intake in a worker thread with its own connection (`adapters/sqlite/intake-thread.ts`),
+   * so that processing never takes turns with requests. Default true; it applies only with the
+   * built-in products and the system clock (products given as objects, or an injected clock, keep
+   * processing on the event loop).
+   */
+  intakeThread?: boolean;
   /** Trust X-Forwarded-For for client addresses. Default false. */
   trustProxy?: boolean;
   /** Default: pino at `info` on stdout. */
@@ -47,7 +56,9 @@ export interface RunningServer {
   httpPort: number;
   /** The LiveFeed's bound port. */
   grpcPort: number;
-  /** Stops accepting, finishes in-flight requests, closes the store. */
+  /** Payloads processed and dead-lettered by this process since it started (thread or inline). */
+  readonly intakeCounts: { processed: number; failed: number };
+  /** Stops accepting, finishes in-flight requests and the intake round in hand, closes the store. */
   close(): Promise<void>;
 }
 
@@ -55,22 +66,57 @@ export const DEFAULT_DB_FILE = './data/trailwire.db';
 
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? pino();
-  const store = await openSqliteStore({ file: options.db ?? DEFAULT_DB_FILE, durability: options.durability ?? 'process' });
+  const file = options.db ?? DEFAULT_DB_FILE;
+  const durability = options.durability ?? 'process';
+  const store = await openSqliteStore({ file, durability });
+  const runWorker = options.intakeWorker ?? true;
+  const useThread =
+    runWorker && (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined && file !== ':memory:';
+  let thread: IntakeThread | undefined;
+  const lockHandoff = useThread ? new WriteLockHandoff() : undefined;
   const trailwire = await createTrailwire({
     products: builtInProducts,
     ...options.core,
     store,
-    intakeQueue: openSqliteIntakeQueue(store.db),
+    intakeQueue: openSqliteIntakeQueue(store.db, { onEnqueued: () => thread?.notify(), lockHandoff }),
   });
-  const runWorker = options.intakeWorker ?? true;
-  if (runWorker) await trailwire.intake!.worker.start();
-  const app = createTrailwireApp(trailwire, { logger, trustProxy: options.trustProxy, intakeWorkerExpected: runWorker });
+  try {
+    if (useThread) {
+      thread = await IntakeThread.start({
+        file,
+        durability,
+        lockHandoff,
+        worker: options.core?.worker,
+        onEvents: (events) => {
+          for (const event of events)
+            trailwire.live.publish(event).catch((error: unknown) => logger.warn({ err: error, trailerId: event.trailer.id }, 'live update not published'));
+        },
+        onLog: ({ level, message, ...fields }) => logger[level](fields, message),
+      });
+    } else if (runWorker) await trailwire.intake!.worker.start();
+  } catch (error) {
+    await trailwire.close();
+    throw error;
+  }
+  const app = createTrailwireApp(trailwire, {
+    logger,
+    trustProxy: options.trustProxy,
+    intakeWorkerExpected: runWorker && !useThread,
+    readinessChecks: thread
+      ? {
+          'intake-thread': async () => {
+            if (!thread!.isRunning) throw new Error('the intake thread is not running');
+          },
+        }
+      : undefined,
+  });
   const server: Server = createServer(app.callback());
   server.keepAliveTimeout = 65_000;
   server.listen(options.port ?? 8080, options.host);
   try {
     await once(server, 'listening');
   } catch (error) {
+    await thread?.stop();
     await trailwire.close();
     throw error;
   }
@@ -86,6 +132,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     });
   } catch (error) {
     server.close();
+    await thread?.stop();
     await trailwire.close();
     throw error;
   }
@@ -95,12 +142,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     httpPort: port,
     grpcPort: grpc.port,
+    get intakeCounts() {
+      return thread ? thread.counts : trailwire.intake!.worker.counts;
+    },
     async close() {
       await grpc.shutdown();
       const closed = once(server, 'close');
       server.close();
       server.closeIdleConnections();
       await closed;
+      await thread?.stop();
       await trailwire.close();
     },
   };

@@ -1,19 +1,27 @@
 /**
  * The durable intake queue in the embedded SQLite file (`IntakeQueue` of `core/intake-queue.ts`).
- * It shares the store's database, so the store's durability setting decides what a 202 survives:
+ * It shares the store's connection, so the store's durability setting decides what a 202 survives:
  * `process` (WAL, synchronous=NORMAL) survives kill -9 of the process; `power` (synchronous=FULL)
- * also survives power loss. Enqueues arriving in the same event-loop turn are grouped into one
+ * also survives power loss. Enqueues arriving in the same event-loop turn are written in one
  * transaction (group commit), so `power` mode pays one fsync per group, not one per request.
+ *
+ * The write lock is shared with everything else that writes the file — above all a processing
+ * thread (`intake-thread.ts`) with its own connection. A group commit never waits for that lock on
+ * the event loop: it tries once, and when another connection holds it, asks the processing thread
+ * for it (`intake-lock-handoff.ts`) or, without one, tries again a millisecond later — so the HTTP
+ * path keeps serving meanwhile.
  */
 import type Database from 'better-sqlite3';
 import {
   type EnqueueResult,
   IDEMPOTENCY_WINDOW_MS,
+  type IntakeOutcome,
   type IntakeQueue,
   type IntakeRecord,
   type IntakeStatus,
   type NewIntake,
 } from '../../core/intake-queue.ts';
+import type { WriteLockHandoff } from './intake-lock-handoff.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 
 export const QUEUE_COMPONENT = 'intake-queue';
@@ -40,15 +48,31 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
       -- One live use of a key per partner; an expired use has its key cleared when reused.
       CREATE UNIQUE INDEX intake_by_idempotency_key ON intake_queue (partner_id, idempotency_key)
         WHERE idempotency_key IS NOT NULL;
-      -- Claiming reads only unfinished rows, in arrival order, and checks each VIN's earlier rows.
       CREATE INDEX intake_unfinished ON intake_queue (seq) WHERE status IN ('queued', 'processing');
       CREATE INDEX intake_unfinished_by_vin ON intake_queue (vin, seq) WHERE status IN ('queued', 'processing');
       CREATE INDEX intake_failed ON intake_queue (seq) WHERE status = 'failed';
     `,
   },
+  {
+    // SQLite uses a partial index only when the query's WHERE names the index's condition itself:
+    // "status = 'queued'" does not select an index on "status IN ('queued', 'processing')", so the
+    // claim scanned the whole table, processed rows included. Claims now read an index of exactly
+    // the claimable rows, and check a VIN's earlier rows in an index that covers the check; purging
+    // reads processed rows by age.
+    name: '0002_intake_claim_and_purge_indexes',
+    up: `
+      DROP INDEX intake_unfinished;
+      DROP INDEX intake_unfinished_by_vin;
+      CREATE INDEX intake_ready ON intake_queue (seq) WHERE status = 'queued';
+      CREATE INDEX intake_unfinished_by_vin ON intake_queue (vin, seq, status, next_attempt_at)
+        WHERE status IN ('queued', 'processing');
+      CREATE INDEX intake_processed ON intake_queue (processed_at) WHERE status = 'processed';
+    `,
+  },
 ];
 
 interface QueueRow {
+  seq: number;
   id: string;
   partner_id: string;
   product: string;
@@ -63,8 +87,11 @@ interface QueueRow {
   error: string | null;
 }
 
-const COLUMNS = `id, partner_id, product, vin, payload, received_at, idempotency_key, status, attempts,
+const COLUMNS = `seq, id, partner_id, product, vin, payload, received_at, idempotency_key, status, attempts,
   next_attempt_at, processed_at, error`;
+
+/** How long a group commit waits before trying again while another connection holds the write lock. */
+const LOCKED_RETRY_MS = 1;
 
 interface PendingEnqueue {
   item: NewIntake;
@@ -77,10 +104,13 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private pending: PendingEnqueue[] = [];
   private flushScheduled = false;
   private readonly enqueueGroup: Database.Transaction<(items: NewIntake[]) => EnqueueResult[]>;
-  private readonly claimBatch: Database.Transaction<(limit: number, now: number) => QueueRow[]>;
+  private readonly settleAll: Database.Transaction<(outcomes: readonly IntakeOutcome[]) => void>;
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
-  constructor(private readonly db: Database.Database) {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly options: SqliteIntakeQueueOptions = {},
+  ) {
     applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS);
     this.sql = {
       insert: db.prepare<[string, string, string, string, string, number, string | null, number]>(
@@ -90,39 +120,58 @@ export class SqliteIntakeQueue implements IntakeQueue {
       byKey: db.prepare<[string, string], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE partner_id = ? AND idempotency_key = ?`),
       clearKey: db.prepare<[string, string]>('UPDATE intake_queue SET idempotency_key = NULL WHERE partner_id = ? AND idempotency_key = ?'),
       byId: db.prepare<[string], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE id = ?`),
-      due: db.prepare<[number, number], QueueRow & { seq: number }>(
-        `SELECT seq, ${COLUMNS} FROM intake_queue q
-         WHERE q.status = 'queued' AND q.next_attempt_at <= ?
-           AND NOT EXISTS (SELECT 1 FROM intake_queue e
-                           WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing'))
-         ORDER BY q.seq LIMIT ?`,
+      // One statement. Candidates come from the index of queued rows, in arrival order; a row
+      // waits while an earlier row of its VIN is processing or waiting for a retry. An earlier row
+      // that is due is taken first (it comes first), so a VIN's rows are claimed in order.
+      claim: db.prepare<{ now: number; limit: number }, QueueRow>(
+        `UPDATE intake_queue SET status = 'processing', attempts = attempts + 1
+         WHERE seq IN (
+           SELECT q.seq FROM intake_queue q INDEXED BY intake_ready
+           WHERE q.status = 'queued' AND q.next_attempt_at <= :now
+             AND NOT EXISTS (SELECT 1 FROM intake_queue e INDEXED BY intake_unfinished_by_vin
+                             WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing')
+                               AND (e.status = 'processing' OR e.next_attempt_at > :now))
+           ORDER BY q.seq LIMIT :limit)
+         RETURNING ${COLUMNS}`,
       ),
-      markProcessing: db.prepare<[number]>(`UPDATE intake_queue SET status = 'processing', attempts = attempts + 1 WHERE seq = ?`),
-      complete: db.prepare<[number, string]>(`UPDATE intake_queue SET status = 'processed', processed_at = ?, error = NULL WHERE id = ? AND status = 'processing'`),
-      retryLater: db.prepare<[string, number, string]>(`UPDATE intake_queue SET status = 'queued', error = ?, next_attempt_at = ? WHERE id = ? AND status = 'processing'`),
-      fail: db.prepare<[string, number, string]>(`UPDATE intake_queue SET status = 'failed', error = ?, processed_at = ? WHERE id = ? AND status = 'processing'`),
-      failed: db.prepare<[number], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE status = 'failed' ORDER BY seq LIMIT ?`),
+      processed: db.prepare<[number, string]>(
+        `UPDATE intake_queue SET status = 'processed', processed_at = ?, error = NULL WHERE id = ? AND status = 'processing'`,
+      ),
+      retry: db.prepare<[string, number, string]>(
+        `UPDATE intake_queue SET status = 'queued', error = ?, next_attempt_at = ? WHERE id = ? AND status = 'processing'`,
+      ),
+      failed: db.prepare<[string, number, string]>(
+        `UPDATE intake_queue SET status = 'failed', error = ?, processed_at = ? WHERE id = ? AND status = 'processing'`,
+      ),
+      released: db.prepare<[string]>(`UPDATE intake_queue SET status = 'queued', attempts = attempts - 1 WHERE id = ? AND status = 'processing'`),
+      listFailed: db.prepare<[number], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE status = 'failed' ORDER BY seq LIMIT ?`),
       requeue: db.prepare<[number, string]>(
         `UPDATE intake_queue SET status = 'queued', attempts = 0, next_attempt_at = ?, processed_at = NULL WHERE id = ? AND status = 'failed'`,
       ),
       recover: db.prepare(`UPDATE intake_queue SET status = 'queued' WHERE status = 'processing'`),
+      purge: db.prepare<[number, number]>(
+        `DELETE FROM intake_queue WHERE seq IN (
+           SELECT seq FROM intake_queue INDEXED BY intake_processed WHERE status = 'processed' AND processed_at < ? LIMIT ?)`,
+      ),
       depth: db.prepare<[], { n: number }>(`SELECT COUNT(*) AS n FROM intake_queue WHERE status IN ('queued', 'processing')`),
+      noBusyWait: db.prepare('PRAGMA busy_timeout = 0'),
+      restoreBusyWait: db.prepare(`PRAGMA busy_timeout = ${Number(db.pragma('busy_timeout', { simple: true }))}`),
     };
     this.enqueueGroup = db.transaction((items: NewIntake[]) => items.map((item) => this.insertOne(item)));
-    this.claimBatch = db.transaction((limit: number, now: number) => {
-      const rows = this.sql.due.all(now, limit);
-      for (const row of rows) this.sql.markProcessing.run(row.seq);
-      return rows.map((row) => ({ ...row, status: 'processing' as const, attempts: row.attempts + 1 }));
+    this.settleAll = db.transaction((outcomes: readonly IntakeOutcome[]) => {
+      for (const outcome of outcomes) {
+        if (outcome.kind === 'processed') this.sql.processed.run(outcome.at, outcome.id);
+        else if (outcome.kind === 'retry') this.sql.retry.run(outcome.error, outcome.nextAttemptAt, outcome.id);
+        else if (outcome.kind === 'failed') this.sql.failed.run(outcome.error, outcome.at, outcome.id);
+        else this.sql.released.run(outcome.id);
+      }
     });
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
     return new Promise((resolve, reject) => {
       this.pending.push({ item, resolve, reject });
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(() => this.flush());
-      }
+      this.scheduleFlush(0);
     });
   }
 
@@ -137,23 +186,29 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   async claim(limit: number, now: number): Promise<IntakeRecord[]> {
-    return this.claimBatch.immediate(limit, now).map(toRecord);
+    // RETURNING does not promise an order; the queue does.
+    return this.claimNow(limit, now);
   }
 
-  async complete(id: string, at: number): Promise<void> {
-    this.sql.complete.run(at, id);
+  /** `claim` without the promise, for a caller that runs a whole round in one transaction. */
+  claimNow(limit: number, now: number): IntakeRecord[] {
+    return this.sql.claim
+      .all({ now, limit })
+      .sort((a, b) => a.seq - b.seq)
+      .map(toRecord);
   }
 
-  async retryLater(id: string, error: string, nextAttemptAt: number): Promise<void> {
-    this.sql.retryLater.run(error, nextAttemptAt, id);
+  async settle(outcomes: readonly IntakeOutcome[]): Promise<void> {
+    this.settleNow(outcomes);
   }
 
-  async fail(id: string, error: string, at: number): Promise<void> {
-    this.sql.fail.run(error, at, id);
+  /** `settle` without the promise. */
+  settleNow(outcomes: readonly IntakeOutcome[]): void {
+    if (outcomes.length > 0) this.settleAll.immediate(outcomes);
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
-    return this.sql.failed.all(limit).map(toRecord);
+    return this.sql.listFailed.all(limit).map(toRecord);
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
@@ -164,20 +219,36 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return this.sql.recover.run().changes;
   }
 
+  async purgeProcessed(before: number, limit: number): Promise<number> {
+    return this.sql.purge.run(before, limit).changes;
+  }
+
   async depth(): Promise<number> {
     return this.sql.depth.get()!.n;
   }
 
+  private scheduleFlush(delayMs: number): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    if (delayMs === 0) setImmediate(() => this.flush());
+    else setTimeout(() => this.flush(), delayMs);
+  }
+
   /** Writes every enqueue of this turn in one transaction: one commit (one fsync in `power` mode). */
   private flush(): void {
+    this.flushScheduled = false;
+    if (this.pending.length === 0) return;
+    // A transaction is open on this connection when a caller runs a round in one transaction and
+    // yields inside it: a group written now would commit with that round, and so maybe after its 202.
+    if (this.db.inTransaction) return this.scheduleFlush(LOCKED_RETRY_MS);
     const group = this.pending;
     this.pending = [];
-    this.flushScheduled = false;
-    let results: EnqueueResult[];
+    let results: EnqueueResult[] | 'locked';
     try {
-      results = this.enqueueGroup.immediate(group.map((entry) => entry.item));
+      results = this.withoutWaiting(() => this.enqueueGroup.immediate(group.map((entry) => entry.item)));
     } catch {
-      // One bad row must not fail its neighbours: retry them one transaction each.
+      this.options.lockHandoff?.release();
+      // One bad row must not fail its neighbours: try them one transaction each.
       for (const entry of group) {
         try {
           entry.resolve(this.enqueueGroup.immediate([entry.item])[0]!);
@@ -187,7 +258,36 @@ export class SqliteIntakeQueue implements IntakeQueue {
       }
       return;
     }
+    if (results === 'locked') {
+      this.pending = group.concat(this.pending);
+      const handoff = this.options.lockHandoff;
+      if (!handoff) return this.scheduleFlush(LOCKED_RETRY_MS);
+      this.flushScheduled = true;
+      void handoff.request().then(() => {
+        this.flushScheduled = false;
+        this.flush();
+      });
+      return;
+    }
+    this.options.lockHandoff?.release();
     group.forEach((entry, i) => entry.resolve(results[i]!));
+    if (results.some((result) => result.created)) this.options.onEnqueued?.();
+  }
+
+  /**
+   * Runs `write` without waiting for another connection's write lock: waiting (the busy timeout)
+   * would hold the whole event loop, so a locked database answers 'locked' and the caller retries.
+   */
+  private withoutWaiting<T>(write: () => T): T | 'locked' {
+    this.sql.noBusyWait.get();
+    try {
+      return write();
+    } catch (error) {
+      if ((error as { code?: string }).code === 'SQLITE_BUSY') return 'locked';
+      throw error;
+    } finally {
+      this.sql.restoreBusyWait.get();
+    }
   }
 
   private insertOne(item: NewIntake): EnqueueResult {
@@ -204,9 +304,16 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 }
 
-/** Opens the queue on an SQLite store's database (`store.db`). */
-export function openSqliteIntakeQueue(db: Database.Database): SqliteIntakeQueue {
-  return new SqliteIntakeQueue(db);
+export interface SqliteIntakeQueueOptions {
+  /** Called after each commit that stored new payloads (to wake a processing thread). */
+  onEnqueued?: () => void;
+  /** Shared with a processing thread of this process, which then gives the write lock up on request. */
+  lockHandoff?: WriteLockHandoff;
+}
+
+/** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */
+export function openSqliteIntakeQueue(db: Database.Database, options: SqliteIntakeQueueOptions = {}): SqliteIntakeQueue {
+  return new SqliteIntakeQueue(db, options);
 }
 
 function toRecord(row: QueueRow): IntakeRecord {

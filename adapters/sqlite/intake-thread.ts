@@ -1,0 +1,173 @@
+/**
+ * Intake processing in a worker thread, for the embedded SQLite store. better-sqlite3 is
+ * synchronous: processing on the event loop would take turns with HTTP requests for one core. The
+ * thread opens its own connection to the file and runs the core's `IntakeWorker` there, so the event
+ * loop only accepts (validates and enqueues) while another core writes fleet data, and the fsync of a
+ * processing commit (`power` durability) never stalls a request. Owning its connection, the thread
+ * can run each round — claim, writes, settle — as one transaction: one commit per round, not one per
+ * payload. Live updates come back to the main thread, which publishes them on its live hub in order.
+ *
+ * The thread loads products by module specifier (the built-in products by default), since product
+ * objects cannot cross threads; a server whose products are objects processes inline instead.
+ */
+import { once } from 'node:events';
+import { Worker } from 'node:worker_threads';
+import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
+import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import { WriteLockHandoff } from './intake-lock-handoff.ts';
+import type { SqliteDurability } from './sqlite-store.ts';
+
+export interface IntakeThreadOptions {
+  /** The SQLite file of the store; the thread opens its own connection to it. Required. */
+  file: string;
+  /** As the store's. Default `process`. */
+  durability?: SqliteDurability;
+  /** Product modules the thread loads (`loadProductModule` specifiers). Default: the built-in products. */
+  productModules?: readonly string[];
+  /** Where relative product module specifiers resolve. Default: `process.cwd()`. */
+  cwd?: string;
+  /** Worker tuning (batch size, retries, retention...). */
+  worker?: IntakeWorkerOptions;
+  /** Receives the live updates of each round, in order (the main thread's hub publishes them). */
+  onEvents: (events: LiveTrailerEvent[]) => void;
+  /** Receives what the thread has to say (failed attempts and rounds, restarts). */
+  onLog?: (entry: IntakeThreadLog) => void;
+  /** Delay before a thread that died is started again. Default 1000 ms. */
+  restartDelayMs?: number;
+  /** The handoff the main thread's intake queue was opened with (`openSqliteIntakeQueue(db, { lockHandoff })`). */
+  lockHandoff?: WriteLockHandoff;
+}
+
+export interface IntakeThreadLog {
+  level: 'warn' | 'error';
+  message: string;
+  [field: string]: unknown;
+}
+
+/** What the thread receives (`workerData`). */
+export interface IntakeThreadData {
+  file: string;
+  durability: SqliteDurability;
+  productModules: readonly string[] | null;
+  cwd: string;
+  worker: IntakeWorkerOptions;
+  lockHandoff: SharedArrayBuffer;
+}
+
+/** Messages from the thread. */
+export type IntakeThreadMessage =
+  | { type: 'ready' }
+  | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
+  | { type: 'log'; entry: IntakeThreadLog }
+  | { type: 'stopped' };
+
+/** Messages to the thread. */
+export type IntakeThreadCommand = { type: 'wake' } | { type: 'stop' };
+
+const WORKER_MODULE = new URL('./intake-thread-worker.ts', import.meta.url).href;
+
+/** A running processing thread, as the main thread sees it. */
+export class IntakeThread {
+  private worker: Worker | undefined;
+  private stopping = false;
+  private wakePending = false;
+  private processedCount = 0;
+  private failedCount = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
+
+  private constructor(private readonly options: IntakeThreadOptions) {}
+
+  /** Starts the thread and resolves once it processes (its start-up recovery done). */
+  static async start(options: IntakeThreadOptions): Promise<IntakeThread> {
+    if (!options?.file) throw new TypeError('IntakeThread: `file` is required');
+    if (options.file === ':memory:') throw new TypeError('IntakeThread: an in-memory database cannot be shared with a thread');
+    const thread = new IntakeThread(options);
+    await thread.spawn();
+    return thread;
+  }
+
+  /** Tells the thread that new payloads are queued; several calls in one turn send one message. */
+  notify(): void {
+    if (this.wakePending || !this.worker) return;
+    this.wakePending = true;
+    setImmediate(() => {
+      this.wakePending = false;
+      this.worker?.postMessage({ type: 'wake' } satisfies IntakeThreadCommand);
+    });
+  }
+
+  get isRunning(): boolean {
+    return this.worker !== undefined && !this.stopping;
+  }
+
+  /** Payloads processed and dead-lettered by the thread since it started. */
+  get counts(): { processed: number; failed: number } {
+    return { processed: this.processedCount, failed: this.failedCount };
+  }
+
+  /** Finishes the round in hand, closes the thread's connection and ends the thread. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearTimeout(this.restartTimer);
+    const worker = this.worker;
+    if (!worker) return;
+    const exited = once(worker, 'exit');
+    worker.postMessage({ type: 'stop' } satisfies IntakeThreadCommand);
+    await exited;
+  }
+
+  private async spawn(): Promise<void> {
+    const data: IntakeThreadData = {
+      file: this.options.file,
+      durability: this.options.durability ?? 'process',
+      productModules: this.options.productModules ?? null,
+      cwd: this.options.cwd ?? process.cwd(),
+      worker: this.options.worker ?? {},
+      lockHandoff: (this.options.lockHandoff ?? new WriteLockHandoff()).buffer,
+    };
+    // The thread runs TypeScript like the rest of Trailwire: through tsx, whose module hooks are
+    // not inherited by worker threads, so the entry imports the module with tsx's own importer.
+    const tsx = import.meta.resolve('tsx/esm/api');
+    const entry = `import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${JSON.stringify(WORKER_MODULE)}, ${JSON.stringify(WORKER_MODULE)}))`;
+    const worker = new Worker(entry, { eval: true, workerData: data, execArgv: [] });
+    const ready = new Promise<void>((resolve, reject) => {
+      worker.on('message', (message: IntakeThreadMessage) => {
+        if (message.type === 'ready') resolve();
+        else this.receive(message);
+      });
+      worker.once('error', reject);
+      worker.once('exit', (code) => reject(new Error(`the intake thread exited with code ${code} while starting`)));
+    });
+    await ready;
+    worker.removeAllListeners('error').removeAllListeners('exit');
+    worker.on('error', (error) => this.log({ level: 'error', message: 'the intake thread failed', err: error }));
+    worker.on('exit', (code) => this.exited(code));
+    this.worker = worker;
+  }
+
+  private receive(message: IntakeThreadMessage): void {
+    if (message.type === 'round') {
+      this.processedCount += message.processed;
+      this.failedCount += message.failed;
+      if (message.events.length > 0) this.options.onEvents(message.events);
+    } else if (message.type === 'log') this.log(message.entry);
+  }
+
+  private exited(code: number): void {
+    this.worker = undefined;
+    if (this.stopping) return;
+    // Queued payloads are durable and the thread recovers what it had in hand, so a restart loses nothing.
+    const delay = this.options.restartDelayMs ?? 1000;
+    this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
+    this.restartTimer = setTimeout(() => {
+      this.spawn().catch((error: unknown) => {
+        this.log({ level: 'error', message: 'the intake thread could not restart', err: error });
+        this.exited(1);
+      });
+    }, delay);
+  }
+
+  private log(entry: IntakeThreadLog): void {
+    this.options.onLog?.(entry);
+  }
+}
