@@ -1,29 +1,41 @@
 /**
- * LiveFeed fan-out benchmark (issue 4). Two runs, each against Trailwire's LiveFeed and, in the same
- * run, a bare @grpc/grpc-js server streaming the same pre-encoded messages:
+ * LiveFeed fan-out benchmark (issue 4). Two runs, each against Trailwire and, in the same run, a bare
+ * @grpc/grpc-js server streaming the same kind of pre-encoded messages to the same subscribers:
  *   (a) 5,000 subscribers over 500 customers, 500 updates/s in all;
  *   (b) 1,000 subscribers of one customer, 50 updates/s (50,000 messages/s).
- * Reports publish-to-receive latency p50/p99, delivered/offered, messages/s, and server RSS per idle
- * subscriber. Server and subscribers run in separate processes.
+ * Trailwire's updates come through the real path: this process POSTs gps-basic payloads to the
+ * intake, the worker processes them and the live hub fans them out. Reported per server:
+ * intake-202-to-stream latency p50/p99 (Trailwire only), publish-to-stream latency (from the
+ * update's creation: the worker for Trailwire, the publisher for the bare server), delivered/offered
+ * messages, messages/s, and server RSS per idle subscriber. Server and subscribers run in separate
+ * processes; subscribers are spread over a few client processes, 50 streams per connection.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { Agent, request } from 'node:http';
 import { createInterface } from 'node:readline';
+import { PAYLOAD_EPOCH_SECONDS } from './lib/live-clients.ts';
 import { percentile, printTable, round, writeResults } from './lib/results.ts';
 
 const SERVER = new URL('./lib/live-server.ts', import.meta.url).pathname;
 const CLIENTS = new URL('./lib/live-clients.ts', import.meta.url).pathname;
 
-interface Run {
+export interface LiveRun {
   name: string;
   subscribers: number;
   customers: number;
+  /** Updates per second in all, spread round-robin over the customers. */
   rate: number;
+  /** Trailers per customer; each gets rate / (customers * trailersPerCustomer) updates/s. */
+  trailersPerCustomer: number;
 }
 
-export const LIVE_RUNS: Run[] = [
-  { name: '(a) 5,000 subs / 500 customers / 500 upd/s', subscribers: 5000, customers: 500, rate: 500 },
-  { name: '(b) 1,000 subs / 1 customer / 50 upd/s', subscribers: 1000, customers: 1, rate: 50 },
+export const LIVE_RUNS: LiveRun[] = [
+  { name: '(a) 5,000 subs / 500 customers / 500 upd/s', subscribers: 5000, customers: 500, rate: 500, trailersPerCustomer: 2 },
+  { name: '(b) 1,000 subs / 1 customer / 50 upd/s', subscribers: 1000, customers: 1, rate: 50, trailersPerCustomer: 50 },
 ];
+
+const now = () => performance.timeOrigin + performance.now();
 
 function child(file: string, args: string[]) {
   const process_ = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', file, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
@@ -35,48 +47,151 @@ function child(file: string, args: string[]) {
   };
 }
 
-export async function measure(mode: 'trailwire' | 'bare', run: Run, seconds: number, clientProcesses: number) {
-  const server = child(SERVER, [mode, String(run.customers)]);
-  const { port, tokens } = JSON.parse(await server.next()) as { port: number; tokens: string[] };
-  server.send('rss');
-  const { rss: rssStart } = JSON.parse(await server.next()) as { rss: number };
+interface Posted {
+  /** Payloads answered 202. */
+  accepted: number;
+  refused: number;
+  startedAt: number;
+  /** Payload sequence number -> epoch ms its 202 arrived. */
+  acks: Record<number, number>;
+}
+
+/** POSTs `rate` gps-basic payloads a second for `seconds`, round-robin over customers and their trailers. */
+async function postPayloads(url: string, token: string, vins: string[][], run: LiveRun, seconds: number): Promise<Posted> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 32 });
+  const acks: Record<number, number> = {};
+  let refused = 0;
+  const pending = new Set<Promise<void>>();
+  const post = (seq: number) => {
+    const vin = vins[seq % run.customers]![Math.floor(seq / run.customers) % run.trailersPerCustomer]!;
+    // The fix time carries the sequence number back out on the stream (telemetry.timestamp).
+    const body = JSON.stringify({ timestamp: PAYLOAD_EPOCH_SECONDS + seq, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 89, bearingDeg: 271 });
+    const done = new Promise<void>((resolve) => {
+      const req = request(`${url}/api/v1/telemetry/intake/${vin}`, {
+        method: 'POST',
+        agent,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      });
+      req.on('response', (res) => {
+        if (res.statusCode === 202) acks[seq] = now();
+        else refused++;
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', () => {
+        refused++;
+        resolve();
+      });
+      req.end(body);
+    });
+    pending.add(done);
+    void done.then(() => pending.delete(done));
+  };
+  const startedAt = now();
+  const started = performance.now();
+  let sent = 0;
+  await new Promise<void>((resolve) => {
+    const timer = setInterval(() => {
+      const due = Math.floor(((performance.now() - started) / 1000) * run.rate);
+      while (sent < due) post(sent++);
+      if (performance.now() - started >= seconds * 1000) {
+        clearInterval(timer);
+        resolve();
+      }
+    }, 10);
+  });
+  await Promise.all(pending);
+  agent.destroy();
+  return { accepted: Object.keys(acks).length, refused, startedAt, acks };
+}
+
+interface ClientReport {
+  received: number;
+  lastAt: number;
+  publishLatencies: number[];
+  ackLatencies: number[];
+}
+
+/** One server (Trailwire or bare) under one run's load; answers its row. */
+export async function measure(mode: 'trailwire' | 'bare', run: LiveRun, seconds: number, clientProcesses: number) {
+  const server = child(SERVER, [mode, String(run.customers), String(run.trailersPerCustomer)]);
+  const ready = JSON.parse(await server.next()) as { port: number; url: string; partnerToken: string; tokens: string[]; vins: string[][] };
+  const rss = async () => {
+    server.send('rss');
+    return (JSON.parse(await server.next()) as { rss: number }).rss;
+  };
+  const rssStart = await rss();
   // Subscriber i belongs to customer i % customers.
   const assignments: string[][] = Array.from({ length: clientProcesses }, () => []);
-  for (let i = 0; i < run.subscribers; i++) assignments[i % clientProcesses]!.push(tokens[i % run.customers]!);
+  for (let i = 0; i < run.subscribers; i++) assignments[i % clientProcesses]!.push(ready.tokens[i % run.customers]!);
   const clients = assignments.map(() => child(CLIENTS, []));
-  clients.forEach((client, i) => client.send(JSON.stringify({ port, tokens: assignments[i], perConnection: 50 })));
+  clients.forEach((client, i) => client.send(JSON.stringify({ port: ready.port, tokens: assignments[i], perConnection: 50 })));
   for (const client of clients) if ((await client.next()) !== 'ready') throw new Error('subscribers did not start');
-  server.send(`publish ${seconds} ${run.rate}`);
-  const { published, rssIdle } = JSON.parse(await server.next()) as { published: number; rssIdle: number };
-  await new Promise((resolve) => setTimeout(resolve, 1000)); // let the last messages land
-  const reports = [];
-  for (const client of clients) {
-    client.send('report');
-    reports.push(JSON.parse(await client.next()) as { received: number; latencies: number[] });
+  const rssIdle = await rss();
+
+  let published: number;
+  let startedAt: number;
+  let acks: Record<number, number> = {};
+  let refused = 0;
+  if (mode === 'trailwire') {
+    const posted = await postPayloads(ready.url, ready.partnerToken, ready.vins, run, seconds);
+    ({ accepted: published, startedAt, acks, refused } = posted);
+  } else {
+    server.send(`publish ${seconds} ${run.rate}`);
+    ({ published, startedAt } = JSON.parse(await server.next()) as { published: number; startedAt: number });
   }
-  server.process.kill();
-  const latencies = reports.flatMap((report) => report.latencies);
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // let the queue drain and the last messages land
+  server.send('stats');
+  const stats = JSON.parse(await server.next()) as { hub: { pendingTrailers: number }; loopDelayMs: { p50: number; p99: number; max: number } };
+
+  const reports: ClientReport[] = [];
+  const ackLine = `report ${JSON.stringify(mode === 'trailwire' ? acks : {})}`;
+  for (const client of clients) {
+    client.send(ackLine);
+    reports.push(JSON.parse(await client.next()) as ClientReport);
+  }
+  server.send('close');
+  await once(server.process, 'exit');
+
+  const ackLatencies = reports.flatMap((report) => report.ackLatencies);
+  const publishLatencies = reports.flatMap((report) => report.publishLatencies);
   const delivered = reports.reduce((sum, report) => sum + report.received, 0);
   const offered = published * (run.subscribers / run.customers);
+  const lastAt = Math.max(...reports.map((report) => report.lastAt));
   return {
-    server: mode,
-    'p50 ms': round(percentile(latencies, 50), 1),
-    'p99 ms': round(percentile(latencies, 99), 1),
-    'delivered/offered': `${delivered}/${offered}`,
-    'msgs/s': Math.round(delivered / seconds),
-    'KiB RSS/idle sub': round((rssIdle - rssStart) / 1024 / run.subscribers, 1),
+    row: {
+      server: mode,
+      '202→stream p50 ms': mode === 'trailwire' ? round(percentile(ackLatencies, 50), 1) : '-',
+      '202→stream p99 ms': mode === 'trailwire' ? round(percentile(ackLatencies, 99), 1) : '-',
+      'publish→stream p50 ms': round(percentile(publishLatencies, 50), 1),
+      'publish→stream p99 ms': round(percentile(publishLatencies, 99), 1),
+      'delivered/offered': `${delivered}/${offered}`,
+      'msgs/s': Math.round(delivered / ((lastAt - startedAt) / 1000)),
+      'KiB RSS/idle sub': round((rssIdle - rssStart) / 1024 / run.subscribers, 1),
+    },
+    facts: { published, refused, delivered, offered, rssStart, rssIdle, pendingAtEnd: stats.hub.pendingTrailers, loopDelayMs: stats.loopDelayMs },
   };
 }
 
+/** Runs both fan-out runs (Trailwire beside bare grpc-js), prints them, writes bench/results/livefeed-*.json. */
 export async function runLiveFeedBench(options: { seconds?: number; clientProcesses?: number } = {}) {
   const seconds = options.seconds ?? 10;
   const clientProcesses = options.clientProcesses ?? 4;
   const results = [];
   for (const run of LIVE_RUNS) {
-    const rows = [await measure('trailwire', run, seconds, clientProcesses), await measure('bare', run, seconds, clientProcesses)];
-    const ratio = round((rows[0]!['msgs/s'] as number) / (rows[1]!['msgs/s'] as number), 2);
-    printTable(`LiveFeed ${run.name}, ${seconds} s, Trailwire/bare msgs/s = ${ratio}`, rows);
-    results.push({ run, rows, trailwireOverBareMsgs: ratio });
+    const trailwire = await measure('trailwire', run, seconds, clientProcesses);
+    const bare = await measure('bare', run, seconds, clientProcesses);
+    const ratio = round(trailwire.row['msgs/s'] / bare.row['msgs/s'], 2);
+    const [delivered, offered] = trailwire.row['delivered/offered'].split('/').map(Number) as [number, number];
+    const p99 = trailwire.row['202→stream p99 ms'] as number;
+    const rssPerSub = trailwire.row['KiB RSS/idle sub'];
+    const targets =
+      run.customers > 1
+        ? { 'p99 < 50 ms': p99 < 50, 'RSS < 25 KiB/sub': rssPerSub < 25 }
+        : { 'nothing lost': delivered === offered && trailwire.facts.refused === 0, 'p99 < 250 ms': p99 < 250, '≥ 0.8 of bare msgs/s': ratio >= 0.8, 'RSS < 25 KiB/sub': rssPerSub < 25 };
+    printTable(`LiveFeed ${run.name}, ${seconds} s, Trailwire/bare msgs/s = ${ratio}`, [trailwire.row, bare.row]);
+    console.log(`targets: ${Object.entries(targets).map(([name, met]) => `${name} ${met ? 'met' : 'MISSED'}`).join(', ')}`);
+    results.push({ run, rows: [trailwire.row, bare.row], facts: { trailwire: trailwire.facts, bare: bare.facts }, trailwireOverBareMsgs: ratio, targets });
   }
   console.log(`results: ${writeResults('livefeed', { seconds, clientProcesses, results })}`);
   return results;

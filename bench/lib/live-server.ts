@@ -1,102 +1,131 @@
 /**
- * A LiveFeed server under test for the fan-out benchmark, in its own process. `trailwire` serves the
- * real LiveFeed (core live hub + gRPC adapter); `bare` is a plain @grpc/grpc-js server that streams
- * the same pre-encoded messages to the same subscribers (the transport's own ceiling). Both publish
- * `rate` updates per second spread over `customers` customers, each message carrying its creation
- * time (`ts`) so clients measure publish-to-receive latency.
+ * A LiveFeed server under test for the fan-out benchmark, in its own process. `trailwire` is the
+ * real standalone server (`startServer`: HTTP intake, durable SQLite queue, intake worker, live hub,
+ * gRPC LiveFeed) whose updates come from partner payloads the benchmark POSTs to the intake; `bare`
+ * is a plain @grpc/grpc-js server that streams the same kind of pre-encoded message to the same
+ * subscribers (the transport's own ceiling), publishing in-process. Every customer has one fleet of
+ * `trailersPerCustomer` trailers; `ts` of every update is when it was created, so clients can
+ * measure publish-to-receive latency.
  *
- * Protocol on stdio: prints `{port, tokens}` when ready; `publish <seconds>` starts publishing and
- * answers `{published, rssBefore, rssIdle}` when done; `rss` answers the current RSS.
+ * Protocol on stdio: prints `{port, url, partnerToken, tokens, vins}` when ready (`vins[c]` are the
+ * VINs of customer c); `rss` answers `{rss}`; `publish <seconds> <rate>` (bare) publishes `rate`
+ * updates per second spread round-robin over the customers and answers `{published, startedAt}`;
+ * `stats` answers the live hub's counters and the event-loop delay since the last `rss`; `close` stops.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
-import { startGrpcServer } from '../../adapters/grpc/grpc-server.ts';
+import { pino } from 'pino';
 import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from '../../adapters/grpc/live-update-message.ts';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from '../../adapters/grpc/proto.ts';
+import { startServer } from '../../adapters/server/index.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import type { Trailer } from '../../core/model.ts';
 import { createTrailwire } from '../../core/trailwire.ts';
+import { withCheckDigit } from '../../core/vin.ts';
+import { builtInProducts } from '../../products/index.ts';
 
-const [mode, customersArg] = process.argv.slice(2);
+const [mode, customersArg, trailersArg] = process.argv.slice(2);
 const customers = Number(customersArg);
-const rssBefore = process.memoryUsage().rss;
+const trailersPerCustomer = Number(trailersArg);
+if (mode !== 'trailwire' && mode !== 'bare') throw new Error(`unknown mode ${mode}`);
 
-const trailwire = await createTrailwire({ store: await openSqliteStore({ file: join(mkdtempSync(join(tmpdir(), 'trailwire-live-bench-')), 'b.db') }) });
-const customerIds: string[] = [];
+// The data set and the tokens are made first, over the file the server then opens: the server
+// starts as an operator's would, on an existing database. Both modes run the real server; the bare
+// one just does not serve its LiveFeed (it listens on an ephemeral port nobody calls).
+const dir = mkdtempSync(join(tmpdir(), 'trailwire-live-bench-'));
+const file = join(dir, 'bench.db');
+const setup = await createTrailwire({ store: await openSqliteStore({ file }), products: builtInProducts });
 const tokens: string[] = [];
-for (let i = 0; i < customers; i++) {
-  const { principal } = await trailwire.auth.createCustomer({ name: `Customer ${i}` });
-  customerIds.push(principal.id);
-  tokens.push(trailwire.tokens.mint(principal).accessToken);
+const vins: string[][] = [];
+const trailers: Trailer[][] = [];
+const fleets: Array<{ id: number; name: string; customerId: string }> = [];
+for (let c = 0; c < customers; c++) {
+  const { principal } = await setup.auth.createCustomer({ name: `Customer ${c}` });
+  tokens.push(setup.tokens.mint(principal).accessToken);
+  const fleet = await setup.admin.createFleet({ customerId: principal.id, name: `Fleet ${c}` });
+  fleets.push({ id: fleet.id, name: fleet.name, customerId: principal.id });
+  vins.push([]);
+  trailers.push([]);
+  for (let t = 0; t < trailersPerCustomer; t++) {
+    const vin = withCheckDigit(`1BNLF${String(c).padStart(3, '0')}0A${String(t).padStart(7, '0')}`);
+    vins[c]!.push(vin);
+    trailers[c]!.push(await setup.admin.registerTrailer({ fleetId: fleet.id, vin, unitId: `TR-${t}` }));
+  }
 }
+const partner = await setup.auth.createPartner({ name: 'Bench tracker', product: 'gps-basic' });
+const partnerToken = (await setup.auth.authenticate('partners', partner.apiKey, 'bench')).token.accessToken;
+await setup.close();
 
-function eventFor(customer: number, seq: number): LiveTrailerEvent {
-  const trailer: Trailer = {
-    id: `trailer-${customer}-${seq % 50}`,
-    fleetId: customer + 1,
-    unitId: `TR-${seq % 50}`,
-    vin: '1HGCM82633A004352',
-    active: true,
-    statusName: 'OK',
-    statusDate: Date.now(),
-    faultedDevices: 0,
-    warningDevices: 0,
-    telemetry: { timestamp: Date.now(), lat: 41.88, long: -87.63, speed: 55.5, heading: 'NE' },
-    createdAt: 0,
-  };
-  return { customerId: customerIds[customer]!, fleet: { id: customer + 1, name: `Fleet ${customer}` }, trailer, ts: Date.now() };
-}
+const server = await startServer({ db: file, port: 0, grpcPort: 0, host: '127.0.0.1', logger: pino({ level: 'silent' }) });
+const { trailwire } = server;
 
-let publish: (customer: number, seq: number) => void;
-let port: number;
-if (mode === 'trailwire') {
-  const server = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: trailwire.tokens, hub: trailwire.live, heartbeatIntervalMs: 15_000 });
-  port = server.port;
-  publish = (customer, seq) => void trailwire.live.publish(eventFor(customer, seq));
-} else {
-  // The bare server: the same bytes to the same streams, no auth, no hub, no back-pressure policy.
-  const HEARTBEAT_BYTES = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
+let port = server.grpcPort;
+let publish: ((customer: number, seq: number) => void) | undefined;
+if (mode === 'bare') {
+  // The same bytes to the same streams, no auth, no hub, no back-pressure policy.
+  const heartbeat = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
   const streams = new Map<string, grpc.ServerWritableStream<unknown, Buffer>[]>();
-  const server = new grpc.Server();
-  server.addService(liveFeedServiceDefinition, {
+  const bare = new grpc.Server();
+  bare.addService(liveFeedServiceDefinition, {
     Subscribe: (call: grpc.ServerWritableStream<unknown, Buffer>) => {
       const token = String(call.metadata.get('authorization')[0] ?? '').replace(/^Bearer /, '');
-      const customerId = customerIds[tokens.indexOf(token)]!;
+      const customerId = fleets[tokens.indexOf(token)]!.customerId;
       const list = streams.get(customerId) ?? [];
       list.push(call);
       streams.set(customerId, list);
       call.on('cancelled', () => list.splice(list.indexOf(call), 1));
-      call.write(HEARTBEAT_BYTES);
+      call.write(heartbeat);
     },
   });
   port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    bare.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
   );
   publish = (customer, seq) => {
-    const bytes = encodeLiveUpdateResponse(liveUpdateResponseOf(eventFor(customer, seq)));
-    for (const call of streams.get(customerIds[customer]!) ?? []) call.write(bytes);
+    const fleet = fleets[customer]!;
+    const now = Date.now();
+    // The state a gps-basic fix leaves: what the worker would publish for it.
+    const trailer: Trailer = {
+      ...trailers[customer]![seq % trailersPerCustomer]!,
+      statusDate: now,
+      telemetry: { timestamp: now, lat: 41.88, long: -87.63, speed: 55.3, heading: 'W' },
+    };
+    const event: LiveTrailerEvent = { customerId: fleet.customerId, fleet: { id: fleet.id, name: fleet.name }, trailer, ts: now };
+    const bytes = encodeLiveUpdateResponse(liveUpdateResponseOf(event));
+    for (const call of streams.get(fleet.customerId) ?? []) call.write(bytes);
   };
 }
 
-console.log(JSON.stringify({ port, tokens }));
+// Event-loop delay under load (reset by `rss`, read by `stats`): what stalls every stream at once.
+const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+loopDelay.enable();
+console.log(JSON.stringify({ port, url: server.url, partnerToken, tokens, vins }));
 for await (const line of createInterface({ input: process.stdin })) {
   const [command, ...args] = line.split(' ');
-  if (command === 'rss') console.log(JSON.stringify({ rss: process.memoryUsage().rss, rssBefore }));
-  if (command === 'publish') {
+  if (command === 'rss') {
+    console.log(JSON.stringify({ rss: process.memoryUsage().rss }));
+    loopDelay.reset();
+  }
+  if (command === 'stats') {
+    const ms = (ns: number) => Math.round(ns / 1e4) / 100;
+    console.log(JSON.stringify({ hub: trailwire.live.stats(), loopDelayMs: { p50: ms(loopDelay.percentile(50)), p99: ms(loopDelay.percentile(99)), max: ms(loopDelay.max) } }));
+  }
+  if (command === 'publish' && publish) {
     const [seconds, rate] = args.map(Number) as [number, number];
-    const rssIdle = process.memoryUsage().rss;
+    const emit = publish;
     let published = 0;
+    const startedAt = performance.timeOrigin + performance.now();
     const started = performance.now();
     // Publish in 10 ms ticks, spreading updates round-robin over the customers.
     await new Promise<void>((resolve) => {
       const timer = setInterval(() => {
         const due = Math.floor(((performance.now() - started) / 1000) * rate);
         while (published < due) {
-          publish(published % customers, Math.floor(published / customers));
+          emit(published % customers, Math.floor(published / customers));
           published++;
         }
         if (performance.now() - started >= seconds * 1000) {
@@ -105,6 +134,11 @@ for await (const line of createInterface({ input: process.stdin })) {
         }
       }, 10);
     });
-    console.log(JSON.stringify({ published, rssIdle, rssAfter: process.memoryUsage().rss }));
+    console.log(JSON.stringify({ published, startedAt }));
+  }
+  if (command === 'close') {
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(0);
   }
 }
