@@ -249,13 +249,17 @@ export class SqliteIntakeQueue implements IntakeQueue {
     } catch {
       this.options.lockHandoff?.release();
       // One bad row must not fail its neighbours: try them one transaction each.
+      let created = false;
       for (const entry of group) {
         try {
-          entry.resolve(this.enqueueGroup.immediate([entry.item])[0]!);
+          const [result] = this.enqueueGroup.immediate([entry.item]);
+          created ||= result!.created;
+          entry.resolve(result!);
         } catch (error) {
           entry.reject(error);
         }
       }
+      if (created) this.options.onEnqueued?.();
       return;
     }
     if (results === 'locked') {
