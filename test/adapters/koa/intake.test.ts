@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import type { SqliteStore } from '../../../adapters/sqlite/index.ts';
 import { defineProduct } from '../../../core/products.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { assertProblem, uniqueVin } from '../../support/fixtures.ts';
@@ -98,6 +99,31 @@ describe('partner intake over HTTP', () => {
     assert.equal(await app.trailwire.intake!.queue.depth(), before);
   });
 
+  it('reads the body itself: charset parameters, compressed or chunked oversized bodies, header checks', async () => {
+    await at(0.5);
+    const vin = uniqueVin();
+    const ok = await post(gpsPartner.token, vin, JSON.stringify(gps(2)), { 'content-type': 'application/json; charset=utf-8' });
+    assert.equal(ok.status, 202);
+    assertProblem(await post(gpsPartner.token, vin, JSON.stringify(gps(3)), { 'content-type': 'application/json', 'content-encoding': 'gzip' }), 415);
+    // No Content-Length: the limit is enforced while the body streams in.
+    const chunked = await fetch(`${app.url}/api/v1/telemetry/intake/${vin}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${gpsPartner.token}`, 'content-type': 'application/json' },
+      body: new ReadableStream({
+        start(controller) {
+          for (let i = 0; i < 8; i++) controller.enqueue(new TextEncoder().encode(' '.repeat(512)));
+          controller.close();
+        },
+      }),
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(chunked.status, 413);
+    assertProblem(await post(gpsPartner.token, vin, gps(4), { 'idempotency-key': 'x'.repeat(256) }), 400, '/headers/idempotency-key');
+    assertProblem(await app.call('GET', '/api/v1/telemetry/intake/status/no-such-id', { token: gpsPartner.token }), 404);
+    const db = (app.trailwire.store as SqliteStore).db;
+    assert.equal(db.prepare('SELECT COUNT(*) FROM intake_queue WHERE vin = ?').pluck().get(vin), 1, 'only the accepted payload was stored');
+  });
+
   it('answers 401 without a valid partner token and 403 for a customer token', async () => {
     const vin = uniqueVin();
     const missing = await app.call('POST', `/api/v1/telemetry/intake/${vin}`, { body: gps(1) });
@@ -130,6 +156,8 @@ describe('partner intake over HTTP', () => {
     assert.equal(again.status, 202);
     assert.equal(again.body.id, first.body.id);
     assert.equal(again.headers.get('location'), first.headers.get('location'));
+    assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    assert.equal(first.headers.get('idempotent-replayed'), null);
     assert.equal(await app.trailwire.intake!.queue.depth(), depth);
     const other = await post(tpmsPartner.token, vin, tpms([100]), { 'idempotency-key': 'order-1' });
     assert.equal(other.status, 202);
