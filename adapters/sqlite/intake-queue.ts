@@ -105,6 +105,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private flushScheduled = false;
   private readonly enqueueGroup: Database.Transaction<(items: NewIntake[]) => EnqueueResult[]>;
   private readonly settleAll: Database.Transaction<(outcomes: readonly IntakeOutcome[]) => void>;
+  /** The connection's own busy timeout, restored after each attempt that must not wait. */
+  private readonly busyTimeoutMs: number;
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -154,9 +156,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
            SELECT seq FROM intake_queue INDEXED BY intake_processed WHERE status = 'processed' AND processed_at < ? LIMIT ?)`,
       ),
       depth: db.prepare<[], { n: number }>(`SELECT COUNT(*) AS n FROM intake_queue WHERE status IN ('queued', 'processing')`),
-      noBusyWait: db.prepare('PRAGMA busy_timeout = 0'),
-      restoreBusyWait: db.prepare(`PRAGMA busy_timeout = ${Number(db.pragma('busy_timeout', { simple: true }))}`),
     };
+    this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
     this.enqueueGroup = db.transaction((items: NewIntake[]) => items.map((item) => this.insertOne(item)));
     this.settleAll = db.transaction((outcomes: readonly IntakeOutcome[]) => {
       for (const outcome of outcomes) {
@@ -283,14 +284,15 @@ export class SqliteIntakeQueue implements IntakeQueue {
    * would hold the whole event loop, so a locked database answers 'locked' and the caller retries.
    */
   private withoutWaiting<T>(write: () => T): T | 'locked' {
-    this.sql.noBusyWait.get();
+    // Not a prepared statement: SQLite applies this pragma when it is prepared, not when it runs.
+    this.db.pragma('busy_timeout = 0');
     try {
       return write();
     } catch (error) {
       if ((error as { code?: string }).code === 'SQLITE_BUSY') return 'locked';
       throw error;
     } finally {
-      this.sql.restoreBusyWait.get();
+      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     }
   }
 

@@ -86,7 +86,7 @@ const worker = new IntakeWorker(
         attempts: record.attempts,
         reason: error instanceof Error ? error.message : String(error),
       }),
-    onRoundFailed: (error) => log({ level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error) }),
+    onRoundFailed: (error) => log({ level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack }),
   },
   data.worker,
 );

@@ -33,24 +33,17 @@ async function serve(extra: string[] = []): Promise<{ url: string; child: ChildP
   throw new Error('serve printed nothing');
 }
 
-it('every payload acknowledged with 202 before a SIGKILL is processed after the restart', { timeout: 60_000 }, async () => {
-  const partner = JSON.parse(execFileSync(process.execPath, [bin, 'partners', 'create', '--name', 'Crash Co', '--product', 'gps-basic', '--db', db, '--json'], { env }).toString());
-  // The first process only takes intake, so every payload is still queued at the kill and the
-  // restarted process has to do all the processing.
-  const first = await serve(['--no-intake-worker']);
-  const auth = await fetch(`${first.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': partner.apiKey } });
-  const token = ((await auth.json()) as { access_token: string }).access_token;
-
+/** Sends `total` gps-basic payloads over `senders` connections; answers the ids of the 202s, in order of the answers. */
+async function sendAll(url: string, token: string, total: number, senders = 16): Promise<string[]> {
   const acknowledged: string[] = [];
-  const total = 400;
   let next = 0;
-  // 16 concurrent senders; the kill comes the instant the last 202 is read.
   await Promise.all(
-    Array.from({ length: 16 }, async () => {
+    Array.from({ length: senders }, async () => {
       while (next < total) {
         const i = next++;
-        const vin = withCheckDigit(`1CRASH${String(i).padStart(4, '0')}0000000`.slice(0, 17));
-        const response = await fetch(`${first.url}/api/v1/telemetry/intake/${vin}`, {
+        // 100 VINs, so that several payloads of one VIN are in flight at once.
+        const vin = withCheckDigit(`1CRASH000${String(i % 100).padStart(8, '0')}`);
+        const response = await fetch(`${url}/api/v1/telemetry/intake/${vin}`, {
           method: 'POST',
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
           body: JSON.stringify({ timestamp: 1767268800 + i, position: { latitude: 41, longitude: -87 }, speedKph: 80, bearingDeg: 10 }),
@@ -60,27 +53,30 @@ it('every payload acknowledged with 202 before a SIGKILL is processed after the 
       }
     }),
   );
-  first.child.kill('SIGKILL');
-  await new Promise((resolve) => first.child.once('exit', resolve));
-  assert.equal(acknowledged.length, total);
+  return acknowledged;
+}
 
-  // Before anything restarts: every acknowledged payload is in the file the killed process left.
-  const store = await openSqliteStore({ file: db });
-  const queue = openSqliteIntakeQueue(store.db);
-  const records = await Promise.all(acknowledged.map((id) => queue.get(id)));
-  await store.close();
-  assert.equal(records.filter((record) => record !== null).length, total, 'every acknowledged payload survived the kill');
-  assert.ok(records.every((record) => record?.status === 'queued'), 'nothing was processed before the kill');
+async function tokenOf(url: string, apiKey: string): Promise<string> {
+  const response = await fetch(`${url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
+  return ((await response.json()) as { access_token: string }).access_token;
+}
 
+async function kill(child: ChildProcess): Promise<void> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+/** Starts the server again on the file and waits until every id is processed (through the status endpoint). */
+async function assertAllProcessedAfterRestart(apiKey: string, acknowledged: string[]): Promise<void> {
   const second = await serve();
-  const auth2 = await fetch(`${second.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': partner.apiKey } });
-  const token2 = ((await auth2.json()) as { access_token: string }).access_token;
+  const token = await tokenOf(second.url, apiKey);
   const deadline = Date.now() + 30_000;
   let pending = [...acknowledged];
   while (pending.length > 0 && Date.now() < deadline) {
     const states = await Promise.all(
       pending.map(async (id) => {
-        const response = await fetch(`${second.url}/api/v1/telemetry/intake/status/${id}`, { headers: { authorization: `Bearer ${token2}` } });
+        const response = await fetch(`${second.url}/api/v1/telemetry/intake/status/${id}`, { headers: { authorization: `Bearer ${token}` } });
         assert.equal(response.status, 200, `payload ${id} is known after the restart`);
         return { id, status: ((await response.json()) as { status: string }).status };
       }),
@@ -90,5 +86,66 @@ it('every payload acknowledged with 202 before a SIGKILL is processed after the 
     if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 100));
   }
   assert.deepEqual(pending, [], 'every acknowledged payload was processed');
-  second.child.kill('SIGTERM');
+  await kill(second.child);
+}
+
+it('every payload acknowledged with 202 before a SIGKILL is in the file, and is processed after the restart', { timeout: 60_000 }, async () => {
+  const partner = JSON.parse(execFileSync(process.execPath, [bin, 'partners', 'create', '--name', 'Crash Co', '--product', 'gps-basic', '--db', db, '--json'], { env }).toString());
+  // The first process only takes intake, so every payload is still queued at the kill and the
+  // restarted process has to do all the processing.
+  const first = await serve(['--no-intake-worker']);
+  const acknowledged = await sendAll(first.url, await tokenOf(first.url, partner.apiKey), 400);
+  // The kill comes the instant the last 202 is read.
+  await kill(first.child);
+  assert.equal(acknowledged.length, 400);
+
+  // Before anything restarts: every acknowledged payload is in the file the killed process left.
+  const store = await openSqliteStore({ file: db });
+  const queue = openSqliteIntakeQueue(store.db);
+  const records = await Promise.all(acknowledged.map((id) => queue.get(id)));
+  await store.close();
+  assert.equal(records.filter((record) => record !== null).length, 400, 'every acknowledged payload survived the kill');
+  assert.ok(records.every((record) => record?.status === 'queued'), 'nothing was processed before the kill');
+
+  await assertAllProcessedAfterRestart(partner.apiKey, acknowledged);
+});
+
+it('a SIGKILL in the middle of processing loses nothing either, and applying a payload twice writes it once', { timeout: 60_000 }, async () => {
+  // A backlog written straight into the file: this case is about processing, the one above about intake.
+  const total = 20_000;
+  const store = await openSqliteStore({ file: db });
+  const queue = openSqliteIntakeQueue(store.db);
+  const fixesBefore = store.db.prepare('SELECT COUNT(*) FROM gps_fixes').pluck().get() as number;
+  await Promise.all(
+    Array.from({ length: total }, (_, i) =>
+      queue.enqueue({
+        id: `backlog-${String(i).padStart(6, '0')}`,
+        partnerId: 'partner-1',
+        product: 'gps-basic',
+        vin: withCheckDigit(`1BACK000${String(i % 500).padStart(9, '0')}`),
+        payload: JSON.stringify({ timestamp: 1767268800 + i, position: { latitude: 41, longitude: -87 }, speedKph: 80, bearingDeg: 10 }),
+        receivedAt: Date.now(),
+        idempotencyKey: null,
+      }),
+    ),
+  );
+  const processed = store.db.prepare("SELECT COUNT(*) FROM intake_queue WHERE id LIKE 'backlog-%' AND status = 'processed'").pluck();
+  const first = await serve();
+  // The kill comes as soon as processing is seen under way.
+  while ((processed.get() as number) === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+  await kill(first.child);
+  const atKill = processed.get() as number;
+  assert.ok(atKill < total, `the kill came mid-processing (${atKill} of ${total} processed)`);
+
+  const second = await serve();
+  try {
+    const deadline = Date.now() + 30_000;
+    while ((processed.get() as number) < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(processed.get(), total, 'every payload was processed after the restart');
+    assert.equal(store.db.prepare("SELECT COUNT(*) FROM intake_queue WHERE id LIKE 'backlog-%' AND status <> 'processed'").pluck().get(), 0);
+    assert.equal(store.db.prepare('SELECT COUNT(*) FROM gps_fixes').pluck().get(), fixesBefore + total, 'one fix per payload, none twice');
+  } finally {
+    await store.close();
+    await kill(second.child);
+  }
 });

@@ -85,6 +85,14 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 
+  it("leaves the connection's busy timeout as the store set it", async () => {
+    const store = await openSqliteStore({ file: freshFile(), busyTimeoutMs: 4321 });
+    const queue = openSqliteIntakeQueue(store.db);
+    await queue.enqueue(item());
+    assert.equal(store.db.pragma('busy_timeout', { simple: true }), 4321, 'other writers on this connection still wait for the lock');
+    await store.close();
+  });
+
   it('upgrades a file written with the first schema, keeping its payloads claimable', async () => {
     const file = freshFile();
     const db = new Database(file);
