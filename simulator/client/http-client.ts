@@ -41,6 +41,24 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** Do not retry 429s (the caller wants to see them, like the simulator). Default false. */
   noRetryOnRateLimit?: boolean;
+  /**
+   * Answer the first response as it is, whatever its status (no retry of 429, 5xx or network
+   * errors; a 401 still re-authenticates once). For callers that count every answer, like the
+   * simulator. Default false.
+   */
+  noRetry?: boolean;
+}
+
+/** What `GET /api/v1/telemetry/intake/status/{id}` answers. */
+export interface IntakeStatus {
+  id: string;
+  vin: string;
+  product: string;
+  status: 'queued' | 'processing' | 'processed' | 'failed';
+  receivedAt: string;
+  processedAt: string | null;
+  attempts: number;
+  error: string | null;
 }
 
 /** An error response that retries did not cure: the RFC 9457 problem and the status. */
@@ -130,7 +148,7 @@ export class TrailwireClient {
       try {
         response = await this.settings.fetch(url, { method, headers, body });
       } catch (error) {
-        if (attempt >= this.settings.maxRetries) throw error;
+        if (options.noRetry || attempt >= this.settings.maxRetries) throw error;
         await this.settings.sleep(this.backoff(attempt));
         continue;
       }
@@ -141,6 +159,7 @@ export class TrailwireClient {
         this.token = undefined;
         continue;
       }
+      if (options.noRetry) return { status: response.status, headers: response.headers, body: parsed as T };
       const retryable = (response.status === 429 && !options.noRetryOnRateLimit) || response.status >= 500;
       if (!retryable || attempt >= this.settings.maxRetries) {
         if (response.status === 429 && options.noRetryOnRateLimit) return { status: 429, headers: response.headers, body: parsed as T };
@@ -160,13 +179,22 @@ export class TrailwireClient {
     } while (next !== undefined);
   }
 
-  /** Posts one telemetry payload (partner clients). Answers the 202 body, or the 429 when told not to retry. */
-  async sendTelemetry(vin: string, payload: unknown, options: { idempotencyKey?: string; noRetryOnRateLimit?: boolean } = {}) {
+  /**
+   * Posts one telemetry payload (partner clients). Answers the 202 body, or the 429 when told not to
+   * retry, or any answer with `noRetry`.
+   */
+  async sendTelemetry(vin: string, payload: unknown, options: { idempotencyKey?: string; noRetryOnRateLimit?: boolean; noRetry?: boolean } = {}) {
     return this.request<{ id: string; status: string }>('POST', `/api/v1/telemetry/intake/${encodeURIComponent(vin)}`, {
       body: payload,
       headers: options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {},
       noRetryOnRateLimit: options.noRetryOnRateLimit,
+      noRetry: options.noRetry,
     });
+  }
+
+  /** The state of one of this partner's intake payloads (`queued`, `processing`, `processed`, `failed`). */
+  async intakeStatus(id: string, options: { noRetry?: boolean } = {}) {
+    return this.request<IntakeStatus>('GET', `/api/v1/telemetry/intake/status/${encodeURIComponent(id)}`, { noRetry: options.noRetry });
   }
 
   private async authenticate(): Promise<string> {
