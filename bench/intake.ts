@@ -1,8 +1,16 @@
 /**
- * Intake benchmark (issue 3): 202/s and latency at 50 connections for Trailwire's intake in both
- * durability modes, beside a bare node:http server that parses the JSON and answers 202 and a bare
- * Koa + @koa/router app doing the same, all measured in the same run, each server in its own process.
- * For Trailwire it also reports the queue: depth while loaded, and how fast the workers drain it.
+ * Intake benchmark (issue 3): 202/s and latency at 50 connections for Trailwire's intake beside a
+ * bare node:http server that parses the JSON and answers 202 and a bare Koa + @koa/router app doing
+ * the same, all in the same run, each server in its own process (`lib/intake-server.ts`) so that the
+ * load generator does not share its event loop. Trailwire runs in both durability modes with
+ * processing in its worker thread (the default), and — to show what the thread is worth and what
+ * the accept path alone costs — with processing on the event loop and with no processing at all.
+ * For each Trailwire row it reports the queue: how far behind processing was when the load ended,
+ * the deepest it got, and the drain rate (payloads processed per second, catching up included).
+ *
+ * Every request is a new GPS fix of one of 1,000 VINs (a distinct row to write each time); the token
+ * is reused; gps-basic's per-VIN limit is raised for the run. Each server gets a short warm-up
+ * first. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10 by default).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -13,77 +21,129 @@ import { withCheckDigit } from '../core/vin.ts';
 import { printTable, round, writeResults } from './lib/results.ts';
 
 const SERVER = new URL('./lib/intake-server.ts', import.meta.url).pathname;
-const MODES = ['node-http', 'koa', 'trailwire-process', 'trailwire-power'] as const;
+
+export const INTAKE_BENCH_SERVERS = [
+  'node-http',
+  'koa',
+  'trailwire-process-thread',
+  'trailwire-power-thread',
+  'trailwire-process-inline',
+  'trailwire-process-none',
+] as const;
 
 export interface IntakeBenchOptions {
+  /** Seconds of load per server. Default 10. */
   durationSeconds?: number;
+  /** Seconds of warm-up load per server, not measured. Default 2. */
+  warmupSeconds?: number;
+  /** Concurrent connections. Default 50. */
   connections?: number;
+  /** Distinct VINs the requests cycle over. Default 1,000. */
   vins?: number;
+  /** Which servers to measure. Default: all of `INTAKE_BENCH_SERVERS`. */
+  servers?: readonly (typeof INTAKE_BENCH_SERVERS)[number][];
 }
 
-async function startChild(mode: string): Promise<{ child: ChildProcess; url: string; token: string; next: () => Promise<any> }> {
+interface Figures {
+  cpuMs: number;
+  cpuMsWithDrain?: number;
+  processed?: number;
+  failed?: number;
+  processedAtLoadEnd?: number;
+  depthAtLoadEnd?: number;
+  maxDepth?: number;
+  drainSeconds?: number | null;
+}
+
+interface RunningChild {
+  child: ChildProcess;
+  url: string;
+  token: string;
+  report(): Promise<Figures>;
+}
+
+async function startChild(mode: string): Promise<RunningChild> {
   const child = spawn(process.execPath, ['--import', 'tsx', SERVER, mode], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
-  const next = async () => JSON.parse((await lines.next()).value as string);
+  const next = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`the ${mode} server ended early`);
+    return JSON.parse(value as string);
+  };
   const ready = await next();
-  return { child, url: ready.url, token: ready.token, next };
+  return {
+    child,
+    url: ready.url,
+    token: ready.token,
+    report: () => {
+      child.stdin!.write('report\n');
+      return next();
+    },
+  };
 }
 
 export async function runIntakeBench(options: IntakeBenchOptions = {}) {
   const duration = options.durationSeconds ?? 10;
+  const warmup = options.warmupSeconds ?? 2;
   const connections = options.connections ?? 50;
-  const vins = Array.from({ length: options.vins ?? 1000 }, (_, i) => withCheckDigit(`1BNCH${String(i).padStart(5, '0')}0000000`.slice(0, 17)));
-  const body = JSON.stringify({ timestamp: 1780315200, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 });
-  const rows = [];
-  const raw: Record<string, unknown> = {};
-
-  for (const mode of MODES) {
-    const server = await startChild(mode);
+  // Position 9 is the check digit, so the running number sits after it: every VIN is distinct.
+  const vins = Array.from({ length: options.vins ?? 1000 }, (_, i) => withCheckDigit(`1BNCH0000${String(i).padStart(8, '0')}`));
+  const servers = options.servers ?? INTAKE_BENCH_SERVERS;
+  let timestamp = 1780315200;
+  const load = (server: RunningChild, seconds: number) => {
     let n = 0;
-    let timestamp = 1780315200;
-    const result = await autocannon({
+    return autocannon({
       url: server.url,
       connections,
-      duration,
+      duration: seconds,
       requests: [
         {
           method: 'POST',
           headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
-          // Each request a new fix of one of many VINs, so the queue writes real, distinct rows.
           setupRequest: (request: Record<string, unknown>) => ({
             ...request,
             path: `/api/v1/telemetry/intake/${vins[n++ % vins.length]}`,
-            body: body.replace('1780315200', String(timestamp++)),
+            body: JSON.stringify({ timestamp: timestamp++, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 }),
           }),
         },
       ],
     });
-    server.child.stdin!.write('report\n');
-    const queue = await server.next();
-    server.child.kill();
-    const accepted = result['2xx'];
-    const seconds = result.duration;
-    raw[mode] = { requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, queue };
-    rows.push({
-      server: mode,
-      '202/s': Math.round(accepted / seconds),
-      'p50 ms': result.latency.p50,
-      'p99 ms': result.latency.p99,
-      non2xx: result.non2xx,
-      errors: result.errors,
-      ...(queue.processed !== undefined
-        ? {
-            'drained/s': Math.round(queue.processed / (seconds + queue.drainSeconds)),
-            'max depth': queue.maxDepth,
-            'drain after load s': round(queue.drainSeconds, 2),
-          }
-        : { 'drained/s': '-', 'max depth': '-', 'drain after load s': '-' }),
-    });
+  };
+
+  const rows: Array<Record<string, string | number>> = [];
+  const raw: Record<string, unknown> = {};
+  for (const mode of servers) {
+    const server = await startChild(mode);
+    try {
+      await load(server, warmup);
+      const before = await server.report();
+      const result = await load(server, duration);
+      const after = await server.report();
+      const accepted = result['2xx'] as number;
+      const seconds = result.duration as number;
+      const cpuMs = after.cpuMs - (before.cpuMsWithDrain ?? before.cpuMs);
+      raw[mode] = { requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, before, after };
+      const processed = after.processed === undefined ? undefined : after.processed - before.processed!;
+      rows.push({
+        server: mode,
+        '202/s': Math.round(accepted / seconds),
+        'p50 ms': result.latency.p50,
+        'p99 ms': result.latency.p99,
+        'non-2xx': result.non2xx + result.errors,
+        'cpu µs/202': round((cpuMs * 1000) / Math.max(1, accepted), 1),
+        'processed/s': processed === undefined || after.drainSeconds === null ? '-' : Math.round(processed / (seconds + after.drainSeconds!)),
+        'max depth': after.maxDepth ?? '-',
+        'behind at end': after.depthAtLoadEnd ?? '-',
+        'catch-up s': after.drainSeconds === undefined || after.drainSeconds === null ? '-' : round(after.drainSeconds, 2),
+      });
+    } finally {
+      server.child.kill();
+    }
   }
-  const bare = rows[0]!['202/s'] as number;
-  for (const row of rows) (row as Record<string, unknown>)['x bare node:http'] = round((row['202/s'] as number) / bare, 2);
-  printTable(`Intake: ${connections} connections, ${duration} s each, token reused, ${vins.length} VINs (limits raised)`, rows);
-  const results = { durationSeconds: duration, connections, vins: vins.length, rows, raw };
+  const bare = rows.find((row) => row.server === 'node-http')?.['202/s'] as number | undefined;
+  if (bare) for (const row of rows) row['x node:http'] = round((row['202/s'] as number) / bare, 2);
+  printTable(`Intake: ${connections} connections, ${duration} s each after ${warmup} s warm-up, token reused, ${vins.length} VINs (gps-basic limit raised)`, rows);
+  const results = { durationSeconds: duration, warmupSeconds: warmup, connections, vins: vins.length, rows, raw };
   console.log(`results: ${writeResults('intake', results)}`);
   return results;
 }

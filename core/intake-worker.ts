@@ -8,10 +8,12 @@
  * harmlessly (at-least-once processing).
  *
  * Work goes in rounds: claim a batch in arrival order, process each VIN's items one after another
- * (different VINs side by side under a p-queue bound), settle every outcome at once, then publish. A backend that can make a round one unit of work
- * (`unitOfWork`: the SQLite processing thread runs it as one transaction on its own connection)
- * pays one commit per round instead of one per payload. Between rounds the worker yields to the
- * event loop, so a synchronous store never holds requests back for longer than one round.
+ * (different VINs side by side under a p-queue bound), settle every outcome at once, then publish.
+ * After an item that is to be retried, its VIN's later items in the round go back untried. A
+ * backend that can make a round one unit of work (`unitOfWork`: the SQLite processing thread runs
+ * it as one transaction on its own connection) pays one commit per round instead of one per
+ * payload. Between rounds the worker yields to the event loop, so a synchronous store never holds
+ * requests back for longer than one round. Processed payloads are purged after `retentionMs`.
  */
 import PQueue from 'p-queue';
 import type { Clock } from './clock.ts';

@@ -15,6 +15,7 @@ import { openSqliteIntakeQueue } from '../sqlite/intake-queue.ts';
 import { WriteLockHandoff } from '../sqlite/intake-lock-handoff.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { builtInProducts } from '../../products/index.ts';
+import { loadProductModule } from '../../core/products.ts';
 
 export interface ServerOptions {
   /** The SQLite file of the embedded store. Default `./data/trailwire.db`. */
@@ -36,11 +37,13 @@ export interface ServerOptions {
   intakeWorker?: boolean;
   /**
    * Process intake in a worker thread with its own connection (`adapters/sqlite/intake-thread.ts`),
-   * so that processing never takes turns with requests. Default true; it applies only with the
-   * built-in products and the system clock (products given as objects, or an injected clock, keep
-   * processing on the event loop).
+   * so that processing never takes turns with requests. Default true; it applies with the built-in
+   * products and `productModules` and the system clock (products given as objects in `core.products`,
+   * or an injected clock, keep processing on the event loop).
    */
   intakeThread?: boolean;
+  /** Product modules installed besides the built-in products (`loadProductModule` specifiers, relative to the working directory). */
+  productModules?: readonly string[];
   /** Trust X-Forwarded-For for client addresses. Default false. */
   trustProxy?: boolean;
   /** Default: pino at `info` on stdout. */
@@ -68,6 +71,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const logger = options.logger ?? pino();
   const file = options.db ?? DEFAULT_DB_FILE;
   const durability = options.durability ?? 'process';
+  const productModules = options.productModules ?? [];
+  const moduleProducts = await Promise.all(productModules.map((specifier) => loadProductModule(specifier)));
   const store = await openSqliteStore({ file, durability });
   const runWorker = options.intakeWorker ?? true;
   const useThread =
@@ -75,7 +80,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   let thread: IntakeThread | undefined;
   const lockHandoff = useThread ? new WriteLockHandoff() : undefined;
   const trailwire = await createTrailwire({
-    products: builtInProducts,
+    products: [...builtInProducts, ...moduleProducts],
     ...options.core,
     store,
     intakeQueue: openSqliteIntakeQueue(store.db, { onEnqueued: () => thread?.notify(), lockHandoff }),
@@ -86,6 +91,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
         file,
         durability,
         lockHandoff,
+        productModules,
         worker: options.core?.worker,
         onEvents: (events) => {
           for (const event of events)

@@ -57,9 +57,10 @@ function transactionOn(db: Database.Database, handoff: WriteLockHandoff): UnitOf
 const handoff = new WriteLockHandoff(data.lockHandoff);
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
 const queue = openSqliteIntakeQueue(store.db);
-const products = createProductRegistry(
-  data.productModules === null ? builtInProducts : await Promise.all(data.productModules.map((specifier) => loadProductModule(specifier, { cwd: data.cwd }))),
-);
+const products = createProductRegistry([
+  ...builtInProducts,
+  ...(await Promise.all(data.productModules.map((specifier) => loadProductModule(specifier, { cwd: data.cwd })))),
+]);
 let events: LiveTrailerEvent[] = [];
 const worker = new IntakeWorker(
   {

@@ -7,8 +7,8 @@
  * can run each round — claim, writes, settle — as one transaction: one commit per round, not one per
  * payload. Live updates come back to the main thread, which publishes them on its live hub in order.
  *
- * The thread loads products by module specifier (the built-in products by default), since product
- * objects cannot cross threads; a server whose products are objects processes inline instead.
+ * The thread loads products by module specifier (the built-in products, and any others named), since
+ * product objects cannot cross threads; a server given product objects processes inline instead.
  */
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
@@ -22,7 +22,7 @@ export interface IntakeThreadOptions {
   file: string;
   /** As the store's. Default `process`. */
   durability?: SqliteDurability;
-  /** Product modules the thread loads (`loadProductModule` specifiers). Default: the built-in products. */
+  /** Product modules the thread loads besides the built-in products (`loadProductModule` specifiers). Default: none. */
   productModules?: readonly string[];
   /** Where relative product module specifiers resolve. Default: `process.cwd()`. */
   cwd?: string;
@@ -48,7 +48,7 @@ export interface IntakeThreadLog {
 export interface IntakeThreadData {
   file: string;
   durability: SqliteDurability;
-  productModules: readonly string[] | null;
+  productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
   lockHandoff: SharedArrayBuffer;
@@ -120,7 +120,7 @@ export class IntakeThread {
     const data: IntakeThreadData = {
       file: this.options.file,
       durability: this.options.durability ?? 'process',
-      productModules: this.options.productModules ?? null,
+      productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: this.options.worker ?? {},
       lockHandoff: (this.options.lockHandoff ?? new WriteLockHandoff()).buffer,

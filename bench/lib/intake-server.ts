@@ -1,13 +1,18 @@
 /**
- * A server under test for the intake benchmark, run in its own process so the load generator does
- * not share its CPU. Modes: `trailwire-process` / `trailwire-power` (the real service on a temp
- * SQLite file in each durability mode, limits raised so that they do not dominate), `node-http` (a
- * bare node:http server that parses the JSON and answers 202) and `koa` (bare Koa + @koa/router
- * doing the same: the framework's own ceiling). Prints one JSON line `{url, token}` when ready; on a
- * `report` line on stdin, waits for the queue to drain and prints `{...stats}`.
+ * A server under test for the intake benchmark, run in its own process so that the load generator
+ * does not share its event loop. Modes:
+ * - `node-http`: a bare node:http server that reads and parses the JSON and answers 202;
+ * - `koa`: bare Koa + @koa/router doing the same (the framework's own ceiling);
+ * - `trailwire-<durability>-<processing>`: the real service (`startServer`) on a temporary SQLite
+ *   file, durability `process` or `power`, processing `thread` (the default), `inline` (on the event
+ *   loop) or `none` (accepting only, as `serve --no-intake-worker`). gps-basic's per-VIN limit is
+ *   raised so that the limiter never answers 429 during the run.
+ *
+ * Prints one JSON line `{url, token}` when ready. On a `report` line on stdin it waits for the queue
+ * to drain (when something processes it) and prints the queue figures and its own CPU time.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,31 +21,64 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { pino } from 'pino';
 import { startServer } from '../../adapters/server/index.ts';
+import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
 
-const mode = process.argv[2];
+const mode = process.argv[2] ?? '';
+const commands = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const cpuMs = () => {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1000;
+};
 
-async function readJson(req: NodeJS.ReadableStream): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+function readJson(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch (error) {
+        reject(error);
+      }
+    });
+    req.on('error', reject);
+  });
 }
 
-function listen(server: ReturnType<typeof createServer>): Promise<string> {
+function listen(handler: Parameters<typeof createServer>[1]): Promise<string> {
+  const server = createServer(handler);
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)));
 }
 
-const lines = createInterface({ input: process.stdin });
+/** Answers report lines until stdin ends; `figures` runs at each. */
+async function serveReports(figures: () => Promise<object>): Promise<void> {
+  for (;;) {
+    const { done } = await commands.next();
+    if (done) return;
+    console.log(JSON.stringify(await figures()));
+  }
+}
+
+const cpuAtReady = { value: 0 };
+const bare = async () => ({ cpuMs: cpuMs() - cpuAtReady.value });
 
 if (mode === 'node-http') {
-  const url = await listen(
-    createServer(async (req, res) => {
-      await readJson(req);
-      res.writeHead(202, { 'content-type': 'application/json' });
-      res.end('{"status":"queued"}');
-    }),
-  );
+  const url = await listen((req, res) => {
+    readJson(req).then(
+      () => {
+        res.writeHead(202, { 'content-type': 'application/json' });
+        res.end('{"status":"queued"}');
+      },
+      () => {
+        res.writeHead(400);
+        res.end();
+      },
+    );
+  });
+  cpuAtReady.value = cpuMs();
   console.log(JSON.stringify({ url, token: 'none' }));
-  for await (const _ of lines) console.log(JSON.stringify({}));
+  await serveReports(bare);
+  process.exit(0);
 } else if (mode === 'koa') {
   const app = new Koa();
   const router = new Router();
@@ -50,18 +88,23 @@ if (mode === 'node-http') {
     ctx.body = { status: 'queued' };
   });
   app.use(router.routes());
-  const url = await listen(createServer(app.callback()));
+  const url = await listen(app.callback());
+  cpuAtReady.value = cpuMs();
   console.log(JSON.stringify({ url, token: 'none' }));
-  for await (const _ of lines) console.log(JSON.stringify({}));
-} else if (mode === 'trailwire-process' || mode === 'trailwire-power') {
+  await serveReports(bare);
+  process.exit(0);
+} else if (/^trailwire-(process|power)-(thread|inline|none)$/.test(mode)) {
+  const [, durability, processing] = mode.split('-') as [string, SqliteDurability, 'thread' | 'inline' | 'none'];
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-intake-'));
   const server = await startServer({
     db: join(dir, 'bench.db'),
-    durability: mode === 'trailwire-power' ? 'power' : 'process',
+    durability,
     port: 0,
     grpcPort: 0,
     host: '127.0.0.1',
-    logger: pino({ level: 'silent' }),
+    logger: pino({ level: 'warn' }, pino.destination(2)),
+    intakeWorker: processing !== 'none',
+    intakeThread: processing === 'thread',
     // The bench measures intake, not the limiter: gps-basic's per-VIN limit is raised.
     core: { productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 60 } } },
   });
@@ -69,25 +112,37 @@ if (mode === 'node-http') {
   const partner = await trailwire.auth.createPartner({ name: 'Bench', product: 'gps-basic' });
   const token = (await trailwire.auth.authenticate('partners', partner.apiKey, 'bench')).token.accessToken;
   const queue = trailwire.intake!.queue;
-  const worker = trailwire.intake!.worker;
   let maxDepth = 0;
-  const sampler = setInterval(async () => {
-    maxDepth = Math.max(maxDepth, await queue.depth());
+  const sampler = setInterval(() => {
+    void queue.depth().then((depth) => (maxDepth = Math.max(maxDepth, depth)));
   }, 100);
+  cpuAtReady.value = cpuMs();
   console.log(JSON.stringify({ url: server.url, token }));
-  for await (const _ of lines) {
+  await serveReports(async () => {
+    // Called the moment the load ends: how far processing is behind, then how long it takes to catch up.
     const loadEnded = performance.now();
-    const processedAtLoadEnd = worker.counts.processed;
+    const cpuAtLoadEnd = cpuMs() - cpuAtReady.value;
+    const processedAtLoadEnd = server.intakeCounts.processed;
     const depthAtLoadEnd = await queue.depth();
-    while ((await queue.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 20));
-    const drainSeconds = (performance.now() - loadEnded) / 1000;
-    clearInterval(sampler);
-    console.log(JSON.stringify({ processed: worker.counts.processed, processedAtLoadEnd, depthAtLoadEnd, maxDepth, drainSeconds, failed: worker.counts.failed }));
-    await server.close();
-    rmSync(dir, { recursive: true, force: true });
-    process.exit(0);
-  }
+    if (processing !== 'none') while ((await queue.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    const figures = {
+      cpuMs: cpuAtLoadEnd,
+      cpuMsWithDrain: cpuMs() - cpuAtReady.value,
+      processed: server.intakeCounts.processed,
+      failed: server.intakeCounts.failed,
+      processedAtLoadEnd,
+      depthAtLoadEnd,
+      maxDepth,
+      drainSeconds: processing === 'none' ? null : (performance.now() - loadEnded) / 1000,
+    };
+    maxDepth = 0;
+    return figures;
+  });
+  clearInterval(sampler);
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
 } else {
-  console.error(`unknown mode ${mode}`);
+  console.error(`unknown mode ${JSON.stringify(mode)}`);
   process.exit(2);
 }

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { WriteLockHandoff } from '../../../adapters/sqlite/intake-lock-handoff.ts';
@@ -72,6 +73,25 @@ describe('IntakeThread', () => {
     assert.equal((await queue.get(afterStop.record.id))?.status, 'queued', 'a stopped thread processes nothing');
     assert.deepEqual(logs, []);
     await trailwire.close();
+  });
+
+  it('loads the product modules it is given besides the built-in products', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const queue = openSqliteIntakeQueue(store.db);
+    const reefer = { reeferId: 'RF-1', reportedAt: '2026-06-01T12:00:00Z', setpointC: -18, returnAirC: -17, fuelPercent: 80 };
+    const gps = { timestamp: 1780315200, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 100, bearingDeg: 90 };
+    for (const [id, product, payload] of [['reefer-1', 'reefer', reefer], ['gps-1', 'gps-basic', gps]] as const)
+      await queue.enqueue({ id, partnerId: 'p', product, vin: uniqueVin(), payload: JSON.stringify(payload), receivedAt: Date.now(), idempotencyKey: null });
+    const thread = await IntakeThread.start({
+      file,
+      productModules: ['./examples/custom-product/index.ts'],
+      cwd: fileURLToPath(new URL('../../../', import.meta.url)),
+      onEvents: () => {},
+    });
+    await until(() => thread.counts.processed === 2, 'both payloads');
+    await thread.stop();
+    await store.close();
   });
 
   it('refuses a database it cannot share', async () => {
