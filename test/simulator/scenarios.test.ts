@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { embeddedLimits, planSends, SCENARIOS, sendsFor, type PlanOptions, type ScenarioName } from '../../simulator/scenarios.ts';
+
+const START = Date.UTC(2026, 5, 1, 12, 0, 0) + 250; // not on a window boundary
+
+function plan(scenario: ScenarioName, overrides: Partial<PlanOptions> = {}) {
+  const base = { scenario, seed: 7, vins: 10, rate: 100, startAt: START, durationMs: 6000 };
+  const limits = embeddedLimits({ scenario, vins: base.vins, rate: base.rate, windowSeconds: 2 });
+  return planSends({ ...base, limits, ...overrides });
+}
+
+describe('send plans', () => {
+  it('are the same for the same seed and differ for another', () => {
+    for (const scenario of SCENARIOS) assert.deepEqual(plan(scenario), plan(scenario));
+    assert.notDeepEqual(plan('steady').sends, plan('steady', { seed: 8 }).sends);
+  });
+
+  it('keep every send inside its window, away from the edges, in time order', () => {
+    for (const scenario of SCENARIOS) {
+      const { sends, groups, startAt, endAt } = plan(scenario);
+      for (let i = 1; i < sends.length; i++) assert.ok(sends[i - 1]!.at <= sends[i]!.at);
+      for (const send of sends) {
+        const group = groups[send.group]!;
+        assert.ok(send.at >= group.windowStart + 100 && send.at <= group.windowEnd - 100, `${scenario}: ${send.at} in ${group.windowStart}`);
+        assert.ok(send.at >= startAt && send.at <= endAt);
+      }
+      const counted = new Map<number, number>();
+      for (const send of sends) counted.set(send.group, (counted.get(send.group) ?? 0) + 1);
+      groups.forEach((group, index) => assert.equal(counted.get(index), group.planned));
+    }
+  });
+
+  it('steady sends about the requested rate, nothing over a limit', () => {
+    const { sends, groups } = plan('steady', { durationMs: 20_000 });
+    assert.ok(Math.abs(sends.length - 2000) < 200, `${sends.length} sends`);
+    for (const group of groups) assert.ok(group.planned <= group.limit);
+  });
+
+  it('burst goes over the limit for every VIN in every window, front-loaded', () => {
+    const { groups, sends } = plan('burst');
+    assert.ok(groups.length >= 20);
+    for (const group of groups) {
+      assert.equal(group.intent, 'over');
+      assert.ok(group.planned > group.limit);
+    }
+    for (const send of sends) {
+      const group = groups[send.group]!;
+      assert.ok(send.at < Math.max(group.windowStart, START) + (group.windowEnd - Math.max(group.windowStart, START)) / 2 + 1);
+    }
+  });
+
+  it('noisy-vin floods one VIN and keeps the others under their limit', () => {
+    const { groups } = plan('noisy-vin');
+    for (const group of groups) {
+      if (group.vinIndex === 0) assert.ok(group.planned > group.limit);
+      else assert.ok(group.planned <= group.limit && group.intent === 'under');
+    }
+  });
+
+  it('multi-product sends all three products for the same VINs with their own intents', () => {
+    const { groups } = plan('multi-product');
+    const byProduct: Record<string, typeof groups> = {};
+    for (const group of groups) (byProduct[group.product] ??= []).push(group);
+    assert.ok(byProduct['tpms']!.every((g) => g.planned > g.limit));
+    assert.ok(byProduct['cargosafe']!.every((g) => g.planned === g.limit));
+    assert.ok(byProduct['gps-basic']!.every((g) => g.planned <= g.limit));
+    assert.deepEqual(new Set(byProduct['tpms']!.map((g) => g.vinIndex)), new Set(byProduct['cargosafe']!.map((g) => g.vinIndex)));
+  });
+
+  it('aligns windows to the server clock when it differs from the client', () => {
+    const offset = 700;
+    const { sends, groups } = plan('burst', { clockOffsetMs: offset });
+    for (const send of sends) {
+      const group = groups[send.group]!;
+      assert.ok(send.at + offset >= group.windowStart + 100 && send.at + offset <= group.windowEnd - 100);
+    }
+  });
+
+  it('an over intent sends past the limit even when the rate share is small', () => {
+    assert.equal(sendsFor('over', 0.2, 8, () => 0), 10);
+    assert.equal(sendsFor('over', 30, 8, () => 0), 30);
+    assert.equal(sendsFor('under', 30, 8, () => 0), 8);
+    assert.equal(sendsFor('at', 3, 8, () => 0), 8);
+  });
+});
