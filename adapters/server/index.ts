@@ -1,7 +1,9 @@
 /**
  * The standalone Trailwire server: opens the store, assembles the core, serves the Koa app on one
- * HTTP port and the gRPC LiveFeed on another, and runs the intake worker. This is what `trailwire serve` runs and what `examples/standalone` embeds; an
- * integrator with a server of their own mounts the adapters instead.
+ * HTTP port and the gRPC LiveFeed on another, and processes intake — in a worker thread with its own
+ * connection by default, its live updates published on this process's hub. This is what `trailwire
+ * serve` runs and what `examples/standalone` embeds; an integrator with a server of their own
+ * mounts the adapters instead.
  */
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
