@@ -25,8 +25,8 @@ export interface IntakeServiceOptions {
 
 export interface Accepted {
   record: IntakeRecord;
-  /** The limit state of this (product, VIN); absent on an idempotent replay, which counts nothing. */
-  rateLimit?: RateLimitState;
+  /** The limit state of this (product, VIN) (a replay counts nothing, and reports the state as it is). */
+  rateLimit: RateLimitState;
   replayed: boolean;
 }
 
@@ -66,11 +66,12 @@ export class IntakeService {
       });
 
     const now = clock.now();
+    const limiter = this.limiterOf(productName);
     if (idempotencyKey !== null) {
       const earlier = await queue.findByIdempotencyKey(input.claims.sub, idempotencyKey, now - IDEMPOTENCY_WINDOW_MS);
-      if (earlier) return { record: earlier, replayed: true };
+      if (earlier) return { record: earlier, rateLimit: await limiter.peek(vin), replayed: true };
     }
-    const rateLimit = await this.limiterOf(productName).enforce(vin);
+    const rateLimit = await limiter.enforce(vin);
     const { record, created } = await queue.enqueue({
       id: this.options.ids(),
       partnerId: input.claims.sub,

@@ -44,7 +44,7 @@ export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitByt
       rawBody,
       idempotencyKey: ctx.get('idempotency-key') || undefined,
     });
-    if (accepted.rateLimit) setRateLimitHeaders(ctx, accepted.rateLimit);
+    setRateLimitHeaders(ctx, accepted.rateLimit);
     if (accepted.replayed) ctx.set('Idempotent-Replayed', 'true');
     ctx.status = 202;
     ctx.set('Location', `${INTAKE_PATH}/status/${accepted.record.id}`);

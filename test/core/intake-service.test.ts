@@ -103,7 +103,7 @@ describe('IntakeService', () => {
     const again = await accept({ vin, body: gps(1), idempotencyKey: 'batch-42' });
     assert.equal(again.replayed, true);
     assert.equal(again.record.id, first.record.id);
-    assert.equal(again.rateLimit, undefined, 'a replay reports no window: it used none');
+    assert.deepEqual(again.rateLimit, { allowed: false, limit: 2, remaining: 0, resetSeconds: 60 }, 'a replay reports the window as it is, using none of it');
     const different = await accept({ vin, body: gps(3), claims: claimsOf('partner-2'), idempotencyKey: 'batch-42' }).catch((error: unknown) => error);
     assert.ok(isTrailwireError(different) && different.code === 'rate_limited', "another partner's key is its own, and so is counted");
   });

@@ -157,6 +157,7 @@ describe('partner intake over HTTP', () => {
     assert.equal(again.body.id, first.body.id);
     assert.equal(again.headers.get('location'), first.headers.get('location'));
     assert.equal(again.headers.get('idempotent-replayed'), 'true');
+    assert.equal(again.headers.get('ratelimit-remaining'), first.headers.get('ratelimit-remaining'), 'the replay used none of the window');
     assert.equal(first.headers.get('idempotent-replayed'), null);
     assert.equal(await app.trailwire.intake!.queue.depth(), depth);
     const other = await post(tpmsPartner.token, vin, tpms([100]), { 'idempotency-key': 'order-1' });
