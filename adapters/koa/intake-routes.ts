@@ -1,7 +1,8 @@
 /**
  * Partner intake over HTTP (contract 4): the transport's part is the body — `application/json`
- * only (415), at most the configured size (413, checked on Content-Length and while streaming, so
- * an oversized body is never buffered whole), valid JSON (400) — and the 202 with `Location`.
+ * only and uncompressed (415), at most the configured size (413, checked on Content-Length and while
+ * streaming, so an oversized body is never buffered whole), valid JSON (400) — and the 202 with
+ * `Location`, and the status endpoint.
  * Everything else (VIN, product schema, idempotency, limits, the durable enqueue) is the core's.
  */
 import Router from '@koa/router';
@@ -14,6 +15,7 @@ import { setRateLimitHeaders } from './rate-limit-headers.ts';
 export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
 export const INTAKE_PATH = '/api/v1/telemetry/intake';
 
+/** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
 export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitBytes?: number } = {}): Router {
   const intake = trailwire.intake;
   if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
