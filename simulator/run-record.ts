@@ -1,0 +1,117 @@
+/**
+ * What a simulation run records: every request and its answer, the final state of every accepted
+ * payload, every LiveFeed connection with its heartbeats and updates, and each key rotation. The
+ * invariant checks and the report read only this, so both can be tested on recorded data, and a
+ * faulty server shows up the same way in a test as in a real run.
+ */
+import type { IntakeLimit } from '../core/products.ts';
+import type { ScenarioName, WindowGroup } from './scenarios.ts';
+
+/** One intake request and its answer. Times are client epoch ms. */
+export interface SendRecord {
+  product: string;
+  vin: string;
+  /** Its window group in `RunRecord.groups`, or null for requests outside the plan (probes). */
+  group: number | null;
+  plannedAt: number;
+  sentAt: number;
+  answeredAt: number;
+  /** The HTTP status; 0 when no answer came (network error). */
+  status: number;
+  /** The intake id of a 202. */
+  id?: string;
+  /** The RateLimit-* headers, when present. */
+  rateLimit?: { limit: number; remaining: number; reset: number };
+  /** The problem title/detail of an error answer, or the network error. */
+  error?: string;
+}
+
+/** The last known state of an accepted payload, read from the status endpoint. */
+export interface IntakeOutcome {
+  status: 'queued' | 'processing' | 'processed' | 'failed' | 'unknown';
+  /** Server epoch ms. */
+  receivedAt?: number;
+  processedAt?: number;
+  error?: string | null;
+}
+
+export interface UpdateRecord {
+  vin: string;
+  trailerId: string;
+  fleetId: number;
+  /** When the server made the update (server epoch ms). */
+  ts: number;
+  receivedAt: number;
+  /** Index of the connection it came on, in `SubscriberRecord.connections`. */
+  connection: number;
+}
+
+export interface ConnectionRecord {
+  /** When the Subscribe call was made. */
+  startedAt: number;
+  heartbeats: number[];
+  /** When the stream ended (by the server, or closed by the simulator). */
+  endedAt?: number;
+  /** The gRPC status it ended with; 1 (CANCELLED) when the simulator closed it. */
+  endCode?: number;
+}
+
+export interface SubscriberRecord {
+  index: number;
+  /** Index of its customer in `RunRecord.customers`. */
+  customer: number;
+  /** A slow reader (slow-subscriber scenario). */
+  slow: boolean;
+  connections: ConnectionRecord[];
+  updates: UpdateRecord[];
+  /** Why the client gave up reconnecting, if it did. */
+  gaveUp?: string;
+}
+
+export interface RotationRecord {
+  audience: 'partners' | 'customers';
+  /** The product (partners) or customer label rotated. */
+  subject: string;
+  /** Index of the customer, for customer rotations. */
+  customer?: number;
+  /** Client epoch ms when the rotation was answered. */
+  rotatedAt: number;
+  /** The status a request with a token minted before the rotation got (must be 401). */
+  oldTokenStatus?: number;
+  /** The status authenticating with the old key got (must be 401). */
+  oldKeyStatus?: number;
+  /** Why the rotation itself failed, if it did. */
+  error?: string;
+}
+
+export interface RunRecord {
+  scenario: ScenarioName;
+  mode: 'embedded' | 'remote';
+  seed: number;
+  /** The limit the simulator assumes for each product it sent. */
+  limits: Record<string, IntakeLimit>;
+  groups: WindowGroup[];
+  sends: SendRecord[];
+  /** By intake id. */
+  outcomes: Record<string, IntakeOutcome>;
+  /** How long the simulator waited for payloads to be processed. */
+  processingWaitMs: number;
+  customers: Array<{ label: string }>;
+  /** The customer index owning each VIN the run may see updates for. */
+  ownership: Record<string, number>;
+  subscribers: SubscriberRecord[];
+  /** The heartbeat interval the server is expected to keep. */
+  heartbeatIntervalMs: number;
+  /** How late a heartbeat may be before it is a violation. */
+  heartbeatSlackMs: number;
+  /** Updates made this close to a connection's start or end are not expected on it. */
+  liveMarginMs: number;
+  /** Server clock minus client clock, ms. */
+  clockOffsetMs: number;
+  rotations: RotationRecord[];
+  /** Client epoch ms: traffic start and end. */
+  startedAt: number;
+  trafficEndedAt: number;
+  /** Client epoch ms: when the run (settling included) ended. */
+  endedAt: number;
+}
