@@ -45,7 +45,7 @@ export interface LiveFeedDisconnect {
 export interface LiveFeedHandlers {
   onUpdate?(update: LiveUpdate): void;
   onHeartbeat?(): void;
-  /** A connection attempt starts (the Subscribe call is made). */
+  /** A connection attempt starts: the token is in hand and the Subscribe call is being made. */
   onConnecting?(attempt: number): void;
   onDisconnect?(disconnect: LiveFeedDisconnect): void;
   /** The client gave up (PERMISSION_DENIED, no token, or `maxReconnects` reached). */
@@ -131,7 +131,6 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
 
   const connect = async (): Promise<void> => {
     if (closed) return;
-    handlers.onConnecting?.(reconnects);
     let token: string;
     try {
       token = await settings.token();
@@ -140,6 +139,7 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
       return;
     }
     if (closed) return;
+    handlers.onConnecting?.(reconnects);
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${token}`);
     const current = (client as unknown as { Subscribe(request: object, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown> }).Subscribe({}, metadata);

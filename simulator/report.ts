@@ -1,0 +1,229 @@
+/**
+ * The simulation report: what a run did and what it found, computed from its `RunRecord` and the
+ * invariant results. `--json` prints `SimulationReport` as is; the final table and the HTML page
+ * (`html-report.ts`) are views of it. Latencies are in ms; the timeline has one entry per second of
+ * traffic.
+ */
+import type { CheckResult } from './invariants.ts';
+import type { RunRecord, SendRecord } from './run-record.ts';
+import { quantile } from './simulation.ts';
+
+export interface LatencySummary {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+export interface TimelineEntry {
+  /** Seconds since the traffic started. */
+  second: number;
+  sent: number;
+  accepted: number;
+  limited: number;
+  /** Other 4xx answers. */
+  clientErrors: number;
+  /** 5xx answers and requests without an answer. */
+  serverErrors: number;
+  latencyP50: number;
+  latencyP99: number;
+  liveUpdates: number;
+  liveLatencyP50: number;
+}
+
+export interface SimulationReport {
+  scenario: string;
+  mode: 'embedded' | 'remote';
+  seed: number;
+  durationS: number;
+  vins: number;
+  /** The requested rate, and what was achieved over the traffic's duration. */
+  rate: { target: number; achieved: number };
+  sent: number;
+  accepted: number;
+  limited: number;
+  /** Answers other than 202 and 429, and requests without an answer. */
+  errors: number;
+  statusCounts: Record<string, number>;
+  latencyMs: LatencySummary;
+  /** The limit assumed for each product, and what each product saw. */
+  products: Record<string, { limit: { requests: number; windowSeconds: number }; sent: number; accepted: number; limited: number }>;
+  processing: { accepted: number; processed: number; failed: number; pending: number };
+  live: {
+    subscribers: number;
+    slowSubscribers: number;
+    /** Updates received, summed over subscribers. */
+    updates: number;
+    heartbeats: number;
+    reconnects: number;
+    /** From the intake request to the update on a (non-slow) subscriber's stream. */
+    latencyMs: LatencySummary;
+  };
+  rotations: Array<{ audience: string; subject: string; oldTokenStatus: number | null; oldKeyStatus: number | null }>;
+  checks: Array<{ name: string; judged: string; passed: boolean }>;
+  violations: string[];
+  timeline: TimelineEntry[];
+  /** Histograms for the HTML report: [upper bound ms, count]. */
+  histograms: { latency: Array<[number, number]>; liveLatency: Array<[number, number]> };
+}
+
+const HISTOGRAM_BOUNDS = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000, Infinity];
+
+/** Builds the report of a run. */
+export function buildReport(record: RunRecord, checks: CheckResult[], options: { durationS: number; rate: number }): SimulationReport {
+  const planned = record.sends.filter((send) => send.group !== null);
+  const statusCounts: Record<string, number> = {};
+  for (const send of planned) statusCounts[String(send.status || 'no answer')] = (statusCounts[String(send.status || 'no answer')] ?? 0) + 1;
+  const accepted = planned.filter((send) => send.status === 202);
+  const limited = planned.filter((send) => send.status === 429);
+  const latencies = planned.filter((send) => send.status !== 0).map((send) => send.answeredAt - send.sentAt);
+
+  const products: SimulationReport['products'] = {};
+  for (const [product, limit] of Object.entries(record.limits)) {
+    const mine = planned.filter((send) => send.product === product);
+    products[product] = {
+      limit: { requests: limit.requests, windowSeconds: limit.windowSeconds },
+      sent: mine.length,
+      accepted: mine.filter((send) => send.status === 202).length,
+      limited: mine.filter((send) => send.status === 429).length,
+    };
+  }
+
+  const outcomes = accepted.map((send) => (send.id ? record.outcomes[send.id]?.status : undefined) ?? 'unknown');
+  const live = liveLatencies(record);
+  const trafficMs = Math.max(1, record.trafficEndedAt - record.startedAt);
+  const violations = checks.flatMap((check) => check.violations);
+  return {
+    scenario: record.scenario,
+    mode: record.mode,
+    seed: record.seed,
+    durationS: options.durationS,
+    vins: new Set(planned.map((send) => send.vin)).size,
+    rate: { target: options.rate, achieved: round((planned.length * 1000) / trafficMs, 1) },
+    sent: planned.length,
+    accepted: accepted.length,
+    limited: limited.length,
+    errors: planned.length - accepted.length - limited.length,
+    statusCounts,
+    latencyMs: summary(latencies),
+    products,
+    processing: {
+      accepted: accepted.length,
+      processed: outcomes.filter((s) => s === 'processed').length,
+      failed: outcomes.filter((s) => s === 'failed').length,
+      pending: outcomes.filter((s) => s !== 'processed' && s !== 'failed').length,
+    },
+    live: {
+      subscribers: record.subscribers.length,
+      slowSubscribers: record.subscribers.filter((s) => s.slow).length,
+      updates: record.subscribers.reduce((sum, s) => sum + s.updates.length, 0),
+      heartbeats: record.subscribers.reduce((sum, s) => sum + s.connections.reduce((n, c) => n + c.heartbeats.length, 0), 0),
+      reconnects: record.subscribers.reduce((sum, s) => sum + Math.max(0, s.connections.length - 1), 0),
+      latencyMs: summary(live.map((entry) => entry.latency)),
+    },
+    rotations: record.rotations.map((r) => ({ audience: r.audience, subject: r.subject, oldTokenStatus: r.oldTokenStatus ?? null, oldKeyStatus: r.oldKeyStatus ?? null })),
+    checks: checks.map((check) => ({ name: check.name, judged: check.judged, passed: check.violations.length === 0 })),
+    violations,
+    timeline: timelineOf(record, planned, live),
+    histograms: { latency: histogram(latencies), liveLatency: histogram(live.map((entry) => entry.latency)) },
+  };
+}
+
+/** Update latencies: intake request sent to update received, for non-slow subscribers. */
+function liveLatencies(record: RunRecord): Array<{ at: number; latency: number }> {
+  const sentAtByKey = new Map<string, number>();
+  for (const send of record.sends) {
+    const processedAt = send.id ? record.outcomes[send.id]?.processedAt : undefined;
+    if (processedAt !== undefined) sentAtByKey.set(`${send.vin}|${processedAt}`, send.sentAt);
+  }
+  const entries: Array<{ at: number; latency: number }> = [];
+  for (const subscriber of record.subscribers) {
+    if (subscriber.slow) continue;
+    for (const update of subscriber.updates) {
+      const sentAt = sentAtByKey.get(`${update.vin}|${update.ts}`);
+      if (sentAt !== undefined) entries.push({ at: update.receivedAt, latency: update.receivedAt - sentAt });
+    }
+  }
+  return entries;
+}
+
+function timelineOf(record: RunRecord, sends: SendRecord[], live: Array<{ at: number; latency: number }>): TimelineEntry[] {
+  const seconds = Math.max(1, Math.ceil((record.trafficEndedAt - record.startedAt) / 1000));
+  const buckets = Array.from({ length: seconds }, (_, second) => ({
+    entry: { second, sent: 0, accepted: 0, limited: 0, clientErrors: 0, serverErrors: 0, latencyP50: 0, latencyP99: 0, liveUpdates: 0, liveLatencyP50: 0 },
+    latencies: [] as number[],
+    live: [] as number[],
+  }));
+  const bucketOf = (at: number) => buckets[Math.min(seconds - 1, Math.max(0, Math.floor((at - record.startedAt) / 1000)))]!;
+  for (const send of sends) {
+    const bucket = bucketOf(send.sentAt);
+    bucket.entry.sent++;
+    if (send.status === 202) bucket.entry.accepted++;
+    else if (send.status === 429) bucket.entry.limited++;
+    else if (send.status === 0 || send.status >= 500) bucket.entry.serverErrors++;
+    else bucket.entry.clientErrors++;
+    if (send.status !== 0) bucket.latencies.push(send.answeredAt - send.sentAt);
+  }
+  for (const entry of live) {
+    if (entry.at > record.trafficEndedAt + 1000) continue;
+    const bucket = bucketOf(entry.at);
+    bucket.entry.liveUpdates++;
+    bucket.live.push(entry.latency);
+  }
+  return buckets.map(({ entry, latencies, live: liveLatency }) => {
+    latencies.sort((a, b) => a - b);
+    liveLatency.sort((a, b) => a - b);
+    return { ...entry, latencyP50: quantile(latencies, 0.5), latencyP99: quantile(latencies, 0.99), liveLatencyP50: quantile(liveLatency, 0.5) };
+  });
+}
+
+function summary(values: number[]): LatencySummary {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { p50: quantile(sorted, 0.5), p90: quantile(sorted, 0.9), p99: quantile(sorted, 0.99), max: sorted.at(-1) ?? 0 };
+}
+
+function histogram(values: number[]): Array<[number, number]> {
+  const counts = HISTOGRAM_BOUNDS.map(() => 0);
+  for (const value of values) counts[HISTOGRAM_BOUNDS.findIndex((bound) => value <= bound)]!++;
+  // Trailing empty buckets say nothing. JSON has no Infinity: the open-ended last bound is written as -1.
+  let last = counts.length - 1;
+  while (last > 0 && counts[last] === 0) last--;
+  return HISTOGRAM_BOUNDS.slice(0, last + 1).map((bound, index) => [Number.isFinite(bound) ? bound : -1, counts[index]!]);
+}
+
+function round(value: number, digits: number): number {
+  const factor = 10 ** digits;
+  return Math.round(value * factor) / factor;
+}
+
+/** The final table, for a terminal. */
+export function formatReportTable(report: SimulationReport): string {
+  const lines: string[] = [];
+  const row = (label: string, value: string) => lines.push(`  ${label.padEnd(22)} ${value}`);
+  lines.push(`Trailwire simulation: ${report.scenario} (${report.mode}, seed ${report.seed}, ${report.durationS} s, ${report.vins} VINs)`);
+  row('rate', `${report.rate.achieved}/s (target ${report.rate.target}/s)`);
+  row('sent', String(report.sent));
+  row('accepted (202)', String(report.accepted));
+  row('limited (429)', String(report.limited));
+  row('errors', `${report.errors}${report.errors > 0 ? `  ${JSON.stringify(report.statusCounts)}` : ''}`);
+  row('latency', `p50 ${report.latencyMs.p50} ms  p90 ${report.latencyMs.p90} ms  p99 ${report.latencyMs.p99} ms  max ${report.latencyMs.max} ms`);
+  for (const [product, stats] of Object.entries(report.products))
+    row(`  ${product}`, `limit ${stats.limit.requests}/${stats.limit.windowSeconds}s: sent ${stats.sent}, accepted ${stats.accepted}, limited ${stats.limited}`);
+  row('processed', `${report.processing.processed} of ${report.processing.accepted} accepted (${report.processing.failed} failed, ${report.processing.pending} pending)`);
+  row(
+    'live',
+    `${report.live.subscribers} subscribers${report.live.slowSubscribers ? ` (${report.live.slowSubscribers} slow)` : ''}, ${report.live.updates} updates, ${report.live.heartbeats} heartbeats, ${report.live.reconnects} reconnects`,
+  );
+  row('live latency', `p50 ${report.live.latencyMs.p50} ms  p99 ${report.live.latencyMs.p99} ms  max ${report.live.latencyMs.max} ms`);
+  for (const rotation of report.rotations)
+    row(`rotation`, `${rotation.audience} ${rotation.subject}: old token ${rotation.oldTokenStatus ?? '-'}, old key ${rotation.oldKeyStatus ?? '-'}`);
+  lines.push('');
+  for (const check of report.checks) lines.push(`  ${check.passed ? 'ok  ' : 'FAIL'} ${check.name} (${check.judged})`);
+  lines.push('');
+  if (report.violations.length === 0) lines.push('No violations.');
+  else {
+    lines.push(`${report.violations.length} violation(s):`);
+    for (const violation of report.violations) lines.push(`  - ${violation}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

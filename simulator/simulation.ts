@@ -1,0 +1,448 @@
+/**
+ * One simulation run against a Trailwire deployment (embedded or remote — see `embedded.ts` and
+ * `remote.ts` for how a target is made): opens the LiveFeed subscribers, sends the scenario's plan
+ * of intake requests on time, rotates keys when the scenario says so, then waits for every accepted
+ * payload to be processed and its live updates to arrive, and answers the `RunRecord` that the
+ * invariant checks and the report read. Every answer is recorded as it came: intake requests are
+ * never retried, so a 429 or a 5xx is seen, not hidden.
+ */
+import type { IntakeLimit } from '../core/products.ts';
+import { builtInProducts } from '../products/index.ts';
+import { TrailwireClient } from './client/http-client.ts';
+import { subscribeWithClient, type LiveFeedSubscription } from './client/live-feed-client.ts';
+import type { ConnectionRecord, IntakeOutcome, RotationRecord, RunRecord, SendRecord, SubscriberRecord } from './run-record.ts';
+import { planSends, SCENARIO_DEFINITIONS, type PlannedSend, type ScenarioName } from './scenarios.ts';
+import type { SimulatedProduct, TrafficGenerator } from './traffic.ts';
+
+/** Where to send, with what keys, and what the simulator may assume about the deployment. */
+export interface SimulationTarget {
+  mode: 'embedded' | 'remote';
+  /** Base URL of the data API (and the auth API unless `authUrl`). */
+  baseUrl: string;
+  authUrl?: string;
+  /** `host:port` of the LiveFeed. */
+  grpcTarget: string;
+  /** A partner key per product the scenario sends. */
+  partnerKeys: Partial<Record<SimulatedProduct, string>>;
+  customers: Array<{ label: string; apiKey: string }>;
+  /** The VINs to drive, in order (index = the plan's `vinIndex`); their trailers are in `traffic`. */
+  vins: string[];
+  /** A VIN of no customer's fleet, for probes that must not touch the plan's quotas. */
+  probeVin: string;
+  /** The customer index owning each VIN (VINs in no fleet are absent). */
+  ownership: Record<string, number>;
+  /** The intake limit of each product, as the simulator assumes it. */
+  limits: Record<string, IntakeLimit>;
+  /** The server's heartbeat interval, as the simulator assumes it. */
+  heartbeatIntervalMs: number;
+  /** Server clock minus client clock, ms. */
+  clockOffsetMs: number;
+}
+
+export interface SimulationOptions {
+  scenario: ScenarioName;
+  seed: number;
+  durationMs: number;
+  rate: number;
+  subscribers: number;
+  /** Wait for the next window boundary before the traffic starts, so the first window is whole. Default false. */
+  alignToWindow?: boolean;
+  /** Keep sends this far from window edges. Default 100 ms. */
+  windowMarginMs?: number;
+  /** How late a heartbeat may be. Default: max(1,000 ms, a quarter of the interval). */
+  heartbeatSlackMs?: number;
+  /** Updates this close to a connection's start or end are not expected on it. Default 100 ms. */
+  liveMarginMs?: number;
+  /** How long to wait, after the traffic, for accepted payloads to be processed. Default 30 s. */
+  processingWaitMs?: number;
+  /** A slow subscriber takes one message per this many ms while the traffic runs. Default 200 ms. */
+  slowReadMs?: number;
+  /** The most intake requests in flight at once. Default 256. */
+  maxInFlight?: number;
+  /** Called about twice a second while the traffic runs. */
+  onProgress?: (progress: SimulationProgress) => void;
+}
+
+export interface SimulationProgress {
+  elapsedMs: number;
+  durationMs: number;
+  sent: number;
+  /** Requests per second over the last second. */
+  rate: number;
+  accepted: number;
+  limited: number;
+  clientErrors: number;
+  serverErrors: number;
+  /** Of the latest requests. */
+  p50Ms: number;
+  p99Ms: number;
+  liveUpdates: number;
+}
+
+/** Runs one simulation; `traffic` must hold a trailer for each of `target.vins`, in order. */
+export async function runSimulation(target: SimulationTarget, options: SimulationOptions, traffic: TrafficGenerator): Promise<RunRecord> {
+  const definition = SCENARIO_DEFINITIONS[options.scenario];
+  const products = Object.keys(definition.mix) as SimulatedProduct[];
+  const settings = {
+    windowMarginMs: 100,
+    heartbeatSlackMs: Math.max(1000, Math.round(target.heartbeatIntervalMs / 4)),
+    liveMarginMs: 100,
+    processingWaitMs: 30_000,
+    slowReadMs: 200,
+    maxInFlight: 256,
+    alignToWindow: false,
+    ...options,
+  };
+  for (const product of products) {
+    if (!target.partnerKeys[product]) throw new TypeError(`The ${options.scenario} scenario sends ${product}: give a partner key for it`);
+    if (!target.limits[product]) throw new TypeError(`No intake limit known for ${product}`);
+  }
+  if (target.customers.length === 0 && options.subscribers > 0) throw new TypeError('Subscribers need at least one customer key');
+
+  const clientOf = (audience: 'partners' | 'customers', apiKey: string) =>
+    new TrailwireClient({ baseUrl: target.baseUrl, authUrl: target.authUrl, audience, apiKey });
+  const partners = new Map(products.map((product) => [product, clientOf('partners', target.partnerKeys[product]!)] as const));
+  const customers = target.customers.map((customer) => clientOf('customers', customer.apiKey));
+  await Promise.all([...partners.values(), ...customers].map((client) => client.accessToken()));
+
+  // Subscribers first, so that they listen before the first payload is processed.
+  let trafficRunning = false;
+  let lastUpdateAt = 0;
+  let liveUpdates = 0;
+  const subscriberRecords: SubscriberRecord[] = [];
+  const subscriptions: LiveFeedSubscription[] = [];
+  for (let index = 0; index < options.subscribers; index++) {
+    const customer = index % target.customers.length;
+    // One in four of each customer's subscribers reads slowly (its second, sixth...), so every
+    // customer with a slow subscriber also has fast ones to compare; with too few, the last one.
+    const round = Math.floor(index / target.customers.length);
+    const slow =
+      definition.slowSubscribers && (round % 4 === 1 || (options.subscribers <= target.customers.length && index === options.subscribers - 1));
+    const record: SubscriberRecord = { index, customer, slow, connections: [], updates: [] };
+    subscriberRecords.push(record);
+    const current = (): ConnectionRecord | undefined => record.connections.at(-1);
+    const subscription = subscribeWithClient(
+      customers[customer]!,
+      { target: target.grpcTarget, reconnectBaseMs: 100, jitterMs: 100 },
+      {
+        onConnecting: () => record.connections.push({ startedAt: Date.now(), heartbeats: [] }),
+        onHeartbeat: () => current()?.heartbeats.push(Date.now()),
+        onUpdate: (update) => {
+          const now = Date.now();
+          lastUpdateAt = now;
+          liveUpdates++;
+          record.updates.push({
+            vin: update.trailer.vin ?? '',
+            trailerId: update.trailer.id,
+            fleetId: update.fleetId,
+            ts: update.ts,
+            receivedAt: now,
+            connection: record.connections.length - 1,
+          });
+          if (slow && trafficRunning) {
+            subscription.pause();
+            setTimeout(() => subscription.resume(), settings.slowReadMs).unref();
+          }
+        },
+        onDisconnect: (disconnect) => {
+          const connection = current();
+          if (connection && connection.endedAt === undefined) {
+            connection.endedAt = Date.now();
+            connection.endCode = disconnect.code;
+          }
+        },
+        onGiveUp: (error) => (record.gaveUp = error.message),
+      },
+    );
+    subscriptions.push(subscription);
+  }
+  await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
+
+  // The plan, started at a window boundary when asked (so a short run still has whole windows).
+  let startAt = Date.now() + 200;
+  if (settings.alignToWindow) {
+    const windowMs = Math.min(...products.map((product) => target.limits[product]!.windowSeconds * 1000));
+    const serverStart = startAt + target.clockOffsetMs;
+    startAt = Math.ceil(serverStart / windowMs) * windowMs - target.clockOffsetMs;
+  }
+  const plan = planSends({
+    scenario: options.scenario,
+    seed: options.seed,
+    vins: target.vins.length,
+    rate: options.rate,
+    startAt,
+    durationMs: options.durationMs,
+    limits: target.limits,
+    marginMs: settings.windowMarginMs,
+    clockOffsetMs: target.clockOffsetMs,
+  });
+
+  const sends: SendRecord[] = [];
+  const rotations: RotationRecord[] = [];
+  const pendingRotations: Array<{ at: number; run: () => Promise<void> }> = [];
+  if (definition.rotation) {
+    const firstProduct = products[0]!;
+    pendingRotations.push({
+      at: startAt + options.durationMs * definition.rotation.partnerAt,
+      run: async () => {
+        rotations.push(await rotatePartner(target, partners.get(firstProduct)!, firstProduct));
+      },
+    });
+    if (customers.length > 0)
+      pendingRotations.push({
+        at: startAt + options.durationMs * definition.rotation.customerAt,
+        run: async () => {
+          rotations.push(await rotateCustomer(target, customers[0]!, 0));
+        },
+      });
+  }
+
+  const meter = new ProgressMeter();
+  await sleepUntil(startAt);
+  trafficRunning = true;
+  const progressTimer = options.onProgress
+    ? setInterval(() => options.onProgress!(meter.snapshot(Date.now() - startAt, options.durationMs, liveUpdates)), 500)
+    : undefined;
+  const inFlight = new Set<Promise<void>>();
+  const rotationTasks: Array<Promise<void>> = [];
+  try {
+    let next = 0;
+    while (next < plan.sends.length || pendingRotations.length > 0) {
+      const now = Date.now();
+      while (pendingRotations.length > 0 && pendingRotations[0]!.at <= now) rotationTasks.push(pendingRotations.shift()!.run());
+      while (next < plan.sends.length && plan.sends[next]!.at <= now && inFlight.size < settings.maxInFlight) {
+        const planned = plan.sends[next++]!;
+        const task = sendOne(planned, target, partners.get(planned.product)!, traffic, sends, meter).finally(() => inFlight.delete(task));
+        inFlight.add(task);
+      }
+      const nextAt = Math.min(plan.sends[next]?.at ?? Infinity, pendingRotations[0]?.at ?? Infinity);
+      if (inFlight.size >= settings.maxInFlight) await Promise.race(inFlight);
+      else if (nextAt > Date.now()) await sleep(Math.min(nextAt - Date.now(), 20));
+    }
+    await Promise.all([...inFlight, ...rotationTasks]);
+  } finally {
+    clearInterval(progressTimer);
+  }
+  const trafficEndedAt = Date.now();
+  trafficRunning = false;
+  options.onProgress?.(meter.snapshot(trafficEndedAt - startAt, options.durationMs, liveUpdates));
+  for (const subscription of subscriptions) subscription.resume();
+
+  const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs);
+  // Processed payloads are published at once; wait until the feed has been quiet for a moment.
+  const settleUntil = Date.now() + 5_000;
+  await waitFor(() => Date.now() - lastUpdateAt >= 500 || Date.now() > settleUntil, 6_000);
+
+  const endedAt = Date.now();
+  for (const [index, subscription] of subscriptions.entries()) {
+    subscription.close();
+    const connection = subscriberRecords[index]!.connections.at(-1);
+    if (connection && connection.endedAt === undefined) {
+      connection.endedAt = endedAt;
+      connection.endCode = 1;
+    }
+  }
+  return {
+    scenario: options.scenario,
+    mode: target.mode,
+    seed: options.seed,
+    limits: Object.fromEntries(products.map((product) => [product, target.limits[product]!])),
+    groups: plan.groups,
+    sends,
+    outcomes,
+    processingWaitMs: settings.processingWaitMs,
+    customers: target.customers.map((customer) => ({ label: customer.label })),
+    ownership: target.ownership,
+    subscribers: subscriberRecords,
+    heartbeatIntervalMs: target.heartbeatIntervalMs,
+    heartbeatSlackMs: settings.heartbeatSlackMs,
+    liveMarginMs: settings.liveMarginMs,
+    clockOffsetMs: target.clockOffsetMs,
+    rotations,
+    startedAt: startAt,
+    trafficEndedAt,
+    endedAt,
+  };
+}
+
+async function sendOne(
+  planned: PlannedSend,
+  target: SimulationTarget,
+  client: TrailwireClient,
+  traffic: TrafficGenerator,
+  sends: SendRecord[],
+  meter: ProgressMeter,
+): Promise<void> {
+  const vin = target.vins[planned.vinIndex]!;
+  // Drawn in plan order (this runs synchronously up to the first await), so the seed decides the payload.
+  const payload = traffic.payload(planned.product, planned.vinIndex, planned.at);
+  const record: SendRecord = { product: planned.product, vin, group: planned.group, plannedAt: planned.at, sentAt: Date.now(), answeredAt: 0, status: 0 };
+  sends.push(record);
+  try {
+    const response = await client.sendTelemetry(vin, payload, { noRetry: true });
+    record.answeredAt = Date.now();
+    record.status = response.status;
+    const limit = Number(response.headers.get('ratelimit-limit'));
+    if (response.headers.has('ratelimit-limit'))
+      record.rateLimit = { limit, remaining: Number(response.headers.get('ratelimit-remaining')), reset: Number(response.headers.get('ratelimit-reset')) };
+    const body = response.body as { id?: string; title?: string; detail?: string } | undefined;
+    if (response.status === 202 && body?.id) record.id = body.id;
+    else if (response.status !== 429 && body) record.error = [body.title, body.detail].filter(Boolean).join(': ');
+  } catch (error) {
+    record.answeredAt = Date.now();
+    record.error = (error as Error).message;
+    // An error thrown with a status (authentication failing) is an answer, not a network failure.
+    record.status = (error as { status?: number }).status ?? 0;
+  }
+  meter.add(record);
+}
+
+/** Rotates a partner key, then checks that its old token and old key are refused. */
+async function rotatePartner(target: SimulationTarget, client: TrailwireClient, product: string): Promise<RotationRecord> {
+  const oldToken = await client.accessToken();
+  const oldKey = client.currentApiKey;
+  let rotatedAt: number;
+  try {
+    await client.rotateKey();
+    rotatedAt = Date.now();
+  } catch (error) {
+    return { audience: 'partners', subject: product, rotatedAt: Date.now(), error: (error as Error).message };
+  }
+  // The probe VIN is outside the plan, so a wrongly accepted probe cannot disturb a judged window;
+  // the product's own example keeps the seeded traffic untouched by when the rotation happens.
+  const payload = builtInProducts.find((candidate) => candidate.name === product)?.examples[0];
+  const oldTokenStatus = await statusOf(fetch(`${target.baseUrl}/api/v1/telemetry/intake/${target.probeVin}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${oldToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(payload),
+  }));
+  const oldKeyStatus = await statusOf(fetch(`${target.authUrl ?? target.baseUrl}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': oldKey } }));
+  target.partnerKeys[product as SimulatedProduct] = client.currentApiKey;
+  return { audience: 'partners', subject: product, rotatedAt, oldTokenStatus, oldKeyStatus };
+}
+
+/** Rotates a customer key (its streams end; the subscribers reconnect with the new key). */
+async function rotateCustomer(target: SimulationTarget, client: TrailwireClient, customer: number): Promise<RotationRecord> {
+  const label = target.customers[customer]!.label;
+  const oldToken = await client.accessToken();
+  const oldKey = client.currentApiKey;
+  let rotatedAt: number;
+  try {
+    await client.rotateKey();
+    rotatedAt = Date.now();
+  } catch (error) {
+    return { audience: 'customers', subject: label, customer, rotatedAt: Date.now(), error: (error as Error).message };
+  }
+  const oldTokenStatus = await statusOf(fetch(`${target.baseUrl}/api/v1/fleets?take=1`, { headers: { authorization: `Bearer ${oldToken}` } }));
+  const oldKeyStatus = await statusOf(fetch(`${target.authUrl ?? target.baseUrl}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': oldKey } }));
+  target.customers[customer]!.apiKey = client.currentApiKey;
+  return { audience: 'customers', subject: label, customer, rotatedAt, oldTokenStatus, oldKeyStatus };
+}
+
+async function statusOf(response: Promise<Response>): Promise<number | undefined> {
+  try {
+    const answered = await response;
+    await answered.arrayBuffer();
+    return answered.status;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes. */
+async function awaitProcessing(sends: SendRecord[], partners: Map<string, TrailwireClient>, waitMs: number): Promise<Record<string, IntakeOutcome>> {
+  const outcomes: Record<string, IntakeOutcome> = {};
+  let pending = sends.filter((send) => send.status === 202 && send.id);
+  const deadline = Date.now() + waitMs;
+  while (pending.length > 0) {
+    const stillPending: SendRecord[] = [];
+    await forEachLimited(pending, 16, async (send) => {
+      try {
+        const { body } = await partners.get(send.product)!.intakeStatus(send.id!);
+        outcomes[send.id!] = {
+          status: body.status,
+          receivedAt: Date.parse(body.receivedAt),
+          processedAt: body.processedAt === null ? undefined : Date.parse(body.processedAt),
+          error: body.error,
+        };
+      } catch (error) {
+        outcomes[send.id!] ??= { status: 'unknown', error: (error as Error).message };
+      }
+      const state = outcomes[send.id!]!.status;
+      if (state !== 'processed' && state !== 'failed') stillPending.push(send);
+    });
+    pending = stillPending;
+    if (pending.length === 0 || Date.now() >= deadline) break;
+    await sleep(Math.min(250, deadline - Date.now()));
+  }
+  return outcomes;
+}
+
+async function forEachLimited<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) await work(items[next++]!);
+    }),
+  );
+}
+
+/** Counters and recent latencies for the progress line. */
+class ProgressMeter {
+  private sent = 0;
+  private accepted = 0;
+  private limited = 0;
+  private clientErrors = 0;
+  private serverErrors = 0;
+  private readonly recentLatencies: number[] = [];
+  private readonly recentAnswers: number[] = [];
+
+  add(record: SendRecord): void {
+    this.sent++;
+    if (record.status === 202) this.accepted++;
+    else if (record.status === 429) this.limited++;
+    else if (record.status >= 500 || record.status === 0) this.serverErrors++;
+    else this.clientErrors++;
+    this.recentLatencies.push(record.answeredAt - record.sentAt);
+    if (this.recentLatencies.length > 2000) this.recentLatencies.splice(0, 1000);
+    this.recentAnswers.push(record.answeredAt);
+  }
+
+  snapshot(elapsedMs: number, durationMs: number, liveUpdates: number): SimulationProgress {
+    const now = Date.now();
+    while (this.recentAnswers.length > 0 && this.recentAnswers[0]! < now - 1000) this.recentAnswers.shift();
+    const sorted = [...this.recentLatencies].sort((a, b) => a - b);
+    return {
+      elapsedMs,
+      durationMs,
+      sent: this.sent,
+      rate: this.recentAnswers.length,
+      accepted: this.accepted,
+      limited: this.limited,
+      clientErrors: this.clientErrors,
+      serverErrors: this.serverErrors,
+      p50Ms: quantile(sorted, 0.5),
+      p99Ms: quantile(sorted, 0.99),
+      liveUpdates,
+    };
+  }
+}
+
+/** The `q` quantile of ascending `sorted` values (nearest rank); 0 when empty. */
+export function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+}
+
+async function sleepUntil(at: number): Promise<void> {
+  while (Date.now() < at) await sleep(Math.min(at - Date.now(), 50));
+}
+
+async function waitFor(predicate: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate() && Date.now() < deadline) await sleep(20);
+}
