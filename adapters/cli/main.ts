@@ -20,6 +20,7 @@ export async function main(argv: string[]): Promise<void> {
     .command(serveCommand)
     .command(provisionCommands)
     .command(queueCommand)
+    .command((await import('./simulate-command.ts')).simulateCommand)
     .demandCommand(1, 'Choose a command; see --help')
     // Not `.strict()`: it would count TRAILWIRE_* variables meant for another command as unknown options.
     .strictCommands()
