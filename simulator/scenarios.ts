@@ -25,6 +25,8 @@ export interface ScenarioDefinition {
   mix: Partial<Record<SimulatedProduct, number>>;
   /** The intent of trailer `vinIndex` for `product`. */
   intent(product: SimulatedProduct, vinIndex: number): Intent;
+  /** How far past the limit an `over` (product, VIN) goes in a window. Default: a quarter of the limit, at least 1. */
+  overBy?: (limit: number) => number;
   /** Whether the burst is front-loaded into the first half of each window (else spread evenly). */
   frontLoaded: boolean;
   /** Rotate the first partner's key at this fraction of the run, and then the first customer's. */
@@ -57,6 +59,8 @@ export const SCENARIO_DEFINITIONS: Record<ScenarioName, ScenarioDefinition> = {
     description: 'one VIN floods past its limit; every other VIN stays under its own and is never limited',
     mix: { 'gps-basic': 1 },
     intent: (_product, vinIndex) => (vinIndex === 0 ? 'over' : 'under'),
+    // A flood: three times its limit in every window.
+    overBy: (limit) => 2 * limit,
     frontLoaded: false,
     slowSubscribers: false,
   },
@@ -134,8 +138,11 @@ export interface PlanOptions {
   clockOffsetMs?: number;
 }
 
-/** How many sends a (product, VIN) makes in a window where its fair share of the rate is `share`. */
-export function sendsFor(intent: Intent, share: number, limit: number, draw: () => number): number {
+/**
+ * How many sends a (product, VIN) makes in a window where its fair share of the rate is `share`;
+ * `overBy` is how far past the limit an `over` intent goes at least.
+ */
+export function sendsFor(intent: Intent, share: number, limit: number, draw: () => number, overBy = Math.max(1, Math.ceil(limit / 4))): number {
   switch (intent) {
     case 'under': {
       // Stochastic rounding keeps the average rate right when the share is fractional.
@@ -145,7 +152,7 @@ export function sendsFor(intent: Intent, share: number, limit: number, draw: () 
     case 'at':
       return limit;
     case 'over':
-      return Math.max(Math.round(share), limit + Math.max(1, Math.ceil(limit / 4)));
+      return Math.max(Math.round(share), limit + overBy);
   }
 }
 
@@ -204,7 +211,7 @@ export function planSends(options: PlanOptions): SendPlan {
       for (let vinIndex = 0; vinIndex < options.vins; vinIndex++) {
         const intent = definition.intent(product, vinIndex);
         const share = ((options.rate * fraction * limit.windowSeconds) / options.vins) * coverage;
-        const planned = sendsFor(intent, share, limit.requests, draw);
+        const planned = sendsFor(intent, share, limit.requests, draw, definition.overBy?.(limit.requests));
         if (planned === 0) continue;
         const group = groups.length;
         groups.push({ product, vinIndex, windowStart, windowEnd, intent, planned, limit: limit.requests });

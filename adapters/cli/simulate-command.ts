@@ -84,7 +84,7 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       const { report } = await simulate({ ...options, onProgress: progress?.update });
       progress?.done();
       if (args.report) writeFileSync(args.report, renderHtmlReport(report));
-      process.stdout.write(args.json ? `${JSON.stringify(report, null, 2)}\n` : formatReportTable(report) + (args.report ? `\nHTML report: ${args.report}\n` : ''));
+      process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + (args.report ? `\nHTML report: ${args.report}\n` : ''));
       if (report.violations.length > 0) process.exitCode = 1;
     } catch (error) {
       progress?.done();

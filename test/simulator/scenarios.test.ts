@@ -53,7 +53,7 @@ describe('send plans', () => {
   it('noisy-vin floods one VIN and keeps the others under their limit', () => {
     const { groups } = plan('noisy-vin');
     for (const group of groups) {
-      if (group.vinIndex === 0) assert.ok(group.planned > group.limit);
+      if (group.vinIndex === 0) assert.ok(group.planned >= 3 * group.limit);
       else assert.ok(group.planned <= group.limit && group.intent === 'under');
     }
   });

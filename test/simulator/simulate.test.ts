@@ -1,0 +1,70 @@
+/**
+ * The simulator against deliberately faulty in-process servers: each invariant check must catch
+ * the fault it exists for when the server really misbehaves, not only on made-up records.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { MemoryLiveBus, type LiveTrailerEvent } from '../../core/live-hub.ts';
+import { MemoryWindowCounter } from '../../core/rate-limit.ts';
+import { systemClock } from '../../core/clock.ts';
+import { simulate } from '../../simulator/simulate.ts';
+
+/** A bus that hands each update to another customer than the trailer's (once it has seen two). */
+class MisroutingBus extends MemoryLiveBus {
+  private readonly customers = new Set<string>();
+  override publish(event: LiveTrailerEvent): Promise<void> {
+    this.customers.add(event.customerId);
+    const other = [...this.customers].find((id) => id !== event.customerId);
+    return super.publish(other === undefined ? event : { ...event, customerId: other });
+  }
+}
+
+/** A window counter that fails every third intake count: the intake handler answers 500. */
+class FailingCounter extends MemoryWindowCounter {
+  private calls = 0;
+  override async increment(key: string, expiresAt: number): Promise<number> {
+    if (key.startsWith('intake:') && ++this.calls % 3 === 0) throw new Error('counter backend down');
+    return super.increment(key, expiresAt);
+  }
+}
+
+const quick = { seed: 7, vins: 6, rate: 30, windowSeconds: 1, customers: 2 } as const;
+
+describe('simulate against faulty servers', () => {
+  it('catches a bigger limit than assumed, updates sent to the wrong customer, and heartbeats slower than assumed', async () => {
+    const { report } = await simulate({
+      ...quick,
+      scenario: 'burst',
+      durationS: 2,
+      subscribers: 2,
+      heartbeatMs: 150,
+      heartbeatSlackMs: 150,
+      embeddedServer: {
+        heartbeatIntervalMs: 1200,
+        core: { productLimits: { 'gps-basic': { requests: 100, windowSeconds: 1 } }, live: { bus: new MisroutingBus() } },
+      },
+    });
+    const violations = report.violations.join('\n');
+    assert.match(violations, /gps-basic VIN \w{17}: \d+ accepted in the window starting .*, over its limit of \d+/);
+    assert.match(violations, /accepted, expected exactly the limit of/);
+    assert.match(violations, /received \d+ update\(s\) of trailers that are not its customer's/);
+    assert.match(violations, /missed \d+ of \d+ update\(s\)/);
+    assert.match(violations, /ms without a heartbeat from .* \(interval 150 ms \+ slack 150 ms\)/);
+    assert.equal(report.checks.find((c) => c.name === 'no 5xx')?.passed, true);
+  });
+
+  it('catches 5xx answers and accepted payloads that are never processed', async () => {
+    const { report } = await simulate({
+      ...quick,
+      scenario: 'steady',
+      durationS: 1.5,
+      subscribers: 1,
+      processingWaitS: 0.5,
+      embeddedServer: { intakeWorker: false, core: { windowCounter: new FailingCounter(systemClock) } },
+    });
+    const violations = report.violations.join('\n');
+    assert.match(violations, /\d+ intake request\(s\) answered 5xx \(\d+×500\)/);
+    assert.match(violations, /\d+ accepted payload\(s\) not processed within 0.5 s after the traffic stopped \(\d+ queued\)/);
+    assert.ok(report.accepted > 0);
+  });
+});
