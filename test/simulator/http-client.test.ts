@@ -69,6 +69,29 @@ describe('TrailwireClient', () => {
     app.clock.advance(60_000);
   });
 
+  it('with noRetry answers the first 429 or 5xx as it came, without waiting', async () => {
+    app.clock.set(Math.ceil(app.clock.now() / 60_000) * 60_000 + 1_000);
+    const { instance, sleeps } = client();
+    for (let i = 0; i < 3; i++) await instance.request('GET', '/api/v1/fleets', { query: { take: 1 } });
+    const limited = await instance.request('GET', '/api/v1/fleets', { noRetry: true });
+    assert.equal(limited.status, 429);
+    assert.equal(limited.headers.get('ratelimit-remaining'), '0');
+    let served = 0;
+    const failing = new TrailwireClient({
+      baseUrl: app.url,
+      audience: 'customers',
+      apiKey: customer.apiKey,
+      now: () => app.clock.now(),
+      sleep: async (ms) => void sleeps.push(ms),
+      fetch: async (input, init) => (new URL(String(input)).pathname.endsWith('/authenticate') ? fetch(input, init) : (served++, new Response('{"title":"boom"}', { status: 503 }))),
+    });
+    const failed = await failing.request('GET', '/api/v1/fleets', { noRetry: true });
+    assert.equal(failed.status, 503);
+    assert.equal(served, 1);
+    assert.deepEqual(sleeps, []);
+    app.clock.advance(60_000);
+  });
+
   it('follows next across pages and yields every item once, in order', async () => {
     app.clock.set(Math.ceil(app.clock.now() / 60_000) * 60_000);
     const { instance } = client();
