@@ -83,7 +83,7 @@ export const SCENARIO_DEFINITIONS: Record<ScenarioName, ScenarioDefinition> = {
   },
   'slow-subscriber': {
     name: 'slow-subscriber',
-    description: 'steady traffic while every fourth subscriber reads slowly: the others still get every update, the slow ones the latest state',
+    description: 'steady traffic while one in four of each customer\'s subscribers reads slowly: the others still get every update, the slow ones the latest state',
     mix: STEADY_MIX,
     intent: () => 'under',
     frontLoaded: false,
