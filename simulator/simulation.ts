@@ -156,113 +156,122 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     );
     subscriptions.push(subscription);
   }
-  await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
-
-  // The plan, started at a window boundary when asked (so a short run still has whole windows).
-  let startAt = Date.now() + 200;
-  if (settings.alignToWindow) {
-    const windowMs = Math.min(...products.map((product) => target.limits[product]!.windowSeconds * 1000));
-    const serverStart = startAt + target.clockOffsetMs;
-    startAt = Math.ceil(serverStart / windowMs) * windowMs - target.clockOffsetMs;
+  try {
+    return await drive();
+  } finally {
+    // Idempotent: after a normal end they are closed already; after a failure nothing keeps the process alive.
+    for (const subscription of subscriptions) subscription.close();
   }
-  const plan = planSends({
-    scenario: options.scenario,
-    seed: options.seed,
-    vins: target.vins.length,
-    rate: options.rate,
-    startAt,
-    durationMs: options.durationMs,
-    limits: target.limits,
-    marginMs: settings.windowMarginMs,
-    clockOffsetMs: target.clockOffsetMs,
-  });
 
-  const sends: SendRecord[] = [];
-  const rotations: RotationRecord[] = [];
-  const pendingRotations: Array<{ at: number; run: () => Promise<void> }> = [];
-  if (definition.rotation) {
-    const firstProduct = products[0]!;
-    pendingRotations.push({
-      at: startAt + options.durationMs * definition.rotation.partnerAt,
-      run: async () => {
-        rotations.push(await rotatePartner(target, partners.get(firstProduct)!, firstProduct));
-      },
+  async function drive(): Promise<RunRecord> {
+    await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
+
+    // The plan, started at a window boundary when asked (so a short run still has whole windows).
+    let startAt = Date.now() + 200;
+    if (settings.alignToWindow) {
+      const windowMs = Math.min(...products.map((product) => target.limits[product]!.windowSeconds * 1000));
+      const serverStart = startAt + target.clockOffsetMs;
+      startAt = Math.ceil(serverStart / windowMs) * windowMs - target.clockOffsetMs;
+    }
+    const plan = planSends({
+      scenario: options.scenario,
+      seed: options.seed,
+      vins: target.vins.length,
+      rate: options.rate,
+      startAt,
+      durationMs: options.durationMs,
+      limits: target.limits,
+      marginMs: settings.windowMarginMs,
+      clockOffsetMs: target.clockOffsetMs,
     });
-    if (customers.length > 0)
+
+    const sends: SendRecord[] = [];
+    const rotations: RotationRecord[] = [];
+    const pendingRotations: Array<{ at: number; run: () => Promise<void> }> = [];
+    if (definition.rotation) {
+      const firstProduct = products[0]!;
       pendingRotations.push({
-        at: startAt + options.durationMs * definition.rotation.customerAt,
+        at: startAt + options.durationMs * definition.rotation.partnerAt,
         run: async () => {
-          rotations.push(await rotateCustomer(target, customers[0]!, 0));
+          rotations.push(await rotatePartner(target, partners.get(firstProduct)!, firstProduct));
         },
       });
-  }
+      if (customers.length > 0)
+        pendingRotations.push({
+          at: startAt + options.durationMs * definition.rotation.customerAt,
+          run: async () => {
+            rotations.push(await rotateCustomer(target, customers[0]!, 0));
+          },
+        });
+    }
 
-  const meter = new ProgressMeter();
-  await sleepUntil(startAt);
-  trafficRunning = true;
-  const progressTimer = options.onProgress
-    ? setInterval(() => options.onProgress!(meter.snapshot(Date.now() - startAt, options.durationMs, liveUpdates)), 500)
-    : undefined;
-  const inFlight = new Set<Promise<void>>();
-  const rotationTasks: Array<Promise<void>> = [];
-  try {
-    let next = 0;
-    while (next < plan.sends.length || pendingRotations.length > 0) {
-      const now = Date.now();
-      while (pendingRotations.length > 0 && pendingRotations[0]!.at <= now) rotationTasks.push(pendingRotations.shift()!.run());
-      while (next < plan.sends.length && plan.sends[next]!.at <= now && inFlight.size < settings.maxInFlight) {
-        const planned = plan.sends[next++]!;
-        const task = sendOne(planned, target, partners.get(planned.product)!, traffic, sends, meter).finally(() => inFlight.delete(task));
-        inFlight.add(task);
+    const meter = new ProgressMeter();
+    await sleepUntil(startAt);
+    trafficRunning = true;
+    const progressTimer = options.onProgress
+      ? setInterval(() => options.onProgress!(meter.snapshot(Date.now() - startAt, options.durationMs, liveUpdates)), 500)
+      : undefined;
+    const inFlight = new Set<Promise<void>>();
+    const rotationTasks: Array<Promise<void>> = [];
+    try {
+      let next = 0;
+      while (next < plan.sends.length || pendingRotations.length > 0) {
+        const now = Date.now();
+        while (pendingRotations.length > 0 && pendingRotations[0]!.at <= now) rotationTasks.push(pendingRotations.shift()!.run());
+        while (next < plan.sends.length && plan.sends[next]!.at <= now && inFlight.size < settings.maxInFlight) {
+          const planned = plan.sends[next++]!;
+          const task = sendOne(planned, target, partners.get(planned.product)!, traffic, sends, meter).finally(() => inFlight.delete(task));
+          inFlight.add(task);
+        }
+        const nextAt = Math.min(plan.sends[next]?.at ?? Infinity, pendingRotations[0]?.at ?? Infinity);
+        if (inFlight.size >= settings.maxInFlight) await Promise.race(inFlight);
+        else if (nextAt > Date.now()) await sleep(Math.min(nextAt - Date.now(), 20));
       }
-      const nextAt = Math.min(plan.sends[next]?.at ?? Infinity, pendingRotations[0]?.at ?? Infinity);
-      if (inFlight.size >= settings.maxInFlight) await Promise.race(inFlight);
-      else if (nextAt > Date.now()) await sleep(Math.min(nextAt - Date.now(), 20));
+      await Promise.all([...inFlight, ...rotationTasks]);
+    } finally {
+      clearInterval(progressTimer);
     }
-    await Promise.all([...inFlight, ...rotationTasks]);
-  } finally {
-    clearInterval(progressTimer);
-  }
-  const trafficEndedAt = Date.now();
-  trafficRunning = false;
-  options.onProgress?.(meter.snapshot(trafficEndedAt - startAt, options.durationMs, liveUpdates));
-  for (const subscription of subscriptions) subscription.resume();
+    const trafficEndedAt = Date.now();
+    trafficRunning = false;
+    options.onProgress?.(meter.snapshot(trafficEndedAt - startAt, options.durationMs, liveUpdates));
+    for (const subscription of subscriptions) subscription.resume();
 
-  const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs);
-  // Processed payloads are published at once; wait until the feed has been quiet for a moment.
-  const settleUntil = Date.now() + 5_000;
-  await waitFor(() => Date.now() - lastUpdateAt >= 500 || Date.now() > settleUntil, 6_000);
+    const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs);
+    // Processed payloads are published at once; wait until the feed has been quiet for a moment.
+    const settleUntil = Date.now() + 5_000;
+    await waitFor(() => Date.now() - lastUpdateAt >= 500 || Date.now() > settleUntil, 6_000);
 
-  const endedAt = Date.now();
-  for (const [index, subscription] of subscriptions.entries()) {
-    subscription.close();
-    const connection = subscriberRecords[index]!.connections.at(-1);
-    if (connection && connection.endedAt === undefined) {
-      connection.endedAt = endedAt;
-      connection.endCode = 1;
+    const endedAt = Date.now();
+    for (const [index, subscription] of subscriptions.entries()) {
+      subscription.close();
+      const connection = subscriberRecords[index]!.connections.at(-1);
+      if (connection && connection.endedAt === undefined) {
+        connection.endedAt = endedAt;
+        connection.endCode = 1;
+      }
     }
+    return {
+      scenario: options.scenario,
+      mode: target.mode,
+      seed: options.seed,
+      limits: Object.fromEntries(products.map((product) => [product, target.limits[product]!])),
+      groups: plan.groups,
+      sends,
+      outcomes,
+      processingWaitMs: settings.processingWaitMs,
+      customers: target.customers.map((customer) => ({ label: customer.label })),
+      ownership: target.ownership,
+      subscribers: subscriberRecords,
+      heartbeatIntervalMs: target.heartbeatIntervalMs,
+      heartbeatSlackMs: settings.heartbeatSlackMs,
+      liveMarginMs: settings.liveMarginMs,
+      clockOffsetMs: target.clockOffsetMs,
+      rotations,
+      startedAt: startAt,
+      trafficEndedAt,
+      endedAt,
+    };
   }
-  return {
-    scenario: options.scenario,
-    mode: target.mode,
-    seed: options.seed,
-    limits: Object.fromEntries(products.map((product) => [product, target.limits[product]!])),
-    groups: plan.groups,
-    sends,
-    outcomes,
-    processingWaitMs: settings.processingWaitMs,
-    customers: target.customers.map((customer) => ({ label: customer.label })),
-    ownership: target.ownership,
-    subscribers: subscriberRecords,
-    heartbeatIntervalMs: target.heartbeatIntervalMs,
-    heartbeatSlackMs: settings.heartbeatSlackMs,
-    liveMarginMs: settings.liveMarginMs,
-    clockOffsetMs: target.clockOffsetMs,
-    rotations,
-    startedAt: startAt,
-    trafficEndedAt,
-    endedAt,
-  };
 }
 
 async function sendOne(
