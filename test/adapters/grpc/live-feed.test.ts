@@ -86,18 +86,36 @@ describe('LiveFeed over gRPC', () => {
 
   it('sends a heartbeat at once, then one every interval', async () => {
     const customer = await customerWithToken(app, 'Heartbeat Co');
-    const started = performance.now();
     const stream = subscribe(server.port, customer.token);
-    await stream.until((messages) => messages.length >= 4);
+    await stream.until((messages) => messages.length >= 6);
     stream.close();
     const beats = stream.messages.filter((m) => m.is_heartbeat);
     assert.equal(beats.length, stream.messages.length, 'only heartbeats on a quiet feed');
-    assert.ok(beats[0]!.at - started < HEARTBEAT_MS, 'the first heartbeat comes at once');
+    // From the second beat on (the first is sent at once, so its gap to the second is one interval
+    // minus the connection's set-up). The mean gap says "every interval"; bounds are loose and no
+    // single gap is held to a lower bound, because a loaded CI machine delays and bunches timers.
+    const meanGap = (beats.at(-1)!.at - beats[1]!.at) / (beats.length - 2);
+    assert.ok(meanGap > HEARTBEAT_MS * 0.5 && meanGap < HEARTBEAT_MS * 5, `mean heartbeat gap ${meanGap} ms`);
     for (let i = 2; i < beats.length; i++) {
       const gap = beats[i]!.at - beats[i - 1]!.at;
-      assert.ok(gap > HEARTBEAT_MS * 0.5 && gap < HEARTBEAT_MS * 4, `heartbeat gap ${gap} ms`);
+      assert.ok(gap < HEARTBEAT_MS * 10, `heartbeat gap ${gap} ms`);
     }
     assert.equal(beats[0]!.live_update, undefined);
+  });
+
+  it('sends the first heartbeat at once, not after an interval', async () => {
+    // "At once" measured against a server whose interval is far longer than any connection set-up:
+    // a first beat that waited for the interval would not arrive before the test's deadline.
+    const slowBeats = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: 60_000 });
+    try {
+      const customer = await customerWithToken(app, 'Prompt Heartbeat Co');
+      const stream = subscribe(slowBeats.port, customer.token);
+      await stream.until((messages) => messages.length >= 1, 10_000);
+      stream.close();
+      assert.equal(stream.messages[0]!.is_heartbeat, true);
+    } finally {
+      await slowBeats.shutdown();
+    }
   });
 
   it('delivers an intake payload to the owning customer only, with every field', async () => {
