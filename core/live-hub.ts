@@ -292,20 +292,22 @@ class Subscriber implements LiveSubscription {
   }
 }
 
-/** The part of `AuthService` the rotation wiring needs. */
+/** Where rotations are heard: an `AuthService` (this process's), or `PrincipalRotations` (every process's). */
 export interface RotationSource {
   onRotation(listener: (audience: Audience, principalId: string) => void): () => void;
 }
 
 /**
- * Ends the live streams of a customer whose key is rotated in this process, with `invalid_token`
- * (gRPC UNAUTHENTICATED): rotation is the response to a compromised key (contract 3). Answers the
- * function that undoes the wiring. A rotation done by another process sharing the store reaches a
- * stream through the gRPC adapter's revocation check at each heartbeat, once this process's
- * `KeyVersions` learns of it (`KeyVersions.forget`, driven by whatever cross-process bus is in use).
+ * Ends the live streams of a customer whose key is rotated, with `invalid_token` (gRPC
+ * UNAUTHENTICATED): rotation is the response to a compromised key (contract 3). Answers the
+ * function that undoes the wiring. `rotations` is where rotations are heard: `createTrailwire`
+ * passes its `PrincipalRotations` (`core/rotation-feed.ts`), which tells of this process's
+ * rotations and, through the rotation feed, of every other process's; an `AuthService` alone tells
+ * only of this process's. A notice that never arrives is still caught by the gRPC adapter's
+ * revocation check at each heartbeat, once this process re-reads the key version from the store.
  */
-export function endStreamsOnRotation(auth: RotationSource, hub: LiveHub): () => void {
-  return auth.onRotation((audience, principalId) => {
+export function endStreamsOnRotation(rotations: RotationSource, hub: LiveHub): () => void {
+  return rotations.onRotation((audience, principalId) => {
     if (audience !== 'customers') return;
     hub.endCustomer(principalId, new TrailwireError('invalid_token', 'The customer key was rotated; authenticate again.'));
   });

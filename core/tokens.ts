@@ -6,11 +6,13 @@
  *
  * Verification results are cached per token string until the token expires, so a client that
  * reuses its token (as clients should) pays the signature check once; the revocation check still
- * runs on every use, against an in-memory map of current key versions.
+ * runs on every use, against an in-memory map of current key versions (`KeyVersions`). So a
+ * rotation this process learns of — its own, or another process's through the rotation feed
+ * (`core/rotation-feed.ts`) — revokes cached tokens too: only `KeyVersions` needs telling.
  */
 import { randomUUID } from 'node:crypto';
 import jwt from 'jsonwebtoken';
-import type { Clock } from './clock.ts';
+import { type Clock, systemClock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import type { Audience, Principal } from './model.ts';
 import type { SigningKeyRing } from './signing-keys.ts';
@@ -51,31 +53,86 @@ export function productOfScope(scope: string | undefined): string | undefined {
   return scope?.startsWith('product:') ? scope.slice('product:'.length) : undefined;
 }
 
+export interface KeyVersionsOptions {
+  /** Measures the age of a cached version. Default: the system clock. */
+  clock?: Clock;
+  /**
+   * How long a cached version is trusted before the next check reads the store again, in ms: the
+   * bound on how long a rotation by another process goes unnoticed here when its notice is lost.
+   * 0 reads the store on every check. Default `Infinity` (read once; `createTrailwire` passes its
+   * `rotations.recheckAfterSeconds`, 30 s by default).
+   */
+  maxAgeMs?: number;
+}
+
 /**
- * Current key versions of principals, read through from the store and kept in memory. A local
- * rotation updates the map at once; `forget` lets a cross-process bus invalidate an entry.
+ * Current key versions of principals, read through from the store and kept in memory. A rotation
+ * (this process's, or another's through the rotation feed) is noted at once with `noteRotation`;
+ * an entry older than `maxAgeMs` is read again, so a missed notice is caught within that time.
+ * The store stays the truth: a note is never lowered by an older note, nor by a store read that
+ * started before it (which `forget` alone could not promise), but the next re-read replaces it — so
+ * a bogus notice cannot lock a principal out for longer than `maxAgeMs`.
  */
 export class KeyVersions {
-  private readonly versions = new Map<string, number | null>();
+  /** `noted`: the value of `notes` when the entry was last set by a note (0: by a store read). */
+  private readonly entries = new Map<string, { version: number | null; checkedAt: number; noted: number }>();
+  private notes = 0;
+  /** Store reads in flight, so a stale entry under load costs one read, not one per request. */
+  private readonly reading = new Map<string, Promise<number | null>>();
+  private readonly clock: Clock;
+  private readonly maxAgeMs: number;
 
-  constructor(private readonly store: Pick<PrincipalStore, 'getPrincipal'>) {}
+  constructor(
+    private readonly store: Pick<PrincipalStore, 'getPrincipal'>,
+    options: KeyVersionsOptions = {},
+  ) {
+    this.clock = options.clock ?? systemClock;
+    this.maxAgeMs = options.maxAgeMs ?? Infinity;
+    if (typeof this.maxAgeMs !== 'number' || !(this.maxAgeMs >= 0))
+      throw new TypeError(`KeyVersions: \`maxAgeMs\` must be a number >= 0, got ${this.maxAgeMs}`);
+  }
 
+  /** The principal's current key version (null: no such principal). */
   async current(audience: Audience, id: string): Promise<number | null> {
     const key = `${audience}:${id}`;
-    const known = this.versions.get(key);
-    if (known !== undefined) return known;
-    const principal = await this.store.getPrincipal(audience, id);
-    const version = principal?.keyVersion ?? null;
-    this.versions.set(key, version);
-    return version;
+    const entry = this.entries.get(key);
+    if (entry && this.clock.now() - entry.checkedAt < this.maxAgeMs) return entry.version;
+    let read = this.reading.get(key);
+    if (!read) {
+      read = this.read(key, audience, id).finally(() => this.reading.delete(key));
+      this.reading.set(key, read);
+    }
+    return read;
   }
 
+  /** The version held in memory, without reading the store; undefined when none is held. */
+  cached(audience: Audience, id: string): number | null | undefined {
+    return this.entries.get(`${audience}:${id}`)?.version;
+  }
+
+  /** Records that the principal's key is now at `version` (a lower one than held is ignored). */
   noteRotation(audience: Audience, id: string, version: number): void {
-    this.versions.set(`${audience}:${id}`, version);
+    const key = `${audience}:${id}`;
+    const held = this.entries.get(key)?.version;
+    this.entries.set(key, { version: held != null && held > version ? held : version, checkedAt: this.clock.now(), noted: ++this.notes });
   }
 
+  /** Drops the cached entry: the next check reads the store. */
   forget(audience: Audience, id: string): void {
-    this.versions.delete(`${audience}:${id}`);
+    this.entries.delete(`${audience}:${id}`);
+  }
+
+  private async read(key: string, audience: Audience, id: string): Promise<number | null> {
+    const checkedAt = this.clock.now();
+    const notesBefore = this.notes;
+    const principal = await this.store.getPrincipal(audience, id);
+    const stored = principal?.keyVersion ?? null;
+    // A rotation noted while the read was in flight is newer than what the read saw.
+    const entry = this.entries.get(key);
+    const notedMeanwhile = entry !== undefined && entry.noted > notesBefore && entry.version !== null && stored !== null && entry.version > stored;
+    const version = notedMeanwhile ? entry.version : stored;
+    this.entries.set(key, { version, checkedAt, noted: notedMeanwhile ? entry.noted : 0 });
+    return version;
   }
 }
 

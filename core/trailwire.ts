@@ -1,7 +1,7 @@
 /**
  * The composition root of the core: `createTrailwire` assembles the services a transport mounts
  * (auth, reads, admin, limits, intake, the live hub) over one store, one window-counter backend,
- * one intake queue and one live bus. Adapters (Koa, gRPC) take the returned `Trailwire` and never
+ * one intake queue, one live bus and one rotation feed. Adapters (Koa, gRPC) take the returned `Trailwire` and never
  * build services themselves; the server starts and stops its intake worker.
  */
 import { randomBytes } from 'node:crypto';
@@ -20,6 +20,7 @@ import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
 import { createProductRegistry, type IntakeLimit, type Product, type ProductRegistry } from './products.ts';
+import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
 
 /** A fixed-window limit: `requests` per window of `windowSeconds`. */
 export interface LimitSetting {
@@ -76,6 +77,14 @@ export interface TrailwireOptions {
   intakeIds?: IdGenerator;
   /** The live hub's bus (default: in-process) and back-pressure bound. */
   live?: LiveHubOptions;
+  /**
+   * How a key rotation reaches every process sharing the store, so that each rejects the tokens
+   * minted before it and ends the customer's LiveFeed streams (contract 3): `feed` (default
+   * in-process, enough for one process; `openRedisRotationFeed` of `trailwire/redis` for several),
+   * `recheckAfterSeconds` (how long a cached key version is trusted if a notice is lost; default 30)
+   * and `onError` (default: ignored). See `core/rotation-feed.ts`.
+   */
+  rotations?: RotationOptions;
 }
 
 export interface Trailwire {
@@ -94,7 +103,7 @@ export interface Trailwire {
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
-  /** Stops the intake worker, closes the live hub, then the store. */
+  /** Stops the intake worker and the rotation wiring, closes the live hub, then the store. */
   close(): Promise<void>;
 }
 
@@ -109,8 +118,11 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   const limiter = (name: string, setting: LimitSetting) =>
     new FixedWindowLimiter({ name, limit: setting.requests, windowSeconds: setting.windowSeconds, counter, clock });
 
+  const rotationSettings = resolveRotationOptions(options.rotations);
+
   const keys = await SigningKeyRing.open(store, options.signingAlgorithm ?? 'RS256', clock);
-  const tokens = new TokenService(keys, new KeyVersions(store), clock, options.tokens);
+  const keyVersions = new KeyVersions(store, { clock, maxAgeMs: rotationSettings.recheckAfterSeconds * 1000 });
+  const tokens = new TokenService(keys, keyVersions, clock, options.tokens);
   const auth = new AuthService(
     store,
     tokens,
@@ -128,7 +140,9 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit });
   const products = createProductRegistry(options.products ?? [], { limitOverrides: options.productLimits });
   const live = new LiveHub(options.live);
-  endStreamsOnRotation(auth, live);
+  const rotationFeed = rotationSettings.feed ?? new MemoryRotationFeed();
+  const rotations = new PrincipalRotations({ local: auth, keyVersions, feed: rotationFeed, onError: rotationSettings.onError });
+  endStreamsOnRotation(rotations, live);
 
   let intake: Trailwire['intake'];
   if (options.intakeQueue) {
@@ -161,6 +175,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     options: { verifyVinCheckDigit, limits },
     async close() {
       await intake?.worker.stop();
+      rotations.stop();
+      if (rotationSettings.feed === undefined) await rotationFeed.close();
       await live.close();
       await store.close();
     },

@@ -1,7 +1,7 @@
 /**
- * The conformance suite every `LiveBus` passes (the in-process `MemoryLiveBus` now, a Redis bus
- * later): delivery of every event to every listener of every participant sharing the bus, with all
- * fields intact; publish order kept per publisher; unsubscribe; close. A test file calls
+ * The conformance suite every `LiveBus` passes (the in-process `MemoryLiveBus`, the Redis bus):
+ * delivery of every event to every listener of every participant sharing the bus, with all fields
+ * intact; publish order kept per publisher; a throwing listener stopping no other; unsubscribe; close. A test file calls
  * `runLiveBusConformance(...)` once per implementation, naming a reason for any skipped case.
  *
  * A networked bus delivers asynchronously, so cases wait for deliveries (never for a fixed time):
@@ -13,7 +13,7 @@ import { describe, it } from 'node:test';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
 
-export type LiveBusCase = 'delivers to every listener' | 'keeps publish order' | 'unsubscribe' | 'close';
+export type LiveBusCase = 'delivers to every listener' | 'keeps publish order' | 'a throwing listener does not stop the others' | 'unsubscribe' | 'close';
 
 export interface LiveBusConformanceOptions {
   /** Names the implementation in the test titles. */
@@ -21,9 +21,17 @@ export interface LiveBusConformanceOptions {
   /**
    * Opens a fresh bus isolated from every other case (its own channel), answering one handle per
    * participant sharing it: `count` processes, in effect. An in-process bus may answer the same
-   * object `count` times; a networked bus should answer `count` separate connections.
+   * object `count` times; a networked bus should answer `count` separate connections. The buses
+   * report errors thrown by listeners to `onListenerError` when it is given (see
+   * `checksListenerErrors`).
    */
-  openBuses(count: number): Promise<LiveBus[]>;
+  openBuses(count: number, onListenerError?: (error: unknown) => void): Promise<LiveBus[]>;
+  /**
+   * Set when `openBuses` hands `onListenerError` to its buses; without it the case 'a throwing
+   * listener does not stop the others' is skipped, saying so (the bus's default would re-throw the
+   * case's deliberate error outside the test).
+   */
+  checksListenerErrors?: boolean;
   /** How long to wait for a delivery before failing. Default 2,000 ms. */
   deliveryTimeoutMs?: number;
   /** Cases this implementation skips, each with the reason. */
@@ -33,8 +41,12 @@ export interface LiveBusConformanceOptions {
 /** Registers the suite's cases with `node:test`. */
 export function runLiveBusConformance(options: LiveBusConformanceOptions): void {
   const timeoutMs = options.deliveryTimeoutMs ?? 2_000;
+  const skips: Partial<Record<LiveBusCase, string>> = {
+    ...(options.checksListenerErrors ? {} : { 'a throwing listener does not stop the others': 'openBuses does not take onListenerError' }),
+    ...options.skip,
+  };
   const caseOf = (name: LiveBusCase, body: () => Promise<void>) => {
-    it(name, { skip: options.skip?.[name] ?? false }, body);
+    it(name, { skip: skips[name] ?? false }, body);
   };
 
   async function withBuses(count: number, body: (buses: LiveBus[]) => Promise<void>): Promise<void> {
@@ -74,6 +86,27 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
         assert.deepEqual((await local.next(200, timeoutMs)).map((event) => event.ts), expected);
       }),
     );
+
+    caseOf('a throwing listener does not stop the others', async () => {
+      const reported: unknown[] = [];
+      const buses = await options.openBuses(2, (error) => reported.push(error));
+      try {
+        const [publisher, peer] = buses;
+        const failure = new Error('listener bug');
+        peer!.subscribe(() => {
+          throw failure;
+        });
+        const after = collect(peer!);
+        const local = collect(publisher!);
+        await publisher!.publish(sampleEvent(1));
+        await publisher!.publish(sampleEvent(2));
+        assert.deepEqual((await after.next(2, timeoutMs)).map((event) => event.ts), [1, 2], 'a later listener still hears every event');
+        assert.deepEqual((await local.next(2, timeoutMs)).map((event) => event.ts), [1, 2]);
+        assert.deepEqual(reported, [failure, failure], 'each error is reported, once per event');
+      } finally {
+        await Promise.all([...new Set(buses)].map((bus) => bus.close()));
+      }
+    });
 
     caseOf('unsubscribe', () =>
       withBuses(2, async ([publisher, peer]) => {

@@ -1,0 +1,190 @@
+/**
+ * The Redis live bus: the shared live-bus conformance suite against a real Redis (each bus of a case
+ * on its own connection, each case on its own channel), then what is Redis's own — the default
+ * channel, the subscriber connection it opens and closes (never the caller's), a message that is
+ * not JSON, delivery again after the subscriber connection is lost, a hub on each of two buses, and
+ * option checks. Needs `TRAILWIRE_TEST_REDIS_URL`; every channel it uses starts with a random
+ * `tw_test_<hex>:` prefix (pub/sub leaves no keys behind).
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { after, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { openRedisLiveBus, type RedisLiveBus, type RedisLiveBusOptions } from '../../../adapters/redis/index.ts';
+import { TrailwireError } from '../../../core/errors.ts';
+import { LiveHub, type LiveTrailerEvent } from '../../../core/live-hub.ts';
+import { runLiveBusConformance, sampleEvent } from '../../conformance/live-bus.ts';
+
+const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;
+
+describe('RedisLiveBus options', () => {
+  const client = { duplicate() {}, publish() {} };
+  const cases: [string, Partial<Record<keyof RedisLiveBusOptions, unknown>>][] = [
+    ['redis', { redis: undefined }],
+    ['redis', { redis: 'redis://127.0.0.1:6379' }],
+    ['channel', { redis: client, channel: '' }],
+    ['channel', { redis: client, channel: 7 }],
+    ['onError', { redis: client, onError: 'log' }],
+    ['onListenerError', { redis: client, onListenerError: true }],
+  ];
+  for (const [field, options] of cases) {
+    it(`rejects ${field} = ${JSON.stringify(options[field as keyof RedisLiveBusOptions]) ?? 'undefined'}, naming the field`, async () => {
+      await assert.rejects(openRedisLiveBus(options as RedisLiveBusOptions), (error: unknown) => {
+        assert.ok(error instanceof TrailwireError);
+        assert.equal(error.code, 'validation_failed');
+        assert.deepEqual(error.errors?.map((fieldError) => fieldError.path), [field]);
+        assert.match(error.message, new RegExp(`\\b${field}\\b`));
+        return true;
+      });
+    });
+  }
+});
+
+describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS_URL is not set' : false }, () => {
+  const prefix = `tw_test_${randomBytes(6).toString('hex')}:`;
+  let channels = 0;
+  const freshChannel = () => `${prefix}live:${++channels}`;
+  const connections: Redis[] = [];
+  /** A connection whose `duplicate()`s (the bus's subscriber connections) are recorded. */
+  const connect = (): Redis & { duplicates: Redis[] } => {
+    const redis = Object.assign(new Redis(REDIS_URL!, { maxRetriesPerRequest: 2 }), { duplicates: [] as Redis[] });
+    const duplicate = redis.duplicate.bind(redis);
+    redis.duplicate = (override) => {
+      const copy = duplicate(override);
+      redis.duplicates.push(copy);
+      return copy;
+    };
+    connections.push(redis);
+    return redis;
+  };
+
+  after(async () => {
+    await Promise.all(connections.map((connection) => connection.quit()));
+  });
+
+  runLiveBusConformance({
+    name: 'redis',
+    // One connection per participant, as separate processes would have; one channel per case.
+    async openBuses(count, onListenerError) {
+      const channel = freshChannel();
+      return Promise.all(Array.from({ length: count }, () => openRedisLiveBus({ redis: connect(), channel, onListenerError })));
+    },
+    checksListenerErrors: true,
+  });
+
+  it('listens on trailwire:live unless told otherwise', async () => {
+    const bus = await openRedisLiveBus({ redis: connect() });
+    assert.equal(bus.channelName, 'trailwire:live');
+    await bus.close();
+  });
+
+  it('closes the subscriber connection it opened, and leaves the caller\'s open', async () => {
+    const redis = connect();
+    const bus = await openRedisLiveBus({ redis, channel: freshChannel() });
+    const [subscriber] = redis.duplicates;
+    assert.equal(subscriber?.status, 'ready');
+    await Promise.all([bus.close(), bus.close()]);
+    assert.equal(subscriber!.status, 'end');
+    assert.equal(await redis.ping(), 'PONG');
+  });
+
+  it('reports a message that is not JSON and goes on delivering', async () => {
+    const channel = freshChannel();
+    const errors: unknown[] = [];
+    const bus = await openRedisLiveBus({ redis: connect(), channel, onError: (error) => errors.push(error) });
+    try {
+      const received = nextEvents(bus, 1);
+      await connect().publish(channel, 'not json {');
+      await bus.publish(sampleEvent(2));
+      assert.deepEqual((await received).map((event) => event.ts), [2]);
+      assert.equal(errors.length, 1);
+      assert.ok(errors[0] instanceof TrailwireError && /not JSON/.test(errors[0].message));
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it('delivers again once its lost subscriber connection is back (what was published meanwhile is lost)', async () => {
+    const channel = freshChannel();
+    const redis = connect();
+    const bus = await openRedisLiveBus({ redis, channel });
+    const publisher = await openRedisLiveBus({ redis: connect(), channel });
+    try {
+      const received: LiveTrailerEvent[] = [];
+      bus.subscribe((event) => received.push(event));
+      const subscriber = redis.duplicates[0]!;
+      const closed = once(subscriber, 'close');
+      subscriber.disconnect(true); // the connection drops; ioredis reconnects and resubscribes
+      await closed;
+      // Published during the outage (ioredis waits 50 ms before its first reconnection): only the
+      // other bus's subscriber is there to hear it, and nothing brings it back later.
+      const raw = connect();
+      assert.equal(await raw.publish(channel, JSON.stringify(sampleEvent(0))), 1, 'one subscriber (the other bus) heard it');
+      // Publish markers until one arrives: the reconnection takes an unknown few milliseconds.
+      const deadline = Date.now() + 5_000;
+      const waitUntil = async (done: () => boolean, publishing?: () => Promise<void>) => {
+        while (!done()) {
+          assert.ok(Date.now() < deadline, `no delivery within 5 s of the connection loss (got ${received.length})`);
+          await publishing?.();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      };
+      let n = 0;
+      await waitUntil(() => received.length > 0, () => publisher.publish(sampleEvent(++n)));
+      const resumedAt = received[0]!.ts;
+      await publisher.publish(sampleEvent(1_000));
+      await waitUntil(() => received.at(-1)?.ts === 1_000);
+      assert.deepEqual(
+        received.map((event) => event.ts),
+        [...Array.from({ length: received.length - 1 }, (_, i) => resumedAt + i), 1_000],
+        'after the reconnection, every event in order; the one published during the outage never arrives',
+      );
+      assert.ok(resumedAt > 0);
+    } finally {
+      await Promise.all([bus.close(), publisher.close()]);
+    }
+  });
+
+  it("carries one process's update to another process's LiveFeed subscriber", async () => {
+    const channel = freshChannel();
+    // A hub given a bus leaves it open: the buses are closed after the hubs.
+    const buses = await Promise.all([0, 1].map(() => openRedisLiveBus({ redis: connect(), channel })));
+    const hubs = buses.map((bus) => new LiveHub({ bus }));
+    try {
+      const written: LiveTrailerEvent[] = [];
+      const arrived = new Promise<void>((resolve) => {
+        hubs[1]!.subscribe('customer-a', {
+          write: (event) => {
+            written.push(event);
+            resolve();
+            return true;
+          },
+          end: () => {},
+        });
+      });
+      const event = sampleEvent(42, { trailer: { ...sampleEvent(42).trailer, unitId: 'U-17', telemetry: null } });
+      await hubs[0]!.publish(event);
+      await arrived;
+      assert.deepEqual(written, [event]);
+    } finally {
+      await Promise.all(hubs.map((hub) => hub.close()));
+      await Promise.all(buses.map((bus) => bus.close()));
+    }
+  });
+});
+
+/** The next `count` events the bus delivers (after a subscription made now). */
+function nextEvents(bus: RedisLiveBus, count: number, timeoutMs = 2_000): Promise<LiveTrailerEvent[]> {
+  return new Promise((resolve, reject) => {
+    const events: LiveTrailerEvent[] = [];
+    const timer = setTimeout(() => reject(new Error(`expected ${count} events within ${timeoutMs} ms, got ${events.length}`)), timeoutMs);
+    const stop = bus.subscribe((event) => {
+      events.push(event);
+      if (events.length < count) return;
+      clearTimeout(timer);
+      stop();
+      resolve(events);
+    });
+  });
+}
