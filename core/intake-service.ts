@@ -69,9 +69,10 @@ export class IntakeService {
     const limiter = this.limiterOf(productName);
     if (idempotencyKey !== null) {
       const earlier = await queue.findByIdempotencyKey(input.claims.sub, idempotencyKey, now - IDEMPOTENCY_WINDOW_MS);
-      if (earlier) return { record: earlier, rateLimit: await limiter.peek(vin), replayed: true };
+      if (earlier) return { record: earlier, rateLimit: await limiter.peek(vin, now), replayed: true };
     }
-    const rateLimit = await limiter.enforce(vin);
+    // The payload counts in the window of its receive time, the time its status reports.
+    const rateLimit = await limiter.enforce(vin, now);
     const { record, created } = await queue.enqueue({
       id: this.options.ids(),
       partnerId: input.claims.sub,

@@ -93,6 +93,8 @@ export class IntakeWorker {
   private running = false;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** A notify that came while the worker was busy: the next idle wait is skipped, so it is not lost. */
+  private notified = false;
   private idleTimer: NodeJS.Timeout | undefined;
   private lastPurgeAt = Number.NEGATIVE_INFINITY;
   /** Outcomes whose settle failed: their payloads are written but still `processing`, so settle them first. */
@@ -127,7 +129,8 @@ export class IntakeWorker {
 
   /** Wakes an idle worker at once (called after an enqueue). */
   notify(): void {
-    this.wake?.();
+    if (this.wake) this.wake();
+    else this.notified = true;
   }
 
   get isRunning(): boolean {
@@ -158,12 +161,14 @@ export class IntakeWorker {
 
   private async run(): Promise<void> {
     while (this.running) {
+      this.notified = false;
       const claimed = await this.drain(() => this.running).catch((error: unknown) => {
         this.deps.onRoundFailed?.(error);
         return 0;
       });
       await this.purgeIfDue();
-      if (claimed > 0 || !this.running) continue;
+      // A payload enqueued after the last claim read the queue must not wait for the idle poll.
+      if (claimed > 0 || this.notified || !this.running) continue;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         this.idleTimer = setTimeout(resolve, this.settings.idlePollMs);
@@ -203,8 +208,9 @@ export class IntakeWorker {
         await queue.settle(outcomes);
       } catch (error) {
         // Claimed and written, but not settled: without this the payloads would stay `processing`
-        // until the next start-up. (Inside a unit of work that rolls back, settling later is a no-op.)
-        this.unsettled = outcomes;
+        // until the next start-up. A unit of work rolls the whole round back instead (writes
+        // included), so its payloads are simply claimed again and must not be settled later.
+        if (!this.deps.unitOfWork) this.unsettled = outcomes;
         throw error;
       }
       return results;

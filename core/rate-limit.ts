@@ -60,23 +60,27 @@ export class FixedWindowLimiter {
     this.clock = options.clock;
   }
 
-  /** Counts one request of `subject` in the current window and says whether it is within the limit. */
-  async consume(subject: string): Promise<RateLimitState> {
-    const window = this.currentWindow();
+  /**
+   * Counts one request of `subject` in the window of `at` (default: now) and says whether it is
+   * within the limit. A caller that records when it received the request passes that time, so the
+   * request counts in the window its recorded time says.
+   */
+  async consume(subject: string, at: number = this.clock.now()): Promise<RateLimitState> {
+    const window = this.windowOf(at);
     const count = await this.counter.increment(this.keyOf(subject, window.start), window.end);
     return this.stateOf(count, window.end, count <= this.limit);
   }
 
-  /** The state of `subject` without counting a request: allowed while the window has room. */
-  async peek(subject: string): Promise<RateLimitState> {
-    const window = this.currentWindow();
+  /** The state of `subject` in the window of `at` (default: now) without counting a request: allowed while the window has room. */
+  async peek(subject: string, at: number = this.clock.now()): Promise<RateLimitState> {
+    const window = this.windowOf(at);
     const count = await this.counter.peek(this.keyOf(subject, window.start));
     return this.stateOf(count, window.end, count < this.limit);
   }
 
-  /** Consumes and throws `rate_limited` (carrying the state) when over the limit. */
-  async enforce(subject: string): Promise<RateLimitState> {
-    const state = await this.consume(subject);
+  /** Consumes (in the window of `at`, default now) and throws `rate_limited` (carrying the state) when over the limit. */
+  async enforce(subject: string, at: number = this.clock.now()): Promise<RateLimitState> {
+    const state = await this.consume(subject, at);
     if (!state.allowed) throw this.limitedError(state);
     return state;
   }
@@ -89,8 +93,8 @@ export class FixedWindowLimiter {
     );
   }
 
-  private currentWindow(): { start: number; end: number } {
-    const start = Math.floor(this.clock.now() / this.windowMs) * this.windowMs;
+  private windowOf(at: number): { start: number; end: number } {
+    const start = Math.floor(at / this.windowMs) * this.windowMs;
     return { start, end: start + this.windowMs };
   }
 

@@ -1,9 +1,12 @@
 /**
  * The PostgreSQL backend of Trailwire (`trailwire/postgres`), for scale-out: many stateless Trailwire
  * processes sharing one fleet through one database (contract 11). It holds the store (`openPostgresStore`,
- * the same `TrailwireStore` as the embedded SQLite one, passing the same conformance suite), the
- * migration runner that other modules keeping tables in the same schema use (the intake queue), and
- * the pool plumbing they share: BIGINT parsed as numbers, schema-qualified statements, transactions.
+ * the same `TrailwireStore` as the embedded SQLite one, passing the same conformance suite), the durable
+ * intake queue those processes share (`openPostgresIntakeQueue(store, options?)` → `PostgresIntakeQueue`,
+ * an `IntakeQueue` passing the queue conformance suite, with `resolvePostgresIntakeQueueOptions` and
+ * `DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS`), the migration runner and each component's migrations
+ * (`POSTGRES_STORE_*`, `POSTGRES_QUEUE_*`), and the pool plumbing they share: BIGINT parsed as numbers,
+ * schema-qualified statements, transactions.
  */
 export {
   DEFAULT_POSTGRES_STORE_OPTIONS,
@@ -13,7 +16,18 @@ export {
   type PostgresStoreOptions,
 } from './postgres-store.ts';
 export {
+  DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS,
+  openPostgresIntakeQueue,
+  PostgresIntakeQueue,
+  resolvePostgresIntakeQueueOptions,
+  type PostgresIntakeQueueOptions,
+  type PostgresIntakeQueueSettings,
+  type PostgresQueueHost,
+} from './intake-queue.ts';
+export {
   applyPostgresMigrations,
+  POSTGRES_QUEUE_COMPONENT,
+  POSTGRES_QUEUE_MIGRATIONS,
   POSTGRES_STORE_COMPONENT,
   POSTGRES_STORE_MIGRATIONS,
   type PostgresMigration,

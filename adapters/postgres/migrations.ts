@@ -231,3 +231,111 @@ export const POSTGRES_STORE_MIGRATIONS: readonly PostgresMigration[] = [
     `,
   },
 ];
+
+/** The component name under which the durable intake queue's migrations are recorded. */
+export const POSTGRES_QUEUE_COMPONENT = 'intake-queue';
+
+/**
+ * The durable intake queue's schema (`adapters/postgres/intake-queue.ts`), oldest first. Append new
+ * migrations; never edit a released one (a change to `intake_claim` is a new `CREATE OR REPLACE`).
+ */
+export const POSTGRES_QUEUE_MIGRATIONS: readonly PostgresMigration[] = [
+  {
+    name: '0001_intake_queue',
+    up: `
+      -- seq is the arrival order; claimed_by names the queue session that holds a processing row.
+      CREATE TABLE intake_queue (
+        seq             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        partner_id      TEXT NOT NULL,
+        product         TEXT NOT NULL,
+        vin             TEXT NOT NULL,
+        payload         TEXT NOT NULL,
+        received_at     BIGINT NOT NULL,
+        idempotency_key TEXT,
+        status          TEXT NOT NULL CHECK (status IN ('queued', 'processing', 'processed', 'failed')),
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        processed_at    BIGINT,
+        error           TEXT,
+        claimed_by      TEXT,
+        CHECK ((status = 'processing') = (claimed_by IS NOT NULL))
+      );
+      -- One live use of a key per partner (the arbiter of the enqueue's ON CONFLICT); a use older
+      -- than the window has its key cleared when the key is used again.
+      CREATE UNIQUE INDEX intake_by_idempotency_key ON intake_queue (partner_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+      -- Claims walk the queued rows in arrival order and check each VIN's other unfinished rows;
+      -- neither index holds processed rows, however many are kept.
+      CREATE INDEX intake_ready ON intake_queue (seq) WHERE status = 'queued';
+      CREATE INDEX intake_unfinished_by_vin ON intake_queue (vin, seq) INCLUDE (status, next_attempt_at)
+        WHERE status IN ('queued', 'processing');
+      CREATE INDEX intake_processing ON intake_queue (claimed_by) WHERE status = 'processing';
+      CREATE INDEX intake_failed ON intake_queue (seq) WHERE status = 'failed';
+      CREATE INDEX intake_processed ON intake_queue (processed_at) WHERE status = 'processed';
+
+      -- The claim, in one round trip. Why it keeps each VIN in order across processes is explained
+      -- at CLAIM in adapters/postgres/intake-queue.ts; in short: lock the candidate VINs first (a
+      -- transaction advisory lock per VIN, held to COMMIT), then decide what to claim in a second
+      -- statement, whose snapshot a VOLATILE function takes after those locks were granted.
+      -- search_path is fixed to this schema (the migration's own), so the names below resolve here
+      -- whatever the caller's search_path.
+      CREATE FUNCTION intake_claim(p_owner TEXT, p_now BIGINT, p_limit INTEGER)
+        RETURNS SETOF intake_queue
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+      AS $claim$
+      DECLARE
+        owner_lock BIGINT := hashtextextended('trailwire:intake-owner:' || p_owner, 0);
+        candidate RECORD;
+        locked TEXT[] := '{}';
+        taken INTEGER := 0;
+      BEGIN
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+          RAISE EXCEPTION 'intake_claim needs READ COMMITTED (a fresh snapshot per statement), not %',
+            current_setting('transaction_isolation');
+        END IF;
+        -- The owner's session holds this lock while it lives; if this connection can take it, the
+        -- owner is gone and its claims could be recovered by anyone at once.
+        IF pg_try_advisory_lock(owner_lock) THEN
+          PERFORM pg_advisory_unlock(owner_lock);
+          RAISE EXCEPTION 'intake queue session % is not live', p_owner USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+
+        -- 1. Candidates in arrival order, as this statement's snapshot sees them; a VIN another
+        --    claimer holds locked is skipped, like SKIP LOCKED. A VIN is locked once however many
+        --    of its rows pass (the lock is re-entrant); locks on VINs that turn out empty are harmless.
+        FOR candidate IN
+          SELECT q.vin FROM intake_queue q
+          WHERE q.status = 'queued' AND q.next_attempt_at <= p_now
+            AND NOT EXISTS (SELECT 1 FROM intake_queue e
+                            WHERE e.vin = q.vin AND e.status IN ('queued', 'processing')
+                              AND (e.status = 'processing' OR (e.seq < q.seq AND e.next_attempt_at > p_now)))
+          ORDER BY q.seq
+        LOOP
+          IF pg_try_advisory_xact_lock(hashtextextended('trailwire:intake-vin:' || current_schema() || ':' || candidate.vin, 0)) THEN
+            IF NOT candidate.vin = ANY(locked) THEN locked := locked || candidate.vin; END IF;
+            taken := taken + 1;
+            EXIT WHEN taken >= p_limit;
+          END IF;
+        END LOOP;
+
+        -- 2. A new statement, so a new snapshot: it sees every claim of these VINs committed before
+        --    their locks were granted to us. A row is claimed when it is queued and due, no row of its
+        --    VIN is processing (whatever its seq), and no earlier row of its VIN waits for a retry.
+        RETURN QUERY
+          UPDATE intake_queue u SET status = 'processing', attempts = u.attempts + 1, claimed_by = p_owner
+          WHERE u.status = 'queued' AND u.seq IN (
+            SELECT q.seq FROM intake_queue q
+            WHERE q.vin = ANY(locked) AND q.status = 'queued' AND q.next_attempt_at <= p_now
+              AND NOT EXISTS (SELECT 1 FROM intake_queue e
+                              WHERE e.vin = q.vin AND e.status IN ('queued', 'processing')
+                                AND (e.status = 'processing' OR (e.seq < q.seq AND e.next_attempt_at > p_now)))
+            ORDER BY q.seq
+            LIMIT p_limit)
+          RETURNING u.*;
+      END
+      $claim$;
+    `,
+  },
+];

@@ -1,6 +1,17 @@
 /**
- * The embedded SQLite backend of Trailwire (`trailwire/sqlite`): the store, its options, and the
- * migration runner that other modules sharing the database file (the intake queue) use for their tables.
+ * `trailwire/sqlite`: the embedded SQLite backend of Trailwire — the store, the durable intake queue
+ * that shares its file, and the migration runner that modules keeping tables in that file use. One
+ * file serves one process and any CLI commands beside it (WAL mode). To assemble it yourself:
+ *
+ *   const store = await openSqliteStore({ file: './data/trailwire.db' });
+ *   const trailwire = await createTrailwire({ store, products, intakeQueue: openSqliteIntakeQueue(store.db) });
+ */
+
+/**
+ * `openSqliteStore(options)` opens (creating if needed) the file and applies pending migrations,
+ * answering a `SqliteStore` (a `TrailwireStore` with its connection as `db`). `SqliteStoreOptions`
+ * documents each option (`durability`: `SqliteDurability`, `process` or `power`); their defaults are
+ * `DEFAULT_SQLITE_STORE_OPTIONS`, and `resolveSqliteStoreOptions` checks options and fills them in.
  */
 export {
   DEFAULT_SQLITE_STORE_OPTIONS,
@@ -10,4 +21,14 @@ export {
   type SqliteStore,
   type SqliteStoreOptions,
 } from './sqlite-store.ts';
+/**
+ * `openSqliteIntakeQueue(store.db, options?)` opens the durable intake queue (`SqliteIntakeQueue`,
+ * an `IntakeQueue`) in the store's file; without a queue the core takes no intake.
+ * `SqliteIntakeQueueOptions.onEnqueued` is told after each commit that stored payloads.
+ */
+export { openSqliteIntakeQueue, SqliteIntakeQueue, type SqliteIntakeQueueOptions } from './intake-queue.ts';
+/**
+ * `applyMigrations(db, component, migrations)` applies a component's pending `Migration`s in one
+ * immediate transaction; `STORE_COMPONENT` / `STORE_MIGRATIONS` are the store's own.
+ */
 export { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS, type Migration } from './migrations.ts';

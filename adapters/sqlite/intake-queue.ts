@@ -5,11 +5,11 @@
  * also survives power loss. Enqueues arriving in the same event-loop turn are written in one
  * transaction (group commit), so `power` mode pays one fsync per group, not one per request.
  *
- * The write lock is shared with everything else that writes the file — above all a processing
- * thread (`intake-thread.ts`) with its own connection. A group commit never waits for that lock on
- * the event loop: it tries once, and when another connection holds it, asks the processing thread
- * for it (`intake-lock-handoff.ts`) or, without one, tries again a millisecond later — so the HTTP
- * path keeps serving meanwhile.
+ * The write lock is shared with everything else that writes the file. A group commit on the event
+ * loop never waits for that lock: it tries once and, when another connection holds it, tries again
+ * a millisecond later, so the HTTP path keeps serving meanwhile. A server with a processing thread
+ * does not write here at all: the thread, the file's one intake writer, writes the groups
+ * (`enqueueNow`) and processes them (`intake-thread.ts`), so the two never contend for the lock.
  */
 import type Database from 'better-sqlite3';
 import {
@@ -21,7 +21,6 @@ import {
   type IntakeStatus,
   type NewIntake,
 } from '../../core/intake-queue.ts';
-import type { WriteLockHandoff } from './intake-lock-handoff.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 
 export const QUEUE_COMPONENT = 'intake-queue';
@@ -103,7 +102,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private readonly sql;
   private pending: PendingEnqueue[] = [];
   private flushScheduled = false;
-  private readonly enqueueGroup: Database.Transaction<(items: NewIntake[]) => EnqueueResult[]>;
+  private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[]) => EnqueueResult[]>;
   private readonly settleAll: Database.Transaction<(outcomes: readonly IntakeOutcome[]) => void>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
@@ -136,6 +135,24 @@ export class SqliteIntakeQueue implements IntakeQueue {
            ORDER BY q.seq LIMIT :limit)
          RETURNING ${COLUMNS}`,
       ),
+      // The claim of a round run in one transaction (`roundView`): the same candidates, not marked.
+      due: db.prepare<{ now: number; limit: number }, QueueRow>(
+        `SELECT ${COLUMNS} FROM intake_queue q INDEXED BY intake_ready
+         WHERE q.status = 'queued' AND q.next_attempt_at <= :now
+           AND NOT EXISTS (SELECT 1 FROM intake_queue e INDEXED BY intake_unfinished_by_vin
+                           WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing')
+                             AND (e.status = 'processing' OR e.next_attempt_at > :now))
+         ORDER BY q.seq LIMIT :limit`,
+      ),
+      processedInRound: db.prepare<[number, string]>(
+        `UPDATE intake_queue SET status = 'processed', attempts = attempts + 1, processed_at = ?, error = NULL WHERE id = ? AND status = 'queued'`,
+      ),
+      retryInRound: db.prepare<[string, number, string]>(
+        `UPDATE intake_queue SET attempts = attempts + 1, error = ?, next_attempt_at = ? WHERE id = ? AND status = 'queued'`,
+      ),
+      failedInRound: db.prepare<[string, number, string]>(
+        `UPDATE intake_queue SET status = 'failed', attempts = attempts + 1, error = ?, processed_at = ? WHERE id = ? AND status = 'queued'`,
+      ),
       processed: db.prepare<[number, string]>(
         `UPDATE intake_queue SET status = 'processed', processed_at = ?, error = NULL WHERE id = ? AND status = 'processing'`,
       ),
@@ -158,7 +175,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
       depth: db.prepare<[], { n: number }>(`SELECT COUNT(*) AS n FROM intake_queue WHERE status IN ('queued', 'processing')`),
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
-    this.enqueueGroup = db.transaction((items: NewIntake[]) => items.map((item) => this.insertOne(item)));
+    this.enqueueGroup = db.transaction((items: readonly NewIntake[]) => items.map((item) => this.insertOne(item)));
     this.settleAll = db.transaction((outcomes: readonly IntakeOutcome[]) => {
       for (const outcome of outcomes) {
         if (outcome.kind === 'processed') this.sql.processed.run(outcome.at, outcome.id);
@@ -208,6 +225,42 @@ export class SqliteIntakeQueue implements IntakeQueue {
     if (outcomes.length > 0) this.settleAll.immediate(outcomes);
   }
 
+  /**
+   * The queue for a worker that runs each round — claim, writes, settle — in one transaction of
+   * this connection (the processing thread). No other connection ever sees a payload of such a
+   * round `processing`: it is `queued` until the round commits, or again `queued` when it rolls
+   * back. So its claim marks nothing, and its settle writes each payload once, straight to its
+   * outcome (attempts counted then): half the writes, and half the index updates, per payload.
+   * Only for use inside such a transaction; outside one, a crash between claim and settle would
+   * leave nothing marked, and a second worker could claim the same payloads.
+   */
+  roundView(): IntakeQueue {
+    const claim = async (limit: number, now: number): Promise<IntakeRecord[]> => {
+      if (!this.db.inTransaction) throw new Error('SqliteIntakeQueue.roundView: claim outside the round\'s transaction');
+      return this.sql.due.all({ now, limit }).map((row) => ({ ...toRecord(row), status: 'processing', attempts: row.attempts + 1 }));
+    };
+    const settle = async (outcomes: readonly IntakeOutcome[]): Promise<void> => {
+      for (const outcome of outcomes) {
+        if (outcome.kind === 'processed') this.sql.processedInRound.run(outcome.at, outcome.id);
+        else if (outcome.kind === 'retry') this.sql.retryInRound.run(outcome.error, outcome.nextAttemptAt, outcome.id);
+        else if (outcome.kind === 'failed') this.sql.failedInRound.run(outcome.error, outcome.at, outcome.id);
+        // 'released': never marked, nothing to undo.
+      }
+    };
+    return {
+      enqueue: (item) => this.enqueue(item),
+      findByIdempotencyKey: (partnerId, key, since) => this.findByIdempotencyKey(partnerId, key, since),
+      get: (id) => this.get(id),
+      claim,
+      settle,
+      listFailed: (limit) => this.listFailed(limit),
+      requeue: (id, at) => this.requeue(id, at),
+      recoverInFlight: () => this.recoverInFlight(),
+      purgeProcessed: (before, limit) => this.purgeProcessed(before, limit),
+      depth: () => this.depth(),
+    };
+  }
+
   async listFailed(limit: number): Promise<IntakeRecord[]> {
     return this.sql.listFailed.all(limit).map(toRecord);
   }
@@ -228,6 +281,19 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return this.sql.depth.get()!.n;
   }
 
+  /**
+   * Writes a group of enqueues at once, waiting for the write lock as long as the connection's busy
+   * timeout allows: for a connection whose thread may block (the processing thread). Answers each
+   * item's result, or the error that item alone met.
+   */
+  enqueueNow(items: readonly NewIntake[]): EnqueueOutcome[] {
+    try {
+      return this.enqueueGroup.immediate(items).map((result) => ({ result }));
+    } catch {
+      return this.enqueueOneByOne(items);
+    }
+  }
+
   private scheduleFlush(delayMs: number): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -244,39 +310,35 @@ export class SqliteIntakeQueue implements IntakeQueue {
     if (this.db.inTransaction) return this.scheduleFlush(LOCKED_RETRY_MS);
     const group = this.pending;
     this.pending = [];
-    let results: EnqueueResult[] | 'locked';
+    let outcomes: EnqueueOutcome[] | 'locked';
     try {
-      results = this.withoutWaiting(() => this.enqueueGroup.immediate(group.map((entry) => entry.item)));
+      outcomes = this.withoutWaiting(() => this.enqueueGroup.immediate(group.map((entry) => entry.item)).map((result) => ({ result })));
     } catch {
-      this.options.lockHandoff?.release();
-      // One bad row must not fail its neighbours: try them one transaction each.
-      let created = false;
-      for (const entry of group) {
-        try {
-          const [result] = this.enqueueGroup.immediate([entry.item]);
-          created ||= result!.created;
-          entry.resolve(result!);
-        } catch (error) {
-          entry.reject(error);
-        }
-      }
-      if (created) this.options.onEnqueued?.();
-      return;
+      outcomes = this.enqueueOneByOne(group.map((entry) => entry.item));
     }
-    if (results === 'locked') {
+    if (outcomes === 'locked') {
       this.pending = group.concat(this.pending);
-      const handoff = this.options.lockHandoff;
-      if (!handoff) return this.scheduleFlush(LOCKED_RETRY_MS);
-      this.flushScheduled = true;
-      void handoff.request().then(() => {
-        this.flushScheduled = false;
-        this.flush();
-      });
-      return;
+      return this.scheduleFlush(LOCKED_RETRY_MS);
     }
-    this.options.lockHandoff?.release();
-    group.forEach((entry, i) => entry.resolve(results[i]!));
-    if (results.some((result) => result.created)) this.options.onEnqueued?.();
+    let created = false;
+    group.forEach((entry, i) => {
+      const outcome = outcomes[i]!;
+      if ('error' in outcome) return entry.reject(outcome.error);
+      created ||= outcome.result.created;
+      entry.resolve(outcome.result);
+    });
+    if (created) this.options.onEnqueued?.();
+  }
+
+  /** One bad row must not fail its neighbours: each item in a transaction of its own. */
+  private enqueueOneByOne(items: readonly NewIntake[]): EnqueueOutcome[] {
+    return items.map((item) => {
+      try {
+        return { result: this.enqueueGroup.immediate([item])[0]! };
+      } catch (error) {
+        return { error };
+      }
+    });
   }
 
   /**
@@ -310,11 +372,12 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 }
 
+/** What became of one item of a group write: its result, or the error it alone met. */
+export type EnqueueOutcome = { result: EnqueueResult } | { error: unknown };
+
 export interface SqliteIntakeQueueOptions {
-  /** Called after each commit that stored new payloads (to wake a processing thread). */
+  /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
-  /** Shared with a processing thread of this process, which then gives the write lock up on request. */
-  lockHandoff?: WriteLockHandoff;
 }
 
 /** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */

@@ -1,9 +1,11 @@
 /**
  * The body of the intake processing thread (`intake-thread.ts` starts it): its own connection to
- * the SQLite file, the products loaded by module, and the core's `IntakeWorker` with each round run
- * as one transaction. Only this code uses the connection, so a round may span awaits without any
- * other write joining its transaction. Live updates and counts go back to the main thread once per
- * round, after the commit.
+ * the SQLite file, the products loaded by module, the groups of payloads the main thread accepted
+ * (each written in one commit, then answered), and the core's `IntakeWorker` with each round run as
+ * one transaction. Only this code uses the connection, so a round may span awaits without any other
+ * write joining its transaction, and a wait for the write lock (another process writing the file)
+ * blocks this thread, never the event loop that serves requests. Live updates and counts go back to
+ * the main thread once per round, after the commit.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.ts';
@@ -11,8 +13,8 @@ import { IntakeWorker, type UnitOfWork } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
 import { builtInProducts } from '../../products/index.ts';
+import type { NewIntake } from '../../core/intake-queue.ts';
 import type { IntakeThreadCommand, IntakeThreadData, IntakeThreadLog, IntakeThreadMessage } from './intake-thread.ts';
-import { WriteLockHandoff } from './intake-lock-handoff.ts';
 import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
 import type Database from 'better-sqlite3';
@@ -22,25 +24,13 @@ const data = workerData as IntakeThreadData;
 const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
 
-/**
- * A round holds the write lock at least this long before it gives way to the main thread's intake:
- * long enough to pay one commit for many payloads, short enough that a 202 never waits much longer.
- */
-const MIN_ROUND_MS = 2;
-let roundStartedAt = 0;
-
-/**
- * Each round in one transaction: the claim, every payload's writes (savepoints) and the settle.
- * Before and after it, a main thread waiting to commit intake goes first.
- */
-function transactionOn(db: Database.Database, handoff: WriteLockHandoff): UnitOfWork {
+/** Each round in one transaction: the claim, every payload's writes (savepoints) and the settle. */
+function transactionOn(db: Database.Database): UnitOfWork {
   const begin = db.prepare('BEGIN IMMEDIATE');
   const commit = db.prepare('COMMIT');
   const rollback = db.prepare('ROLLBACK');
   return async (round) => {
-    handoff.letMainGoFirst();
     begin.run();
-    roundStartedAt = performance.now();
     try {
       const result = await round();
       commit.run();
@@ -48,13 +38,10 @@ function transactionOn(db: Database.Database, handoff: WriteLockHandoff): UnitOf
     } catch (error) {
       if (db.inTransaction) rollback.run();
       throw error;
-    } finally {
-      handoff.letMainGoFirst();
     }
   };
 }
 
-const handoff = new WriteLockHandoff(data.lockHandoff);
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
 const queue = openSqliteIntakeQueue(store.db);
 const products = createProductRegistry([
@@ -64,12 +51,11 @@ const products = createProductRegistry([
 let events: LiveTrailerEvent[] = [];
 const worker = new IntakeWorker(
   {
-    queue,
+    queue: queue.roundView(),
     store,
     products,
     clock: systemClock,
-    unitOfWork: transactionOn(store.db, handoff),
-    shouldYield: () => handoff.mainWaiting && performance.now() - roundStartedAt >= MIN_ROUND_MS,
+    unitOfWork: transactionOn(store.db),
     publish: (event) => {
       events.push(event);
     },
@@ -92,13 +78,50 @@ const worker = new IntakeWorker(
   data.worker,
 );
 
+/** Groups received and not written yet, in arrival order. */
+let received: Array<{ requestId: number; items: NewIntake[] }> = [];
+let writeScheduled = false;
+
+/** Groups that arrive together (the port delivers what is waiting at once) share a commit. */
+function scheduleWrite(): void {
+  if (writeScheduled) return;
+  writeScheduled = true;
+  setImmediate(writeReceived);
+}
+
+/**
+ * Writes every group received so far in one commit, answers each, and wakes the worker for them.
+ * Never inside an open round: the group would commit with the round, after its answer.
+ */
+function writeReceived(): void {
+  writeScheduled = false;
+  if (received.length === 0) return;
+  if (store.db.inTransaction) return scheduleWrite();
+  const groups = received;
+  received = [];
+  const outcomes = queue.enqueueNow(groups.flatMap((group) => group.items));
+  let offset = 0;
+  for (const { requestId, items } of groups) {
+    const answers = outcomes.slice(offset, (offset += items.length)).map((outcome) =>
+      'result' in outcome ? outcome : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
+    );
+    send({ type: 'enqueued', requestId, outcomes: answers });
+  }
+  worker.notify();
+}
+
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
-  else if (command.type === 'stop') void stop();
+  else if (command.type === 'enqueue') {
+    received.push(command);
+    scheduleWrite();
+  } else if (command.type === 'stop') void stop();
 });
 
 async function stop(): Promise<void> {
   await worker.stop();
+  // Groups that came before the stop are answered: written, to be processed by the next start.
+  writeReceived();
   await store.close();
   send({ type: 'stopped' });
   port.close();

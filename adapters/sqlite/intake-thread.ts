@@ -1,20 +1,25 @@
 /**
  * Intake processing in a worker thread, for the embedded SQLite store. better-sqlite3 is
  * synchronous: processing on the event loop would take turns with HTTP requests for one core. The
- * thread opens its own connection to the file and runs the core's `IntakeWorker` there, so the event
- * loop only accepts (validates and enqueues) while another core writes fleet data, and the fsync of a
- * processing commit (`power` durability) never stalls a request. Owning its connection, the thread
- * can run each round — claim, writes, settle — as one transaction: one commit per round, not one per
- * payload. Live updates come back to the main thread, which publishes them on its live hub in order.
+ * thread opens its own connection to the file and is its one intake writer: the main thread only
+ * accepts (authenticates, validates, limits) and hands each turn's accepted payloads to the thread
+ * (`enqueue`), which writes them in one commit and answers, then processes what is queued with the
+ * core's `IntakeWorker`. SQLite has one writer at a time; with a single writer for intake, nothing
+ * contends for the lock, the event loop never waits for it, and every commit (the fsync in `power`
+ * durability) happens off the event loop. Owning its connection, the thread runs each round —
+ * claim, writes, settle — as one transaction: one commit per round, not one per payload, and under
+ * load the groups and rounds grow, so the commits stay few. Live updates come back to the main
+ * thread, which publishes them on its live hub in order.
  *
  * The thread loads products by module specifier (the built-in products, and any others named), since
  * product objects cannot cross threads; a server given product objects processes inline instead.
  */
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
+import { TrailwireError } from '../../core/errors.ts';
+import type { EnqueueResult, NewIntake } from '../../core/intake-queue.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
-import { WriteLockHandoff } from './intake-lock-handoff.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
 
 export interface IntakeThreadOptions {
@@ -34,8 +39,6 @@ export interface IntakeThreadOptions {
   onLog?: (entry: IntakeThreadLog) => void;
   /** Delay before a thread that died is started again. Default 1000 ms. */
   restartDelayMs?: number;
-  /** The handoff the main thread's intake queue was opened with (`openSqliteIntakeQueue(db, { lockHandoff })`). */
-  lockHandoff?: WriteLockHandoff;
 }
 
 export interface IntakeThreadLog {
@@ -51,7 +54,6 @@ export interface IntakeThreadData {
   productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
-  lockHandoff: SharedArrayBuffer;
 }
 
 /** Messages from the thread. */
@@ -59,10 +61,19 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
+  /** The answer to an `enqueue` command, once its group is committed: a result or an error message per item. */
+  | { type: 'enqueued'; requestId: number; outcomes: ThreadEnqueueOutcome[] }
   | { type: 'stopped' };
 
+export type ThreadEnqueueOutcome = { result: EnqueueResult } | { error: string };
+
 /** Messages to the thread. */
-export type IntakeThreadCommand = { type: 'wake' } | { type: 'stop' };
+export type IntakeThreadCommand = { type: 'wake' } | { type: 'enqueue'; requestId: number; items: NewIntake[] } | { type: 'stop' };
+
+interface PendingGroup {
+  resolve: (outcomes: ThreadEnqueueOutcome[]) => void;
+  reject: (error: unknown) => void;
+}
 
 const WORKER_MODULE = new URL('./intake-thread-worker.ts', import.meta.url).href;
 
@@ -71,6 +82,9 @@ export class IntakeThread {
   private worker: Worker | undefined;
   private stopping = false;
   private wakePending = false;
+  private nextRequestId = 1;
+  /** Groups sent to the thread and not answered yet. */
+  private readonly pendingGroups = new Map<number, PendingGroup>();
   private processedCount = 0;
   private failedCount = 0;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -93,6 +107,22 @@ export class IntakeThread {
     setImmediate(() => {
       this.wakePending = false;
       this.worker?.postMessage({ type: 'wake' } satisfies IntakeThreadCommand);
+    });
+  }
+
+  /**
+   * Has the thread write a group of payloads in one commit; resolves once they are durable, with
+   * each item's result or error. Rejects with `unavailable` when the thread is not running, or ends
+   * before it answers (the group may or may not have been committed: a client retries with its
+   * `Idempotency-Key`).
+   */
+  enqueue(items: NewIntake[]): Promise<ThreadEnqueueOutcome[]> {
+    const worker = this.worker;
+    if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
+    const requestId = this.nextRequestId++;
+    return new Promise((resolve, reject) => {
+      this.pendingGroups.set(requestId, { resolve, reject });
+      worker.postMessage({ type: 'enqueue', requestId, items } satisfies IntakeThreadCommand);
     });
   }
 
@@ -123,7 +153,6 @@ export class IntakeThread {
       productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: this.options.worker ?? {},
-      lockHandoff: (this.options.lockHandoff ?? new WriteLockHandoff()).buffer,
     };
     // The thread runs TypeScript like the rest of Trailwire: through tsx, whose module hooks are
     // not inherited by worker threads, so the entry imports the module with tsx's own importer.
@@ -150,11 +179,18 @@ export class IntakeThread {
       this.processedCount += message.processed;
       this.failedCount += message.failed;
       if (message.events.length > 0) this.options.onEvents(message.events);
+    } else if (message.type === 'enqueued') {
+      const group = this.pendingGroups.get(message.requestId);
+      this.pendingGroups.delete(message.requestId);
+      group?.resolve(message.outcomes);
     } else if (message.type === 'log') this.log(message.entry);
   }
 
   private exited(code: number): void {
     this.worker = undefined;
+    for (const group of this.pendingGroups.values())
+      group.reject(new TrailwireError('unavailable', 'The intake thread ended before it confirmed the payload; try again.'));
+    this.pendingGroups.clear();
     if (this.stopping) return;
     // Queued payloads are durable and the thread recovers what it had in hand, so a restart loses nothing.
     const delay = this.options.restartDelayMs ?? 1000;

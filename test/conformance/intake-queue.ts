@@ -2,13 +2,15 @@
  * The conformance suite every `IntakeQueue` passes (SQLite now, PostgreSQL later): what the 202
  * promises (a stored record with every field), idempotency keys (per partner, 24 hours, exclusive),
  * claiming (arrival order, per-VIN order, retries and processing holding a VIN back, dead letters
- * not), every settle outcome, dead letters listed and re-queued, crash recovery, purging and depth.
+ * not), every settle outcome, dead letters listed and re-queued, crash recovery, purging and depth;
+ * and, for a queue that several processes share, two instances claiming from one VIN's payloads at
+ * once without ever running two of them together or out of order.
  * A test file calls `runIntakeQueueConformance(...)` once per implementation, naming a reason for
  * any skipped case.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord, type NewIntake } from '../../core/intake-queue.ts';
+import { IDEMPOTENCY_WINDOW_MS, type IntakeOutcome, type IntakeQueue, type IntakeRecord, type NewIntake } from '../../core/intake-queue.ts';
 
 export type IntakeQueueCase =
   | 'stores what it is given'
@@ -19,13 +21,20 @@ export type IntakeQueueCase =
   | 'dead letters'
   | 'recovers in-flight items'
   | 'purges processed items'
-  | 'concurrent enqueues';
+  | 'concurrent enqueues'
+  | 'instances sharing a queue keep each VIN in order';
 
 export interface IntakeQueueConformanceOptions {
   /** Names the implementation in the test titles. */
   name: string;
   /** A fresh, empty queue per case, and how to close it. */
   openQueue(): Promise<{ queue: IntakeQueue; close(): Promise<void> }>;
+  /**
+   * Two instances on one fresh, empty queue, as two processes would open it, and how to close them.
+   * Without it, the sharing case is skipped, saying so (right for an implementation that lives in
+   * one process only).
+   */
+  openSharedQueues?(): Promise<{ queues: readonly [IntakeQueue, IntakeQueue]; close(): Promise<void> }>;
   /** Cases this implementation skips, each with the reason. */
   skip?: Partial<Record<IntakeQueueCase, string>>;
 }
@@ -223,6 +232,17 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.equal(await statusOf(queue, queued!.id), 'queued');
     });
 
+    const sharing: IntakeQueueCase = 'instances sharing a queue keep each VIN in order';
+    const sharingSkip = options.skip?.[sharing] ?? (options.openSharedQueues ? false : 'this runner gives no openSharedQueues (a second instance on the same queue)');
+    it(sharing, { skip: sharingSkip }, async () => {
+      const { queues, close } = await options.openSharedQueues!();
+      try {
+        await claimConcurrently(queues, item);
+      } finally {
+        await close();
+      }
+    });
+
     caseOf('concurrent enqueues', async (queue) => {
       const many = Array.from({ length: 50 }, (_, i) => item({ vin: [VIN_A, VIN_B, VIN_C][i % 3]!, idempotencyKey: i < 10 ? 'same' : null }));
       const results = await Promise.all(many.map((entry) => queue.enqueue(entry)));
@@ -234,6 +254,83 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.deepEqual(ids(claimed).sort(), [original, ...ids(results.slice(10).map((result) => result.record))].sort());
     });
   });
+}
+
+/**
+ * Two claimers per instance work through three VINs' payloads at once, like workers in two
+ * processes: each claims two, works through them in claim order, retries some once (sending the
+ * VIN's later payloads of that claim back), settles, and yields before its next claim. Every payload is started only when it is
+ * the next unprocessed one of its VIN and no other payload of its VIN is being worked on anywhere.
+ * A claim sees another's settle only after that settle committed, which is after its work ended, so
+ * the check has no false alarms.
+ */
+async function claimConcurrently(queues: readonly [IntakeQueue, IntakeQueue], item: (overrides: Partial<NewIntake>) => NewIntake): Promise<void> {
+  const vins = [VIN_A, VIN_B, VIN_C];
+  const items = Array.from({ length: 60 }, (_, i) => item({ vin: vins[i % vins.length]! }));
+  // One at a time, alternating instances: arrival order is the order given.
+  for (const [i, entry] of items.entries()) await queues[i % 2]!.enqueue(entry);
+  const order = new Map(vins.map((vin) => [vin, items.filter((entry) => entry.vin === vin).map((entry) => entry.id)]));
+  const processed = new Map<string, string[]>(vins.map((vin) => [vin, []]));
+  const working = new Map<string, string>();
+  const retryOnce = new Set(items.filter((_, i) => i % 7 === 3).map((entry) => entry.id));
+  const claimedBy = new Set<number>();
+  const violations: string[] = [];
+  let remaining = items.length;
+  let emptyClaims = 0;
+  let turn = 0;
+  /** Yields to the other claimers a varying number of times (their claims and settles run meanwhile). */
+  const interleave = async () => {
+    for (let i = turn++ % 3; i >= 0; i--) await new Promise((resolve) => setImmediate(resolve));
+  };
+
+  const claimer = async (instance: 0 | 1) => {
+    const queue = queues[instance];
+    while (remaining > 0) {
+      // Two at a time, so a claim leaves a VIN for the others.
+      const claimed = await queue.claim(2, T0);
+      if (claimed.length === 0) {
+        if (++emptyClaims > 20_000) throw new Error(`no progress: ${remaining} payloads never came out of the queue`);
+        await interleave();
+        continue;
+      }
+      claimedBy.add(instance);
+      const outcomes: IntakeOutcome[] = [];
+      const held = new Set<string>();
+      for (const record of claimed) {
+        if (held.has(record.vin)) {
+          outcomes.push({ id: record.id, kind: 'released' });
+          continue;
+        }
+        const other = working.get(record.vin);
+        if (other !== undefined) violations.push(`${record.id} started while ${other} of its VIN was being worked on`);
+        const done = processed.get(record.vin)!;
+        const expected = order.get(record.vin)![done.length];
+        if (record.id !== expected) violations.push(`${record.id} started before ${expected}, an earlier payload of its VIN`);
+        working.set(record.vin, record.id);
+        await interleave();
+        working.delete(record.vin);
+        if (retryOnce.delete(record.id)) {
+          outcomes.push({ id: record.id, kind: 'retry', error: 'once', nextAttemptAt: T0 });
+          held.add(record.vin);
+        } else {
+          done.push(record.id);
+          remaining--;
+          outcomes.push({ id: record.id, kind: 'processed', at: T0 });
+        }
+      }
+      await queue.settle(outcomes);
+      // As the worker does between rounds.
+      await interleave();
+    }
+  };
+
+  await Promise.all([claimer(0), claimer(1), claimer(0), claimer(1)]);
+  assert.deepEqual(violations, []);
+  assert.deepEqual(processed, order, "every payload processed once, in its VIN's order");
+  assert.deepEqual([...claimedBy].sort(), [0, 1], 'both instances took part');
+  for (const queue of queues) assert.equal(await queue.depth(), 0);
+  for (const entry of items) assert.equal((await queues[1].get(entry.id))?.status, 'processed');
+  assert.equal((await queues[0].get(items[3]!.id))?.attempts, 2, 'a retried payload was attempted twice');
 }
 
 function pick(record: IntakeRecord | null) {

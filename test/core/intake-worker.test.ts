@@ -282,6 +282,47 @@ describe('IntakeWorker', () => {
     await s.close();
   });
 
+  it('does not lose a wake-up that comes while a round is in hand (a payload enqueued after its claim)', async () => {
+    let sendDuringClaim: (() => Promise<void>) | undefined;
+    const s = await setup(
+      {
+        queue: {
+          ...({} as IntakeQueue),
+          // The real queue, but the first empty claim lets a payload arrive (and notify) right after it read the queue.
+          claim: async (limit, now) => {
+            const claimed = await s.queue.claim(limit, now);
+            if (claimed.length === 0 && sendDuringClaim) {
+              const send = sendDuringClaim;
+              sendDuringClaim = undefined;
+              await send();
+            }
+            return claimed;
+          },
+          settle: (outcomes) => s.queue.settle(outcomes),
+          recoverInFlight: () => s.queue.recoverInFlight(),
+          purgeProcessed: (before, limit) => s.queue.purgeProcessed(before, limit),
+        },
+      },
+      // Without the fix the payload would wait for this poll: far longer than the test.
+      { idlePollMs: 600_000 },
+    );
+    const vin = uniqueVin();
+    let id = '';
+    sendDuringClaim = async () => {
+      id = await s.send(vin, { n: 0 });
+      s.worker.notify();
+    };
+    await s.worker.start();
+    try {
+      const deadline = Date.now() + 3_000;
+      const processed = async () => id !== '' && (await s.statusOf(id)).status === 'processed';
+      while (Date.now() < deadline && !(await processed())) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.ok(await processed(), 'the payload enqueued during the round was processed without waiting for the idle poll');
+    } finally {
+      await s.close();
+    }
+  });
+
   it('takes up on start what a crashed worker left processing', async () => {
     const s = await setup();
     const ids = [await s.send(uniqueVin(), { n: 0 }), await s.send(uniqueVin(), { n: 0 })];

@@ -31,6 +31,16 @@ describe('FixedWindowLimiter', () => {
     assert.equal((await limits.consume('a')).resetSeconds, 300);
   });
 
+  it('counts a request in the window of the time the caller gives', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1, 10, 4, 59, 999));
+    const limits = limiter(clock, 1);
+    const nextWindow = Date.UTC(2026, 0, 1, 10, 5, 0);
+    assert.equal((await limits.consume('a', nextWindow)).allowed, true);
+    assert.equal((await limits.consume('a', nextWindow)).allowed, false);
+    assert.equal((await limits.peek('a')).remaining, 1, 'the window of the clock is untouched');
+    assert.equal((await limits.consume('a')).allowed, true);
+  });
+
   it('counts subjects separately', async () => {
     const clock = new ManualClock();
     const limits = limiter(clock, 1);

@@ -26,6 +26,18 @@ runIntakeQueueConformance({
     const store = await openSqliteStore({ file: freshFile() });
     return { queue: openSqliteIntakeQueue(store.db), close: () => store.close() };
   },
+  // Two connections to one file: two processes sharing it.
+  async openSharedQueues() {
+    const file = freshFile();
+    const [a, b] = [await openSqliteStore({ file }), await openSqliteStore({ file })];
+    return {
+      queues: [openSqliteIntakeQueue(a.db), openSqliteIntakeQueue(b.db)],
+      close: async () => {
+        await a.close();
+        await b.close();
+      },
+    };
+  },
 });
 
 const T0 = Date.UTC(2026, 5, 1);
@@ -127,3 +139,56 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 });
+
+describe('SQLite intake queue: the round view (a whole round in one transaction)', () => {
+  it('claims without marking, settles each payload straight to its outcome with the attempt counted, and leaves everything queued when the round rolls back', async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    const queue = openSqliteIntakeQueue(store.db);
+    const round = queue.roundView();
+    const [first, second, other] = [item({ vin: 'VIN-A' }), item({ vin: 'VIN-A' }), item({ vin: 'VIN-B' })];
+    for (const entry of [first, second, other]) await queue.enqueue(entry);
+    await assert.rejects(round.claim(10, T0), /outside the round's transaction/);
+
+    store.db.exec('BEGIN IMMEDIATE');
+    const claimed = await round.claim(10, T0);
+    assert.deepEqual(claimed.map((record) => [record.id, record.status, record.attempts]), [
+      [first.id, 'processing', 1],
+      [second.id, 'processing', 1],
+      [other.id, 'processing', 1],
+    ]);
+    await round.settle([
+      { id: first.id, kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 },
+      { id: second.id, kind: 'released' },
+      { id: other.id, kind: 'processed', at: T0 + 5 },
+    ]);
+    store.db.exec('ROLLBACK');
+    for (const entry of [first, second, other]) assert.deepEqual(pick(await queue.get(entry.id)), { status: 'queued', attempts: 0, error: null });
+
+    store.db.exec('BEGIN IMMEDIATE');
+    await round.claim(10, T0);
+    await round.settle([
+      { id: first.id, kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 },
+      { id: second.id, kind: 'released' },
+      { id: other.id, kind: 'processed', at: T0 + 5 },
+    ]);
+    store.db.exec('COMMIT');
+    assert.deepEqual(pick(await queue.get(first.id)), { status: 'queued', attempts: 1, error: 'boom' });
+    assert.deepEqual(pick(await queue.get(second.id)), { status: 'queued', attempts: 0, error: null });
+    assert.deepEqual(pick(await queue.get(other.id)), { status: 'processed', attempts: 1, error: null });
+
+    // VIN A's first payload waits for its retry, so neither it nor the payload behind it is due.
+    store.db.exec('BEGIN IMMEDIATE');
+    assert.deepEqual(await round.claim(10, T0 + 500), []);
+    const due = await round.claim(10, T0 + 1000);
+    assert.deepEqual(due.map((record) => [record.id, record.attempts]), [[first.id, 2], [second.id, 1]]);
+    await round.settle([{ id: first.id, kind: 'failed', error: 'boom again', at: T0 + 1001 }, { id: second.id, kind: 'processed', at: T0 + 1002 }]);
+    store.db.exec('COMMIT');
+    assert.deepEqual(pick(await queue.get(first.id)), { status: 'failed', attempts: 2, error: 'boom again' });
+    assert.deepEqual(pick(await queue.get(second.id)), { status: 'processed', attempts: 1, error: null });
+    await store.close();
+  });
+});
+
+function pick(record: { status: string; attempts: number; error: string | null } | null) {
+  return record && { status: record.status, attempts: record.attempts, error: record.error };
+}

@@ -1,20 +1,19 @@
 /**
- * Intake processing in a worker thread: it processes what the main thread's queue stores, wakes on
- * notify, sends live updates and counts back, stops cleanly; and the write-lock handoff lets a
- * waiting main thread commit between (or within) the thread's rounds.
+ * Intake processing in a worker thread: it writes what the main thread accepts (durably, before the
+ * enqueue resolves, idempotency keys included), processes it, wakes on notify, sends live updates and
+ * counts back, stops cleanly; while it is not running, the main thread writes enqueues itself.
  */
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
-import { WriteLockHandoff } from '../../../adapters/sqlite/intake-lock-handoff.ts';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { IntakeThread, type IntakeThreadLog } from '../../../adapters/sqlite/intake-thread.ts';
+import { ThreadedIntakeQueue } from '../../../adapters/sqlite/threaded-intake-queue.ts';
+import Database from 'better-sqlite3';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
@@ -37,9 +36,9 @@ describe('IntakeThread', () => {
   it('processes what the main thread queues, wakes on notify, sends live updates back and stops cleanly', async () => {
     const file = freshFile();
     const store = await openSqliteStore({ file });
-    const handoff = new WriteLockHandoff();
     let thread: IntakeThread | undefined;
-    const queue = openSqliteIntakeQueue(store.db, { onEnqueued: () => thread?.notify(), lockHandoff: handoff });
+    const local = openSqliteIntakeQueue(store.db, { onEnqueued: () => thread?.notify() });
+    const queue = new ThreadedIntakeQueue(local);
     const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: queue });
     const { principal } = await trailwire.auth.createCustomer({ name: 'Threaded' });
     const fleet = await trailwire.admin.createFleet({ customerId: principal.id, name: 'F' });
@@ -54,7 +53,8 @@ describe('IntakeThread', () => {
     };
     const first = await send(0);
     // A long idle poll: only a notify can get the later payloads processed within the test's time.
-    thread = await IntakeThread.start({ file, lockHandoff: handoff, worker: { idlePollMs: 600_000 }, onEvents: (batch) => events.push(...batch), onLog: (entry) => logs.push(entry) });
+    thread = await IntakeThread.start({ file, worker: { idlePollMs: 600_000 }, onEvents: (batch) => events.push(...batch), onLog: (entry) => logs.push(entry) });
+    queue.attach(thread);
     assert.equal(thread.isRunning, true);
     await until(() => thread!.counts.processed === 1, 'the payload queued before the start');
     const later = await Promise.all([send(1), send(2), send(3)]);
@@ -99,46 +99,55 @@ describe('IntakeThread', () => {
   });
 });
 
-describe('WriteLockHandoff', () => {
-  it('gives a waiting main thread its turn, and holds the thread until the main thread releases the lock', async () => {
-    const handoff = new WriteLockHandoff();
-    const module = new URL('../../../adapters/sqlite/intake-lock-handoff.ts', import.meta.url).href;
-    const tsx = import.meta.resolve('tsx/esm/api');
-    // The "processing thread": between rounds it checks for a waiting main thread and lets it go first.
-    const code = `
-      const { workerData, parentPort } = require('node:worker_threads');
-      import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${JSON.stringify(module)}, ${JSON.stringify(module)})).then(({ WriteLockHandoff }) => {
-        const handoff = new WriteLockHandoff(workerData);
-        const cells = new Int32Array(new SharedArrayBuffer(4));
-        parentPort.postMessage('ready');
-        const deadline = Date.now() + 5000;
-        while (!handoff.mainWaiting && Date.now() < deadline) Atomics.wait(cells, 0, 0, 1);
-        handoff.letMainGoFirst();
-        parentPort.postMessage('resumed');
-      });`;
-    const worker = new Worker(code, { eval: true, workerData: handoff.buffer });
-    const exited = once(worker, 'exit');
-    const messages: string[] = [];
-    worker.on('message', (message: string) => messages.push(message));
-    await until(() => messages.includes('ready'), 'the thread');
-    const turnsBefore = Atomics.load(new Int32Array(handoff.buffer), 1);
-    await handoff.request();
-    assert.equal(Atomics.load(new Int32Array(handoff.buffer), 1), turnsBefore + 1, 'the thread gave the turn (not a timeout)');
-    // The thread stays out of the way until the main thread is done.
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    assert.deepEqual(messages, ['ready']);
-    handoff.release();
-    await until(() => messages.includes('resumed'), 'the thread to resume');
-    await exited;
+describe('IntakeThread as the intake writer', () => {
+  const gps = (seconds: number) =>
+    JSON.stringify({ timestamp: 1780315200 + seconds, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 100, bearingDeg: 90 });
+  const item = (id: string, vin: string, seconds: number, idempotencyKey: string | null = null) => ({
+    id,
+    partnerId: 'p',
+    product: 'gps-basic',
+    vin,
+    payload: gps(seconds),
+    receivedAt: Date.now(),
+    idempotencyKey,
   });
 
-  it('tells the thread nothing when the main thread is not waiting', () => {
-    const handoff = new WriteLockHandoff();
-    assert.equal(handoff.mainWaiting, false);
-    const started = Date.now();
-    handoff.letMainGoFirst();
-    assert.ok(Date.now() - started < 5, 'no wait');
-    handoff.release();
-    assert.equal(handoff.mainWaiting, false);
+  it('resolves an enqueue only once the payload is committed, and keeps idempotency keys atomic within a group', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db));
+    // The thread does not process here (an idle poll it never reaches): only its writes are looked at.
+    const thread = await IntakeThread.start({ file, worker: { idlePollMs: 600_000 }, onEvents: () => {} });
+    queue.attach(thread);
+    const vin = uniqueVin();
+    const [first, replay, second] = await Promise.all([
+      queue.enqueue(item('a', vin, 0, 'key-1')),
+      queue.enqueue(item('b', vin, 1, 'key-1')),
+      queue.enqueue(item('c', vin, 2)),
+    ]);
+    assert.equal(first.created, true);
+    assert.deepEqual({ created: replay.created, id: replay.record.id }, { created: false, id: 'a' }, 'the same key in the same group answers the first');
+    assert.equal(second.created, true);
+    // Another connection (another process, after a crash) sees what was acknowledged.
+    const reader = new Database(file, { readonly: true });
+    const ids = reader.prepare('SELECT id FROM intake_queue ORDER BY seq').all().map((row) => (row as { id: string }).id);
+    reader.close();
+    assert.deepEqual(ids, ['a', 'c']);
+    await thread.stop();
+    await store.close();
+  });
+
+  it('lets the main thread write enqueues itself while the thread is stopped', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db));
+    const thread = await IntakeThread.start({ file, onEvents: () => {} });
+    queue.attach(thread);
+    await thread.stop();
+    const { record, created } = await queue.enqueue(item('after-stop', uniqueVin(), 0));
+    assert.equal(created, true);
+    assert.equal((await queue.get(record.id))?.status, 'queued');
+    await assert.rejects(thread.enqueue([item('direct', uniqueVin(), 0)]), /not running/);
+    await store.close();
   });
 });
