@@ -16,6 +16,23 @@ export async function main(argv: string[]): Promise<void> {
     .scriptName('trailwire')
     .env('TRAILWIRE')
     .option('db', { type: 'string', default: DEFAULT_DB_FILE, describe: 'SQLite file of the embedded store (env TRAILWIRE_DB)', global: true })
+    .option('database-url', {
+      type: 'string',
+      describe: 'PostgreSQL URL: the store and intake queue live there instead of the SQLite file (env TRAILWIRE_DATABASE_URL)',
+      global: true,
+    })
+    .option('redis-url', {
+      type: 'string',
+      describe: 'Redis URL: limits, live updates and key rotations shared by every process (env TRAILWIRE_REDIS_URL)',
+      global: true,
+    })
+    .option('product-module', {
+      type: 'string',
+      array: true,
+      default: [] as string[],
+      describe: 'A product module to install besides the built-in products; repeatable (env TRAILWIRE_PRODUCT_MODULE)',
+      global: true,
+    })
     .option('json', { type: 'boolean', default: false, describe: 'Print one JSON document on stdout and nothing else there', global: true })
     .command(serveCommand)
     .command(provisionCommands)

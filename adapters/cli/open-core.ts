@@ -1,22 +1,48 @@
 /**
- * Opens the store named by the global options and assembles the core around it, for the length of
- * one CLI command. Commands work while `serve` runs on the same store: SQLite in WAL mode lets
- * several processes share the file.
+ * Opens the backend named by the global options (the SQLite file, or PostgreSQL with
+ * `--database-url`) and assembles the core around it, for the length of one CLI command. Commands
+ * work while `serve` runs on the same backend: SQLite in WAL mode lets several processes share the
+ * file, and PostgreSQL is made for it.
  */
+import type { IntakeQueue } from '../../core/intake-queue.ts';
+import { loadProductModule } from '../../core/products.ts';
 import { createTrailwire, type Trailwire } from '../../core/trailwire.ts';
-import { openSqliteStore } from '../sqlite/index.ts';
+import { builtInProducts } from '../../products/index.ts';
+import { openStoreBackend, type StoreBackend } from '../server/backends.ts';
 
+/** The global options every command shares, as yargs parses them. */
 export interface StoreArguments {
   db: string;
+  'database-url'?: string;
+  'redis-url'?: string;
+  'product-module': string[];
 }
 
-/** Runs `work` with a core over the configured store, closing the store afterwards. */
-export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailwire) => Promise<T>): Promise<T> {
-  const store = await openSqliteStore({ file: args.db });
-  const trailwire = await createTrailwire({ store });
+/** The backend options of the global options. */
+export function backendOptionsOf(args: StoreArguments): { db: string; databaseUrl?: string } {
+  return { db: args.db, databaseUrl: args['database-url'] || undefined };
+}
+
+/** Runs `work` with a core over the configured backend, closing it afterwards. */
+export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailwire, backend: StoreBackend) => Promise<T>): Promise<T> {
+  const backend = await openStoreBackend(backendOptionsOf(args));
   try {
-    return await work(trailwire);
+    const modules = await Promise.all(args['product-module'].map((specifier) => loadProductModule(specifier)));
+    const trailwire = await createTrailwire({ store: backend.store, products: [...builtInProducts, ...modules] });
+    try {
+      return await work(trailwire, backend);
+    } finally {
+      await trailwire.close();
+    }
+  } catch (error) {
+    await backend.store.close().catch(() => {});
+    throw error;
   } finally {
-    await trailwire.close();
+    await backend.releaseQueue();
   }
+}
+
+/** Runs `work` with the configured backend's intake queue. */
+export function withQueue<T>(args: StoreArguments, work: (queue: IntakeQueue) => Promise<T>): Promise<T> {
+  return withCore(args, (_trailwire, backend) => work(backend.queue));
 }

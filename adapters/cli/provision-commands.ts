@@ -35,17 +35,24 @@ function switchCommand(kind: 'trailer' | 'device', active: boolean): CommandModu
   };
 }
 
-const productNames = builtInProducts.map((product) => product.name);
-
 const partnersCreate: CommandModule<Common, Common & { name: string; product: string }> = {
   command: 'create',
   describe: 'Issue a partner API key for one product integration',
   builder: (yargs: Argv<Common>) =>
     yargs
       .option('name', { type: 'string', demandOption: true, describe: 'Partner name' })
-      .option('product', { type: 'string', demandOption: true, choices: productNames, describe: 'The product the key is scoped to' }),
+      .option('product', {
+        type: 'string',
+        demandOption: true,
+        describe: `The product the key is scoped to: ${builtInProducts.map((product) => product.name).join(', ')}, or one of --product-module`,
+      }),
   handler: (args) =>
     run(args, async (trailwire) => {
+      const installed = trailwire.products.list().map((product) => product.name).sort();
+      if (!installed.includes(args.product))
+        throw new TrailwireError('validation_failed', `No product "${args.product}" is installed; choose one of ${installed.join(', ')} (or add its module with --product-module).`, {
+          errors: [{ path: '/product', message: `must be one of ${installed.join(', ')}` }],
+        });
       const { principal, apiKey } = await trailwire.auth.createPartner({ name: nonEmpty(args.name, '/name'), product: args.product });
       printResult(args, { id: principal.id, apiKey }, `partner ${principal.id} (${args.product})\napi key (shown once): ${apiKey}`);
     }),

@@ -5,22 +5,17 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
-import { openSqliteIntakeQueue } from '../sqlite/intake-queue.ts';
-import { openSqliteStore } from '../sqlite/index.ts';
 import type { IntakeQueue } from '../../core/intake-queue.ts';
-import type { StoreArguments } from './open-core.ts';
+import { type StoreArguments, withQueue as withConfiguredQueue } from './open-core.ts';
 import { printFailure, printResult } from './output.ts';
 
 type Common = StoreArguments & { json: boolean };
 
 async function withQueue(args: Common, work: (queue: IntakeQueue) => Promise<void>): Promise<void> {
-  const store = await openSqliteStore({ file: args.db });
   try {
-    await work(openSqliteIntakeQueue(store.db));
+    await withConfiguredQueue(args, work);
   } catch (error) {
     printFailure(args, error);
-  } finally {
-    await store.close();
   }
 }
 

@@ -7,10 +7,21 @@ import { pino } from 'pino';
 import { builtInProducts } from '../../products/index.ts';
 import { seedDemo, type DemoPrincipal } from '../../simulator/demo-seed.ts';
 import { startServer } from '../server/index.ts';
-import type { StoreArguments } from './open-core.ts';
+import type { SqliteDurability } from '../sqlite/index.ts';
+import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
 
-type ServeArguments = StoreArguments & { json: boolean; port: number; host?: string; demo: boolean; 'log-level': string; 'intake-worker': boolean; 'grpc-port': number; 'heartbeat-ms': number };
+type ServeArguments = StoreArguments & {
+  json: boolean;
+  port: number;
+  host?: string;
+  demo: boolean;
+  'log-level': string;
+  'intake-worker': boolean;
+  'grpc-port': number;
+  'heartbeat-ms': number;
+  durability: SqliteDurability;
+};
 
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
@@ -21,6 +32,11 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
       .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
       .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
+      .option('durability', {
+        choices: ['process', 'power'] as const,
+        default: 'process' as const,
+        describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
+      })
       .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
       .option('intake-worker', {
         type: 'boolean',
@@ -45,14 +61,25 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
 async function serve(args: ServeArguments): Promise<void> {
   // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
   const logger = pino({ level: args['log-level'] }, pino.destination(2));
-  const server = await startServer({ db: args.db, port: args.port, host: args.host, logger, intakeWorker: args['intake-worker'], grpcPort: args['grpc-port'], heartbeatIntervalMs: args['heartbeat-ms'] });
+  const server = await startServer({
+    ...backendOptionsOf(args),
+    redisUrl: args['redis-url'] || undefined,
+    productModules: args['product-module'],
+    durability: args.durability,
+    port: args.port,
+    host: args.host,
+    logger,
+    intakeWorker: args['intake-worker'],
+    grpcPort: args['grpc-port'],
+    heartbeatIntervalMs: args['heartbeat-ms'],
+  });
   const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : undefined;
   if (args.json) {
-    process.stdout.write(`${JSON.stringify({ url: server.url, grpc: grpcAddress(server), db: args.db, demo: demo ?? null })}\n`);
+    process.stdout.write(`${JSON.stringify({ url: server.url, grpc: grpcAddress(server), db: args.db, store: server.storeDescription, demo: demo ?? null })}\n`);
   } else {
-    process.stdout.write(banner(server.url, grpcAddress(server), args.db, demo?.principals, demo?.created ?? false));
+    process.stdout.write(banner(server.url, grpcAddress(server), server.storeDescription, demo?.principals, demo?.created ?? false));
   }
-  logger.info({ url: server.url, db: args.db }, 'trailwire serving');
+  logger.info({ url: server.url, store: server.storeDescription }, 'trailwire serving');
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -70,13 +97,13 @@ function grpcAddress(server: { url: string; grpcPort: number }): string {
   return `${new URL(server.url).hostname}:${server.grpcPort}`;
 }
 
-function banner(url: string, grpc: string, db: string, principals: DemoPrincipal[] | undefined, created: boolean): string {
+function banner(url: string, grpc: string, store: string, principals: DemoPrincipal[] | undefined, created: boolean): string {
   const lines = [
     '',
     `Trailwire is running`,
     `  HTTP   ${url}   (auth + data API; docs at ${url}/openapi.json)`,
     `  gRPC   ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
-    `  Store  ${db}`,
+    `  Store  ${store}`,
     '',
   ];
   if (principals) {

@@ -1,7 +1,8 @@
 /**
  * The standalone Trailwire server: opens the store, assembles the core, serves the Koa app on one
- * HTTP port and the gRPC LiveFeed on another, and processes intake — in a worker thread with its own
- * connection by default, its live updates published on this process's hub. This is what `trailwire
+ * HTTP port and the gRPC LiveFeed on another, and processes intake — by default in a worker thread
+ * with its own connection, which also writes what the HTTP path accepts (one intake writer per
+ * file), its live updates published on this process's hub. This is what `trailwire
  * serve` runs and what `examples/standalone` embeds; an integrator with a server of their own
  * mounts the adapters instead.
  */
@@ -12,18 +13,32 @@ import { pino, type Logger } from 'pino';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
-import { openSqliteStore, type SqliteDurability } from '../sqlite/index.ts';
-import { openSqliteIntakeQueue } from '../sqlite/intake-queue.ts';
-import { WriteLockHandoff } from '../sqlite/intake-lock-handoff.ts';
+import type { SqliteDurability } from '../sqlite/index.ts';
+import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
+import { openSharedState } from './shared-state.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
+import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { loadProductModule } from '../../core/products.ts';
 
+/** Options of `startServer`; every field is optional, with the default it names. */
 export interface ServerOptions {
-  /** The SQLite file of the embedded store. Default `./data/trailwire.db`. */
+  /** The SQLite file of the embedded store (without `databaseUrl`). Default `./data/trailwire.db`. */
   db?: string;
   /** SQLite durability: `process` survives kill -9, `power` also power loss. Default `process`. */
   durability?: SqliteDurability;
+  /**
+   * A `postgres://` URL: the store and the durable intake queue live there, shared by every process
+   * given the same URL (contract 11). Default: none (the SQLite file).
+   */
+  databaseUrl?: string;
+  /** The PostgreSQL schema of Trailwire's tables. Default `public`. */
+  databaseSchema?: string;
+  /**
+   * A `redis://` URL: limits, live updates and key rotations shared by every process given the same
+   * URL. Needed as soon as more than one process serves the same fleet. Default: none (in-process).
+   */
+  redisUrl?: string;
   /** Interface to listen on. Default: all interfaces. */
   host?: string;
   /** HTTP port; 0 picks a free one. Default 8080. */
@@ -54,45 +69,73 @@ export interface ServerOptions {
   core?: Omit<TrailwireOptions, 'store'>;
 }
 
+/** A started server, as `startServer` answers it. */
 export interface RunningServer {
+  /** The assembled core: provision principals (`trailwire.auth`, `trailwire.admin`) and read its services. */
   trailwire: Trailwire;
   /** The HTTP base URL, e.g. `http://127.0.0.1:8080`. */
   url: string;
+  /** The HTTP port actually bound (useful with `port: 0`). */
   httpPort: number;
   /** The LiveFeed's bound port. */
   grpcPort: number;
+  /** Where the state lives, as it may be printed: `sqlite <file>` or `postgres <url without password>`, and `+ redis <url>` when shared. */
+  storeDescription: string;
   /** Payloads processed and dead-lettered by this process since it started (thread or inline). */
   readonly intakeCounts: { processed: number; failed: number };
   /** Stops accepting, finishes in-flight requests and the intake round in hand, closes the store. */
   close(): Promise<void>;
 }
 
-export const DEFAULT_DB_FILE = './data/trailwire.db';
+/** Where the embedded store lives unless `db` says otherwise. */
+export { DEFAULT_DB_FILE } from './backends.ts';
 
+/**
+ * Starts the whole service: opens the SQLite store, assembles the core with the built-in products (and
+ * `productModules`), starts intake processing, and listens for HTTP and gRPC. Answers once both listen.
+ */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? pino();
-  const file = options.db ?? DEFAULT_DB_FILE;
-  const durability = options.durability ?? 'process';
   const productModules = options.productModules ?? [];
   const moduleProducts = await Promise.all(productModules.map((specifier) => loadProductModule(specifier)));
-  const store = await openSqliteStore({ file, durability });
+  const shared = options.redisUrl ? await openSharedState({ redisUrl: options.redisUrl, logger }) : undefined;
+  let backend: StoreBackend;
+  try {
+    backend = await openStoreBackend(options);
+  } catch (error) {
+    await shared?.close();
+    throw error;
+  }
+  const sqlite = backend.sqlite;
   const runWorker = options.intakeWorker ?? true;
   const useThread =
-    runWorker && (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined && file !== ':memory:';
+    sqlite !== undefined &&
+    runWorker &&
+    (options.intakeThread ?? true) &&
+    options.core?.products === undefined &&
+    options.core?.clock === undefined &&
+    sqlite.file !== ':memory:';
   let thread: IntakeThread | undefined;
-  const lockHandoff = useThread ? new WriteLockHandoff() : undefined;
+  const threadedQueue = useThread ? new ThreadedIntakeQueue(sqlite.queue) : undefined;
   const trailwire = await createTrailwire({
     products: [...builtInProducts, ...moduleProducts],
+    ...shared?.coreOptions,
     ...options.core,
-    store,
-    intakeQueue: openSqliteIntakeQueue(store.db, { onEnqueued: () => thread?.notify(), lockHandoff }),
+    store: backend.store,
+    intakeQueue: threadedQueue ?? backend.queue,
   });
+  backend.onEnqueued(() => (thread ? thread.notify() : trailwire.intake?.worker.notify()));
+  const closeCore = async () => {
+    await thread?.stop();
+    await trailwire.close();
+    await backend.releaseQueue();
+    await shared?.close();
+  };
   try {
     if (useThread) {
       thread = await IntakeThread.start({
-        file,
-        durability,
-        lockHandoff,
+        file: sqlite.file,
+        durability: sqlite.durability,
         productModules,
         worker: options.core?.worker,
         onEvents: (events) => {
@@ -101,9 +144,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
         },
         onLog: ({ level, message, ...fields }) => logger[level](fields, message),
       });
+      threadedQueue!.attach(thread);
     } else if (runWorker) await trailwire.intake!.worker.start();
   } catch (error) {
-    await trailwire.close();
+    await closeCore();
     throw error;
   }
   const app = createTrailwireApp(trailwire, {
@@ -124,8 +168,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   try {
     await once(server, 'listening');
   } catch (error) {
-    await thread?.stop();
-    await trailwire.close();
+    await closeCore();
     throw error;
   }
   const { port } = server.address() as AddressInfo;
@@ -140,8 +183,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     });
   } catch (error) {
     server.close();
-    await thread?.stop();
-    await trailwire.close();
+    await closeCore();
     throw error;
   }
   const host = options.host && options.host !== '0.0.0.0' && options.host !== '::' ? options.host : '127.0.0.1';
@@ -150,6 +192,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     httpPort: port,
     grpcPort: grpc.port,
+    storeDescription: options.redisUrl ? `${backend.description} + redis ${redactUrl(options.redisUrl)}` : backend.description,
     get intakeCounts() {
       return thread ? thread.counts : trailwire.intake!.worker.counts;
     },
@@ -159,8 +202,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       server.close();
       server.closeIdleConnections();
       await closed;
-      await thread?.stop();
-      await trailwire.close();
+      await closeCore();
     },
   };
 }

@@ -110,7 +110,7 @@ describe('trailwire CLI', () => {
     const failure = jsonDocument(unknown);
     assert.equal(failure.error.code, 'validation_failed');
     assert.match(failure.error.message, /gps-basik/);
-    assert.match(unknown.stderr, /gps-basic/, 'a human still sees the choices on stderr');
+    assert.match(failure.error.message, /choose one of cargosafe, gps-basic, tpms/, 'the message names the installed products');
 
     const trailwire = await createTrailwire({ store: await openSqliteStore({ file: db }) });
     try {
@@ -119,6 +119,12 @@ describe('trailwire CLI', () => {
     } finally {
       await trailwire.close();
     }
+  });
+
+  it('partners create takes a product of a --product-module', async () => {
+    const result = await runCli(['partners', 'create', '--name', 'Cold Co', '--product', 'reefer', '--product-module', './examples/custom-product/index.ts', '--db', db, '--json']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.match(jsonDocument(result).apiKey, /^twp_/);
   });
 
   it('serve --demo --json prints one document with working demo keys and stops on SIGTERM', { timeout: 30_000 }, async () => {
