@@ -237,9 +237,18 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     for (const subscription of subscriptions) subscription.resume();
 
     const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs);
-    // Processed payloads are published at once; wait until the feed has been quiet for a moment.
-    const settleUntil = Date.now() + 5_000;
-    await waitFor(() => Date.now() - lastUpdateAt >= 500 || Date.now() > settleUntil, 6_000);
+    // Processed payloads are published at once, but a loaded machine may take a while to carry
+    // them: wait until every subscriber has the latest update of each of its customer's trailers
+    // (coalescing never skips that one), or until the feed has been quiet for two seconds.
+    const latest = latestUpdates(sends, outcomes, target.ownership);
+    const caughtUp = () =>
+      subscriberRecords.every((subscriber) => {
+        if (subscriber.gaveUp) return true;
+        const received = new Map<string, number>();
+        for (const update of subscriber.updates) received.set(update.vin, Math.max(received.get(update.vin) ?? -Infinity, update.ts));
+        return [...(latest.get(subscriber.customer) ?? new Map<string, number>())].every(([vin, ts]) => (received.get(vin) ?? -Infinity) >= ts);
+      });
+    await waitFor(() => caughtUp() || Date.now() - lastUpdateAt >= 2_000, 15_000);
 
     const endedAt = Date.now();
     for (const [index, subscription] of subscriptions.entries()) {
@@ -359,6 +368,20 @@ async function statusOf(response: Promise<Response>): Promise<number | undefined
 }
 
 /** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes. */
+/** Per customer, the processing time of the newest processed payload of each of its VINs. */
+function latestUpdates(sends: readonly SendRecord[], outcomes: Record<string, IntakeOutcome>, ownership: Record<string, number>): Map<number, Map<string, number>> {
+  const latest = new Map<number, Map<string, number>>();
+  for (const send of sends) {
+    const processedAt = send.id ? outcomes[send.id]?.processedAt : undefined;
+    const customer = ownership[send.vin];
+    if (processedAt === undefined || customer === undefined) continue;
+    const ofCustomer = latest.get(customer) ?? new Map<string, number>();
+    ofCustomer.set(send.vin, Math.max(ofCustomer.get(send.vin) ?? -Infinity, processedAt));
+    latest.set(customer, ofCustomer);
+  }
+  return latest;
+}
+
 async function awaitProcessing(sends: SendRecord[], partners: Map<string, TrailwireClient>, waitMs: number): Promise<Record<string, IntakeOutcome>> {
   const outcomes: Record<string, IntakeOutcome> = {};
   let pending = sends.filter((send) => send.status === 202 && send.id);

@@ -120,7 +120,30 @@ describe('invariant checks', () => {
     record.sends[6]!.answeredAt = T0 + 2001;
     const result = checkWindowGroups(record);
     assert.deepEqual(result.violations, []);
-    assert.match(result.judged, /1 window groups \(1 crossing a window edge or cut short, not judged\)/);
+    assert.match(result.judged, /1 window groups \(1 crossing a window edge, sharing it or cut short, not judged\)/);
+  });
+
+  it('leave a group unjudged when a late request of the window before may have counted in its window', () => {
+    const record = cleanRecord();
+    // VIN A's group now sits in the next window, and it got one 202 fewer: a request of the window
+    // before, answered only after the edge (a loaded server), may have taken that place.
+    const next = { ...record.groups[0]!, windowStart: T0 + 2000, windowEnd: T0 + 4000 };
+    record.groups.push(next);
+    for (const send of record.sends.filter((s) => s.group === 0)) {
+      send.group = 2;
+      send.sentAt += 2000;
+      send.answeredAt += 2000;
+    }
+    record.sends[2]!.status = 429;
+    const late: SendRecord = { product: 'gps-basic', vin: VIN_A, group: 0, plannedAt: T0 + 1900, sentAt: T0 + 1900, answeredAt: T0 + 2100, status: 202, id: 'late' };
+    record.sends.push(late);
+    record.outcomes.late = { status: 'processed', receivedAt: T0 + 2050, processedAt: T0 + 2060 };
+    const result = checkWindowGroups(record);
+    assert.deepEqual(result.violations, []);
+    assert.match(result.judged, /sharing it/);
+    // Without the late request the same group is judged, and its missing 202 caught.
+    record.sends.pop();
+    assert.match(checkWindowGroups(record).violations[0]!, /2 of 5 accepted, expected exactly the limit of 3/);
   });
 
   it('catch an accepted payload that is not processed, or failed', () => {
