@@ -1,32 +1,152 @@
 /**
- * `trailwire/core`: the framework-free core. Start with `createTrailwire({ store })`; the rest is
- * what an integrator or a backend author needs to call it, extend it, or implement one of its seams
- * (store, window counter, live bus, intake queue).
+ * `trailwire/core` (also the package root, `trailwire`): the framework-free core. Start with
+ * `createTrailwire({ store })`; the rest is what an integrator, a product author or a backend author
+ * needs to call it, extend it, or implement one of its seams (store, window counter, intake queue,
+ * live bus, rotation feed). Nothing here imports Koa, gRPC or a database driver. What is not exported here is
+ * internal and may change without notice; `test/public-api/` pins what is.
+ */
+
+// ── Composition ──────────────────────────────────────────────────────────────────────────────────
+/**
+ * `createTrailwire(options)` assembles the services over one store (`Trailwire`); `TrailwireOptions`
+ * documents every option and its default; `DEFAULT_LIMITS` are the auth/rotate/read limits
+ * (`LimitSettings`, each a `LimitSetting` of `requests` per `windowSeconds`).
  */
 export { createTrailwire, DEFAULT_LIMITS, type LimitSetting, type LimitSettings, type Trailwire, type TrailwireOptions } from './trailwire.ts';
+
+// ── Errors (contract 6) ──────────────────────────────────────────────────────────────────────────
+/**
+ * `TrailwireError` is the one error class, with a stable `code` (`ErrorCode`, listed in
+ * `ERROR_CODES`, each described in `ERROR_DESCRIPTIONS`, mapped to HTTP by `HTTP_STATUS_BY_CODE`
+ * and to a problem `type` URI by `problemType`). `isTrailwireError` recognises one from any copy of
+ * the package; `invalidField` builds a `validation_failed` error for one field (`FieldError`).
+ */
 export { ERROR_CODES, ERROR_DESCRIPTIONS, HTTP_STATUS_BY_CODE, invalidField, isTrailwireError, problemType, TrailwireError } from './errors.ts';
 export type { ErrorCode, FieldError, TrailwireErrorOptions } from './errors.ts';
+
+// ── Time and ids ─────────────────────────────────────────────────────────────────────────────────
+/** Injected time and ids: `systemClock` and `randomIds` are the defaults; `ManualClock` is moved by hand in tests. */
 export { type Clock, type IdGenerator, ManualClock, randomIds, systemClock } from './clock.ts';
+
+// ── Domain model and canonical telemetry ─────────────────────────────────────────────────────────
+/**
+ * The records the read API serves (`Fleet`, `Trailer`, `Device`, `GpsFix`, `Heading`, ...) and
+ * `HEADINGS`, the eight cardinal headings in order.
+ */
 export type * from './model.ts';
 export { HEADINGS } from './model.ts';
-export type * from './store.ts';
+/** What a product's transform answers: `CanonicalTelemetry` of GPS fixes, device and cargosafe readings. */
 export type * from './canonical.ts';
-export { FixedWindowLimiter, MemoryWindowCounter, type RateLimitState, type WindowCounter } from './rate-limit.ts';
-export { CursorCodec, type Page, TAKE_DEFAULT, TAKE_MAX } from './paging.ts';
-export { type AccessClaims, type IssuedToken, productOfScope, requireAudience, TokenService } from './tokens.ts';
-export { AuthService, type RotationListener } from './auth-service.ts';
-export { ReadService, type QueryParams } from './read-service.ts';
-export { AdminService } from './admin-service.ts';
-export { SigningKeyRing, type SigningAlgorithm } from './signing-keys.ts';
-export { deriveTrailerStatus, statusView } from './trailer-status.ts';
-export { parseVin, vinCheckDigit, withCheckDigit } from './vin.ts';
-export { cardinalHeading } from './heading.ts';
+
+// ── Products (contract 4 and 10) ─────────────────────────────────────────────────────────────────
+/**
+ * Writing a product: `export default defineProduct<Payload>({ name, description, schema, limit,
+ * examples, transform, validate? })` (`ProductDefinition`, `ProductSchema`, `IntakeLimit`) answers a
+ * checked, frozen `Product`; see docs/writing-a-product.md. `checkCanonicalTelemetry` lists what is
+ * wrong with a transform's output; `EXAMPLE_VIN` and `EXAMPLE_RECEIVED_AT` are the inputs
+ * `defineProduct` and the conformance suite run the examples with; `PRODUCT_NAME_PATTERN` and
+ * `MAX_WINDOW_SECONDS` bound names and limit windows. Installing products:
+ * `createProductRegistry` / `ProductRegistry` (what `Trailwire.products` is), `loadProductModule`
+ * (a product module by path or package name), `isProduct`.
+ */
 export {
+  checkCanonicalTelemetry,
   createProductRegistry,
   defineProduct,
+  EXAMPLE_RECEIVED_AT,
+  EXAMPLE_VIN,
+  isProduct,
   loadProductModule,
+  MAX_WINDOW_SECONDS,
+  PRODUCT_NAME_PATTERN,
+  ProductRegistry,
   type IntakeLimit,
+  type LoadProductModuleOptions,
   type Product,
   type ProductDefinition,
-  ProductRegistry,
+  type ProductRegistryOptions,
+  type ProductSchema,
 } from './products.ts';
+/**
+ * Helpers a transform may use: `parseRfc3339` turns an RFC 3339 `date-time` (the strict format product
+ * schemas validate with `format: 'date-time'`) into epoch ms; `cardinalHeading` turns degrees into one
+ * of `HEADINGS`; `JsonSchema` / `JsonSchemaObject` type schema fragments; `JSON_SCHEMA_DIALECT` is
+ * the only `$schema` a product schema may name (draft 2020-12).
+ */
+export { JSON_SCHEMA_DIALECT, parseRfc3339, type JsonSchema, type JsonSchemaObject } from './json-schema.ts';
+export { cardinalHeading } from './heading.ts';
+/** VINs (contract 2): `parseVin` normalises and checks one (400 on a bad one), `vinCheckDigit` and `withCheckDigit` compute position 9. */
+export { parseVin, vinCheckDigit, withCheckDigit } from './vin.ts';
+
+// ── Services (what `createTrailwire` assembles; transports call them) ────────────────────────────
+/**
+ * Tokens and keys: `TokenService` mints and verifies JWTs (`AccessClaims`, `IssuedToken`,
+ * `TokenServiceOptions`), `requireAudience` refuses a token of the other audience, `productOfScope`
+ * reads a partner token's product; `SigningKeyRing` holds the persisted signing keys and the JWKS
+ * (`SigningAlgorithm`: RS256 or ES256); `AuthService` issues, authenticates and rotates API keys
+ * (`RotationListener` hears rotations).
+ */
+export { type AccessClaims, type IssuedToken, productOfScope, requireAudience, TokenService, type TokenServiceOptions } from './tokens.ts';
+export { SigningKeyRing, type SigningAlgorithm } from './signing-keys.ts';
+export { AuthService, type RotationListener } from './auth-service.ts';
+/** The customer read API (`ReadService`, `ReadServiceOptions`, `QueryParams`) and the operator's writes (`AdminService`: fleets, trailers, activation). */
+export { ReadService, type QueryParams, type ReadServiceOptions } from './read-service.ts';
+export { AdminService } from './admin-service.ts';
+/** Keyset paging: `CursorCodec` signs `next` tokens; a `Page` is `{ data, next? }` with `take` from 1 to `TAKE_MAX`, `TAKE_DEFAULT` by default. */
+export { CursorCodec, type Page, TAKE_DEFAULT, TAKE_MAX } from './paging.ts';
+/**
+ * Partner intake: `IntakeService` is the accept path (`Accepted`; `IntakeStatusView` is what the
+ * status endpoint shows), `IntakeWorker` processes the queue (`IntakeWorkerOptions`, defaults in
+ * `DEFAULT_INTAKE_WORKER_OPTIONS`).
+ */
+export { IntakeService, type Accepted, type IntakeStatusView } from './intake-service.ts';
+export { DEFAULT_INTAKE_WORKER_OPTIONS, IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
+/**
+ * Live updates: `LiveHub` fans `LiveTrailerEvent`s out per customer to `LiveSink`s (a transport's
+ * streams, each a `LiveSubscription`; `LiveHubOptions`, `LiveHubStats`).
+ */
+export { LiveHub, type LiveHubOptions, type LiveHubStats, type LiveSink, type LiveSubscription, type LiveTrailerEvent } from './live-hub.ts';
+/** Trailer status (contract 4): `deriveTrailerStatus` applies the Faulted > Warning > OK rule and keeps `statusDate` while the name holds. */
+export { deriveTrailerStatus, type TrailerStatus } from './trailer-status.ts';
+
+// ── Seams a backend implements ───────────────────────────────────────────────────────────────────
+/**
+ * The store: `TrailwireStore` and the interfaces it is made of, with their query and row types
+ * (every backend passes `test/conformance/store.ts`).
+ */
+export type * from './store.ts';
+/**
+ * Windowed limits: a backend implements the counting primitive `WindowCounter` (`MemoryWindowCounter`
+ * is the in-process one); the window maths stays in `FixedWindowLimiter` (`FixedWindowLimiterOptions`),
+ * which answers a `RateLimitState` (the RateLimit-* headers' data).
+ */
+export {
+  FixedWindowLimiter,
+  type FixedWindowLimiterOptions,
+  MemoryWindowCounter,
+  type RateLimitState,
+  type WindowCounter,
+} from './rate-limit.ts';
+/**
+ * The durable intake queue: `IntakeQueue` (`NewIntake` in, `IntakeRecord`s out, `IntakeOutcome`s
+ * settled, `EnqueueResult`), its states `INTAKE_STATUSES` (`IntakeStatus`) and the idempotency window
+ * `IDEMPOTENCY_WINDOW_MS`; every implementation passes `test/conformance/intake-queue.ts`.
+ */
+export {
+  IDEMPOTENCY_WINDOW_MS,
+  INTAKE_STATUSES,
+  type EnqueueResult,
+  type IntakeOutcome,
+  type IntakeQueue,
+  type IntakeRecord,
+  type IntakeStatus,
+  type NewIntake,
+} from './intake-queue.ts';
+/** Cross-process fan-out: a `LiveBus` carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
+export { type LiveBus, type LiveBusListener, MemoryLiveBus } from './live-hub.ts';
+/**
+ * Key rotations across processes: a `RotationFeed` carries `RotationNotice`s (`RotationNoticeListener`)
+ * so every process sharing the store rejects tokens minted before a rotation and ends the customer's
+ * streams; `createTrailwire`'s `rotations` option (`RotationOptions`) takes one, in-process by default.
+ */
+export type { RotationFeed, RotationNotice, RotationNoticeListener, RotationOptions } from './rotation-feed.ts';

@@ -1,11 +1,12 @@
 /**
  * The Koa app of Trailwire: request ids, problem+json errors and metrics around the auth API, the
  * data API and the operational endpoints. Either API can be left out, so an integrator can split
- * them across hosts, or mount the routers (`createAuthRouter`, `createReadRouter`) in an app of
- * their own.
+ * them across hosts. To put Trailwire inside a Koa app of your own, `createTrailwireMiddleware`
+ * answers the same stack as one middleware, under a path prefix of your choice (`/fleet-api`) or
+ * at the root beside your own routes.
  */
 import KoaRouter from '@koa/router';
-import Koa from 'koa';
+import Koa, { type Context, type Middleware, type Next } from 'koa';
 import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
@@ -39,27 +40,62 @@ export interface TrailwireAppOptions {
   registry?: Registry;
   /** Checks `/readyz` runs besides the store's. */
   readinessChecks?: Record<string, ReadinessCheck>;
+  /**
+   * Serve every route under this path prefix, e.g. `/fleet-api` (then `/fleet-api/api/v1/fleets`,
+   * `/fleet-api/openapi.json`, ...); the OpenAPI document names it as its server URL and intake's
+   * `Location` header includes it. A `/` followed by path segments, without a trailing `/`. Default:
+   * none (routes at the root, as the specification spells them).
+   */
+  prefix?: string;
 }
 
+/** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` (your app's `proxy` setting decides). */
+export type TrailwireMiddlewareOptions = Omit<TrailwireAppOptions, 'trustProxy'>;
+
+/** A path prefix: one or more `/segment`s of unreserved URL characters. */
+const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
+
+/** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
+  const app = new Koa({ proxy: options.trustProxy ?? false });
+  // Koa logs errors it sees itself; ours are all handled (and logged) by problemMiddleware.
+  app.silent = true;
+  for (const middleware of buildStack(trailwire, options).middleware) app.use(middleware);
+  return app;
+}
+
+/**
+ * The same service as one middleware for a Koa app of your own. With a `prefix`, every request under
+ * it is Trailwire's (an unknown path there is a problem+json 404) and every other request goes on to
+ * your middleware untouched; without one, the requests whose path is a Trailwire route are
+ * Trailwire's and the rest go on. Trailwire reads intake bodies itself: mount it before any body
+ * parser, or keep the parser off its paths. Its errors never reach your error handling; yours never
+ * become problem+json.
+ */
+export function createTrailwireMiddleware(trailwire: Trailwire, options: TrailwireMiddlewareOptions = {}): Middleware {
+  const { middleware, root, prefix } = buildStack(trailwire, options);
+  const run = compose(middleware);
+  const owns = prefix
+    ? (ctx: Context) => ctx.path === prefix || ctx.path.startsWith(`${prefix}/`)
+    : (ctx: Context) => root.match(ctx.path, ctx.method).path.length > 0;
+  return (ctx, next) => (owns(ctx) ? run(ctx) : next());
+}
+
+function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middleware: Middleware[]; root: KoaRouter; prefix: string } {
+  const prefix = options.prefix ?? '';
+  if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
+    throw new TypeError(`Trailwire app: \`prefix\` must look like "/fleet-api" (a leading "/", no trailing "/", no parameters), got ${JSON.stringify(prefix)}`);
   const mountAuth = options.auth ?? true;
   const mountData = options.data ?? true;
   const logger = options.logger ?? pino();
   const metrics = createHttpMetrics(options.registry);
-
-  const app = new Koa({ proxy: options.trustProxy ?? false });
-  // Koa logs errors it sees itself; ours are all handled (and logged) by problemMiddleware.
-  app.silent = true;
-  app.use(requestIdMiddleware());
-  app.use(metrics.middleware);
-  app.use(problemMiddleware(logger));
 
   const routers: KoaRouter[] = [];
   if (mountAuth) routers.push(createAuthRouter(trailwire));
   if (mountData) routers.push(createReadRouter(trailwire), ...(options.dataRouters ?? []));
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
-  if (withIntake) routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes }));
+  if (withIntake) routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix }));
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(
     createOpsRouter({
@@ -71,6 +107,7 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
           data: mountData,
           extraPaths: { ...intakeDocs.extraPaths, ...options.openapi?.extraPaths },
           extraSchemas: { ...intakeDocs.extraSchemas, ...options.openapi?.extraSchemas },
+          ...(prefix ? { serverUrl: prefix } : {}),
         }),
       readinessChecks: {
         ...(withIntake ? { queue: () => checkIntake(trailwire, options.intakeWorkerExpected ?? true) } : {}),
@@ -79,10 +116,25 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
     }),
   );
   // One root router, so that 404 and 405 are decided over every route at once.
-  const root = new KoaRouter();
+  const root = new KoaRouter(prefix ? { prefix } : {});
   for (const router of routers) root.use(router.routes());
-  app.use(root.routes()).use(root.allowedMethods());
-  return app;
+  return {
+    // The router's middleware types ask for its own context additions, which it adds itself.
+    middleware: [requestIdMiddleware(), metrics.middleware, problemMiddleware(logger), root.routes() as Middleware, root.allowedMethods() as Middleware],
+    root,
+    prefix,
+  };
+}
+
+/** Runs `middleware` in order, like Koa does; the last one's `next` is the end of the chain. */
+function compose(middleware: readonly Middleware[]): (ctx: Context) => Promise<void> {
+  return (ctx) => {
+    const dispatch = async (index: number): Promise<void> => {
+      const current = middleware[index];
+      if (current) await current(ctx, (() => dispatch(index + 1)) as Next);
+    };
+    return dispatch(0);
+  };
 }
 
 /** The queue answers, and this process's worker runs unless it was configured to take intake only. */

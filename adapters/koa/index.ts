@@ -1,14 +1,37 @@
 /**
- * `trailwire/koa`: the HTTP adapter. `createTrailwireApp(trailwire)` is the whole HTTP service;
- * the routers and middleware are exported for mounting Trailwire inside a Koa app of your own.
+ * `trailwire/koa`: the HTTP adapter. `createTrailwireApp(trailwire)` is the whole HTTP service as a
+ * Koa app; `createTrailwireMiddleware(trailwire, { prefix })` is the same service as one middleware
+ * for a Koa app you already run (docs/embedding.md). The routers and middleware it is built from are
+ * exported for an app that assembles its own stack.
  */
-export { createTrailwireApp, type TrailwireAppOptions } from './app.ts';
+
+/**
+ * `createTrailwireApp(trailwire, options)` answers the Koa app (`TrailwireAppOptions`: which APIs,
+ * `prefix`, logger, metrics registry, body limit, readiness checks, `trustProxy`).
+ * `createTrailwireMiddleware(trailwire, options)` answers it as one middleware
+ * (`TrailwireMiddlewareOptions`): everything under `prefix` is Trailwire's, the rest goes on to your app.
+ */
+export { createTrailwireApp, createTrailwireMiddleware, type TrailwireAppOptions, type TrailwireMiddlewareOptions } from './app.ts';
+/**
+ * The routers, each a `@koa/router` instance with paths as the specification spells them: the auth
+ * API with the JWKS (`createAuthRouter`), the customer read API (`createReadRouter`), partner intake
+ * (`createIntakeRouter`, under `INTAKE_PATH`, bodies up to `DEFAULT_INTAKE_BODY_LIMIT` by default),
+ * and `/healthz`, `/readyz`, `/metrics`, `/openapi.json` (`createOpsRouter`; a `ReadinessCheck` each).
+ * They throw `TrailwireError`s: put `problemMiddleware` above them.
+ */
 export { createAuthRouter } from './auth-routes.ts';
 export { createReadRouter } from './read-routes.ts';
+export { createIntakeRouter, DEFAULT_INTAKE_BODY_LIMIT, INTAKE_PATH } from './intake-routes.ts';
 export { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
+/**
+ * `bearerAuth(trailwire.tokens, 'customers' | 'partners')` verifies a Bearer token of one audience and
+ * puts its claims on `ctx.state` (`AuthenticatedState`); usable on routes of your own.
+ */
 export { bearerAuth, type AuthenticatedState } from './bearer-auth.ts';
-export { problemMiddleware, sendProblem, toTrailwireError } from './problem.ts';
+/** `problemMiddleware(logger)` turns every error below it into RFC 9457 problem+json; `requestIdMiddleware()` sets `X-Request-Id`. */
+export { problemMiddleware } from './problem.ts';
 export { requestIdMiddleware } from './request-id.ts';
-export { setRateLimitHeaders } from './rate-limit-headers.ts';
+/** `buildOpenApiDocument(options)` builds the OpenAPI 3.1 document (`OpenApiOptions`) served at `/openapi.json`. */
 export { buildOpenApiDocument, type OpenApiOptions } from './openapi.ts';
+/** `createHttpMetrics(registry?)` answers the Prometheus request metrics middleware and its registry (`HttpMetrics`). */
 export { createHttpMetrics, type HttpMetrics } from './metrics.ts';

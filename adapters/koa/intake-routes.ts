@@ -16,7 +16,15 @@ export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
 export const INTAKE_PATH = '/api/v1/telemetry/intake';
 
 /** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
-export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitBytes?: number } = {}): Router {
+export function createIntakeRouter(
+  trailwire: Trailwire,
+  options: {
+    /** Largest body in bytes. Default 256 KiB. */
+    bodyLimitBytes?: number;
+    /** The path prefix the app serves its routes under (`/fleet-api`), for the `Location` header. Default none. */
+    pathPrefix?: string;
+  } = {},
+): Router {
   const intake = trailwire.intake;
   if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_INTAKE_BODY_LIMIT;
@@ -49,7 +57,7 @@ export function createIntakeRouter(trailwire: Trailwire, options: { bodyLimitByt
     setRateLimitHeaders(ctx, accepted.rateLimit);
     if (accepted.replayed) ctx.set('Idempotent-Replayed', 'true');
     ctx.status = 202;
-    ctx.set('Location', `${INTAKE_PATH}/status/${accepted.record.id}`);
+    ctx.set('Location', `${options.pathPrefix ?? ''}${INTAKE_PATH}/status/${accepted.record.id}`);
     ctx.body = { id: accepted.record.id, status: 'queued' };
   });
 

@@ -20,6 +20,8 @@ export interface OpenApiOptions {
   /** Extra component schemas, merged in. */
   extraSchemas?: Record<string, Json>;
   version?: string;
+  /** Where the paths are served, when not at the root: a path prefix such as `/fleet-api`, published as `servers[0].url`. */
+  serverUrl?: string;
 }
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -391,6 +393,7 @@ export function buildOpenApiDocument(options: OpenApiOptions): Json {
       version: options.version ?? '1',
       description: 'Trailer-fleet telemetry: partner intake, customer read API and key-to-token authentication. Every 4xx/5xx is application/problem+json (RFC 9457).',
     },
+    ...(options.serverUrl ? { servers: [{ url: options.serverUrl, description: 'Trailwire is mounted under this path prefix.' }] } : {}),
     paths: {
       ...(options.auth ? authPaths() : {}),
       ...(options.data ? readPaths() : {}),

@@ -1,14 +1,14 @@
 /**
- * A product written the way a Trailwire user would write one: a refrigeration-unit ("reefer")
- * tracker whose payload becomes one device reading of kind `reefer`. Outside this repository the
- * imports are `from 'trailwire/core'`. A server loads it by path with `loadProductModule` and
- * registers it next to the built-in products; `test/examples/custom-product.test.ts` runs the shared
- * conformance suite against it.
+ * A product written the way a Trailwire user would write one, importing only `trailwire/core`: a
+ * refrigeration-unit ("reefer") tracker whose payload becomes one device reading of kind `reefer`.
+ * A server installs it by path (`startServer({ productModules: ['./examples/custom-product/index.ts'] })`)
+ * next to the built-in products; `test/examples/custom-product.test.ts` runs the shared conformance
+ * suite (`trailwire/testing`) against it and sends it through intake end to end.
  */
-import { parseRfc3339 } from '../../core/json-schema.ts';
-import { defineProduct } from '../../core/products.ts';
+import { defineProduct, parseRfc3339 } from 'trailwire/core';
 
-interface ReeferPayload {
+/** One report of the unit, as the partner sends it. */
+export interface ReeferPayload {
   reeferId: string;
   reportedAt: string;
   setpointC: number;
