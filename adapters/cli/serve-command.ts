@@ -1,12 +1,19 @@
 /**
  * `trailwire serve`: runs the service until SIGINT/SIGTERM, then shuts down gracefully. With
- * `--demo` it seeds the demo fleet once and prints working demo keys and a first curl to try.
+ * `--demo` it seeds the demo fleet once and prints working demo keys and a first curl to try. With
+ * `--workers N` (N > 1) this process becomes the primary of N server processes sharing the HTTP and
+ * gRPC ports (`adapters/server/cluster.ts`); it prints the banner or `--json` document once, when
+ * every worker listens.
  */
+import cluster from 'node:cluster';
 import type { Argv, CommandModule } from 'yargs';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
+import { TrailwireError } from '../../core/errors.ts';
+import type { IntakeLimit } from '../../core/products.ts';
 import { builtInProducts } from '../../products/index.ts';
-import { seedDemo, type DemoPrincipal } from '../../simulator/demo-seed.ts';
-import { startServer } from '../server/index.ts';
+import { seedDemo, type DemoSeed, type DemoPrincipal } from '../../simulator/demo-seed.ts';
+import { reportFailure, reportReady, startCluster } from '../server/cluster.ts';
+import { type RunningServer, type ServerOptions, startServer } from '../server/index.ts';
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
@@ -21,7 +28,20 @@ type ServeArguments = StoreArguments & {
   'grpc-port': number;
   'heartbeat-ms': number;
   durability: SqliteDurability;
+  workers: number;
+  'database-schema'?: string;
+  'redis-prefix'?: string;
+  'abandoned-check-ms'?: number;
+  'product-limit': string[];
 };
+
+/** What a started server prints (and, from a cluster worker, what it reports to the primary). */
+interface ServeReport {
+  url: string;
+  grpc: string;
+  store: string;
+  demo: DemoSeed | null;
+}
 
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
@@ -43,6 +63,31 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
         default: true,
         describe: 'Process queued intake in this process (--no-intake-worker: only accept it) (env TRAILWIRE_INTAKE_WORKER)',
       })
+      .option('workers', {
+        type: 'number',
+        default: 1,
+        describe:
+          'Server processes sharing the HTTP and gRPC ports (node:cluster); more than 1 needs --database-url and --redis-url (env TRAILWIRE_WORKERS)',
+      })
+      .option('database-schema', {
+        type: 'string',
+        describe: 'PostgreSQL schema of Trailwire\'s tables, with --database-url (env TRAILWIRE_DATABASE_SCHEMA). Default: public',
+      })
+      .option('redis-prefix', {
+        type: 'string',
+        describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
+      })
+      .option('abandoned-check-ms', {
+        type: 'number',
+        describe:
+          'With --database-url: how often, at most, this process takes over the intake that crashed processes left processing, in ms (env TRAILWIRE_ABANDONED_CHECK_MS). Default: 60000',
+      })
+      .option('product-limit', {
+        type: 'string',
+        array: true,
+        default: [] as string[],
+        describe: 'Override a product\'s intake limit per VIN: NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS; repeatable (env TRAILWIRE_PRODUCT_LIMIT)',
+      })
       .option('log-level', {
         type: 'string',
         default: 'info',
@@ -61,9 +106,81 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
 async function serve(args: ServeArguments): Promise<void> {
   // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
   const logger = pino({ level: args['log-level'] }, pino.destination(2));
-  const server = await startServer({
+  if (cluster.isWorker) return serveAsWorker(args, logger.child({ worker: cluster.worker!.id }));
+  // Checked here, before any worker is forked: a bad option is reported once, not by every worker.
+  const workers = workersOf(args);
+  const options = serverOptionsOf(args, logger);
+  if (workers > 1) return serveAsPrimary(args, workers, logger);
+  const server = await startServer(options);
+  const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : null;
+  printStarted(args, reportOf(server, demo), 1);
+  logger.info({ url: server.url, store: server.storeDescription }, 'trailwire serving');
+  stopOnSignals(logger, () => server.close());
+}
+
+/** The primary of `--workers N`: forks the workers, prints once they all listen, forwards stop signals. */
+async function serveAsPrimary(args: ServeArguments, workers: number, logger: Logger): Promise<void> {
+  const running = await startCluster<ServeReport>({ workers, logger });
+  // Every worker has the same ports and store; the demo is seeded (and reported) by the first only.
+  const first = running.ready[0]!;
+  printStarted(args, { ...first, demo: running.ready.find((report) => report.demo !== null)?.demo ?? null }, workers);
+  logger.info({ url: first.url, store: first.store, workers: running.pids }, 'trailwire serving');
+  let signalled = false;
+  const forward = (signal: NodeJS.Signals) => {
+    if (!signalled) logger.info({ signal }, 'shutting down the workers');
+    signalled = true;
+    running.stop(signal);
+  };
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  process.exit(await running.exited);
+}
+
+/** A worker of `--workers N`: serves, and reports to the primary instead of printing. */
+async function serveAsWorker(args: ServeArguments, logger: Logger): Promise<void> {
+  try {
+    const server = await startServer(serverOptionsOf(args, logger));
+    stopOnSignals(logger, () => server.close());
+    const demo = args.demo && cluster.worker!.id === 1 ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : null;
+    await reportReady<ServeReport>(reportOf(server, demo));
+    logger.info({ url: server.url }, 'trailwire worker serving');
+  } catch (error) {
+    await reportFailure(error).catch(() => {});
+    process.exit(1);
+  }
+}
+
+/** `--workers`, checked: several processes need state they can share (contract 11). */
+function workersOf(args: ServeArguments): number {
+  const workers = args.workers;
+  if (!Number.isInteger(workers) || workers < 1)
+    throw new TrailwireError('validation_failed', `--workers must be a positive integer, got ${String(workers)}`);
+  if (workers > 1 && (!args['database-url'] || !args['redis-url']))
+    throw new TrailwireError(
+      'validation_failed',
+      `--workers ${workers} needs --database-url and --redis-url: with the SQLite file, limits and live updates are kept in each process and cannot be shared by several`,
+    );
+  return workers;
+}
+
+/** `--product-limit NAME=REQUESTS[/WINDOW_SECONDS]`, parsed into `productLimits`; the core checks the numbers. */
+function productLimitsOf(specs: readonly string[]): Record<string, Partial<IntakeLimit>> {
+  const limits: Record<string, Partial<IntakeLimit>> = {};
+  for (const spec of specs) {
+    const match = /^([^=\s]+)=(\d+)(?:\/(\d+))?$/.exec(spec);
+    if (!match) throw new TrailwireError('validation_failed', `--product-limit ${spec}: expected NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS`);
+    limits[match[1]!] = { requests: Number(match[2]), ...(match[3] === undefined ? {} : { windowSeconds: Number(match[3]) }) };
+  }
+  return limits;
+}
+
+function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
+  return {
     ...backendOptionsOf(args),
+    databaseSchema: args['database-schema'] || undefined,
+    abandonedCheckMs: args['abandoned-check-ms'],
     redisUrl: args['redis-url'] || undefined,
+    redisKeyPrefix: args['redis-prefix'],
     productModules: args['product-module'],
     durability: args.durability,
     port: args.port,
@@ -72,21 +189,27 @@ async function serve(args: ServeArguments): Promise<void> {
     intakeWorker: args['intake-worker'],
     grpcPort: args['grpc-port'],
     heartbeatIntervalMs: args['heartbeat-ms'],
-  });
-  const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : undefined;
-  if (args.json) {
-    process.stdout.write(`${JSON.stringify({ url: server.url, grpc: grpcAddress(server), db: args.db, store: server.storeDescription, demo: demo ?? null })}\n`);
-  } else {
-    process.stdout.write(banner(server.url, grpcAddress(server), server.storeDescription, demo?.principals, demo?.created ?? false));
-  }
-  logger.info({ url: server.url, store: server.storeDescription }, 'trailwire serving');
+    core: { productLimits: productLimitsOf(args['product-limit']) },
+  };
+}
 
+function reportOf(server: RunningServer, demo: DemoSeed | null): ServeReport {
+  return { url: server.url, grpc: grpcAddress(server), store: server.storeDescription, demo };
+}
+
+function printStarted(args: ServeArguments, report: ServeReport, workers: number): void {
+  if (args.json) process.stdout.write(`${JSON.stringify({ url: report.url, grpc: report.grpc, db: args.db, store: report.store, workers, demo: report.demo })}\n`);
+  else process.stdout.write(banner(report, workers));
+}
+
+/** SIGINT or SIGTERM: close gracefully, then exit. */
+function stopOnSignals(logger: Logger, close: () => Promise<void>): void {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    await server.close();
+    await close();
     process.exit(0);
   };
   process.once('SIGINT', () => void stop('SIGINT'));
@@ -97,13 +220,16 @@ function grpcAddress(server: { url: string; grpcPort: number }): string {
   return `${new URL(server.url).hostname}:${server.grpcPort}`;
 }
 
-function banner(url: string, grpc: string, store: string, principals: DemoPrincipal[] | undefined, created: boolean): string {
+function banner({ url, grpc, store, demo }: ServeReport, workers: number): string {
+  const principals: DemoPrincipal[] | undefined = demo?.principals;
+  const created = demo?.created ?? false;
   const lines = [
     '',
     `Trailwire is running`,
     `  HTTP   ${url}   (auth + data API; docs at ${url}/openapi.json)`,
     `  gRPC   ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
     `  Store  ${store}`,
+    ...(workers > 1 ? [`  Workers  ${workers} processes sharing both ports`] : []),
     '',
   ];
   if (principals) {

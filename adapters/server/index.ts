@@ -39,6 +39,18 @@ export interface ServerOptions {
    * URL. Needed as soon as more than one process serves the same fleet. Default: none (in-process).
    */
   redisUrl?: string;
+  /**
+   * With `redisUrl`: starts every Redis key and channel of this deployment (`<prefix>window:...`,
+   * `<prefix>live`, `<prefix>rotations`), so that deployments or test runs can share one Redis.
+   * Every process of one deployment must use the same. Default `'trailwire:'`.
+   */
+  redisKeyPrefix?: string;
+  /**
+   * With `databaseUrl`: how often, at most, this process returns to the intake queue what processes
+   * that are gone (crashed, killed) left processing, in ms — the longest an acknowledged payload of
+   * a crashed process waits for a survivor. Default 60,000.
+   */
+  abandonedCheckMs?: number;
   /** Interface to listen on. Default: all interfaces. */
   host?: string;
   /** HTTP port; 0 picks a free one. Default 8080. */
@@ -98,7 +110,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const logger = options.logger ?? pino();
   const productModules = options.productModules ?? [];
   const moduleProducts = await Promise.all(productModules.map((specifier) => loadProductModule(specifier)));
-  const shared = options.redisUrl ? await openSharedState({ redisUrl: options.redisUrl, logger }) : undefined;
+  const shared = options.redisUrl ? await openSharedState({ redisUrl: options.redisUrl, keyPrefix: options.redisKeyPrefix, logger }) : undefined;
   let backend: StoreBackend;
   try {
     backend = await openStoreBackend(options);
@@ -121,6 +133,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     products: [...builtInProducts, ...moduleProducts],
     ...shared?.coreOptions,
     ...options.core,
+    // Merged rather than replaced: a caller tuning the hub or the rotation recheck keeps the shared bus and feed.
+    live: { ...shared?.coreOptions.live, ...options.core?.live },
+    rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
     store: backend.store,
     intakeQueue: threadedQueue ?? backend.queue,
   });
