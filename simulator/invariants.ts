@@ -217,7 +217,9 @@ export function checkLiveDelivery(record: RunRecord): CheckResult {
       const remaining = new Map(received);
       // The server coalesces what a stream cannot take right now (each update carries the trailer's
       // full state, so a later one supersedes it): a missing update is a breach only when no later
-      // update of the same trailer arrived on that subscriber.
+      // update of the same trailer arrived on that subscriber. "Later" includes the same time: two
+      // payloads of a trailer processed in the same millisecond make two updates with one `ts`, and
+      // when the second replaces the first the subscriber still holds the trailer's latest state.
       const latestReceived = new Map<string, number>();
       for (const update of subscriber.updates) latestReceived.set(update.vin, Math.max(latestReceived.get(update.vin) ?? -Infinity, update.ts));
       const missing = mine.filter((update) => {
@@ -226,7 +228,7 @@ export function checkLiveDelivery(record: RunRecord): CheckResult {
           remaining.set(update.key, left - 1);
           return false;
         }
-        return !((latestReceived.get(update.vin) ?? -Infinity) > update.ts);
+        return !((latestReceived.get(update.vin) ?? -Infinity) >= update.ts);
       });
       if (missing.length > 0)
         violations.push(`${who} missed ${missing.length} of ${mine.length} update(s) of its customer's trailers; first: VIN ${missing[0]!.vin} at ${iso(missing[0]!.ts)}`);
