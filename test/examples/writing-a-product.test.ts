@@ -2,13 +2,18 @@
  * docs/writing-a-product.md works as written. The guide's `axle-load` module (§2) and its test (§5)
  * are taken verbatim from the guide's code blocks into a scratch folder inside the package (so that
  * `trailwire/...` resolves as it does for the guide's reader), the guide's test runs, and the product
- * is installed on a server as §6 says and driven through the calls of §7, checking what the guide
- * shows them answering. Edit the guide and this test follows.
+ * is installed on a server both ways §6 says (the `trailwire` command with `--product-module`, and
+ * `startServer` from code) and driven through the calls of §7, checking what the guide shows them
+ * answering. Edit the guide and this test follows.
  */
 import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { Product } from 'trailwire/core';
@@ -36,15 +41,108 @@ writeFileSync(new URL('products/axle-load/axle-load.guide-test.ts', scratch), on
 const axleLoad = ((await import(modulePath.href)) as { default: Product }).default;
 await import(new URL('products/axle-load/axle-load.guide-test.ts', scratch).href);
 
+const vin = '1HGCM82633A004352';
+const intake = only('sh', '/api/v1/telemetry/intake/1HGCM82633A004352');
+const intakeBody = /-d '(\{.*\})'/.exec(intake)?.[1];
+assert.ok(intakeBody, 'the guide sends a JSON body');
+
+/** §7's calls against a server, as the partner and then as the customer, checked against what the guide shows. */
+async function followSection7(url: string, keys: { partner: string; customer: string }, trailerId: string, limit: number): Promise<void> {
+  const partnerToken = (await call(`${url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': keys.partner } })).body.access_token;
+  const send = (json: unknown) => call(`${url}/api/v1/telemetry/intake/${vin}`, { method: 'POST', headers: { authorization: `Bearer ${partnerToken}` }, json });
+  const accepted = await send(JSON.parse(intakeBody!));
+  assert.equal(accepted.status, 202);
+  assert.equal(accepted.body.status, 'queued');
+  assert.equal(accepted.headers.get('location'), `/api/v1/telemetry/intake/status/${accepted.body.id}`);
+  assert.match(intake, new RegExp(`RateLimit-Limit: 30 \\(60 with the override\\)`), 'the guide names both limits');
+  assert.equal(accepted.headers.get('ratelimit-limit'), String(limit));
+  const status = await eventually(async () => {
+    const answer = (await call(url + accepted.headers.get('location'), { headers: { authorization: `Bearer ${partnerToken}` } })).body;
+    assert.notEqual(answer.status, 'failed', answer.error);
+    return answer.status === 'processed' ? answer : undefined;
+  });
+  assert.equal(status.product, 'axle-load');
+
+  const refused = await send({ ...JSON.parse(intakeBody!), axles: [{ axle: 1, loadKg: 25000 }] });
+  assert.equal(refused.status, 400);
+  assert.deepEqual(refused.body.errors, [{ path: '/axles/0/loadKg', message: 'must be at most 20000' }]);
+
+  const token = (await call(`${url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': keys.customer } })).body.access_token;
+  const auth = { authorization: `Bearer ${token}` };
+  const devices = (await call(`${url}/api/v1/devices/${trailerId}`, { headers: auth })).body.data;
+  assert.equal(devices.length, 1);
+  const [device] = devices;
+  assert.deepEqual(
+    { kind: device.kind, serial: device.serial, position: device.position, status: device.status, lastSeen: device.lastSeen },
+    { kind: 'axle-load', serial: 'SC-1/1', position: 'axle-1', status: { name: 'Warning', isWarning: true, isFault: false }, lastSeen: '2026-01-01T12:00:00.000Z' },
+  );
+  // The guide's rule: inactive once the latest reading is more than 7 days in the past.
+  assert.equal(device.active, Date.parse('2026-01-01T12:00:00Z') >= Date.now() - 7 * 86_400_000);
+  const readings = (await call(`${url}/api/v1/devices/telemetry/${device.id}?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z`, { headers: auth })).body.data;
+  assert.deepEqual(readings.map((r: { timestamp: string; metrics: unknown }) => [r.timestamp, r.metrics]), [['2026-01-01T12:00:00.000Z', { loadKg: 9500 }]]);
+  const read = (await call(`${url}/api/v1/trailers/${trailerId}`, { headers: auth })).body;
+  assert.deepEqual(read.status, { name: 'Warning', isWarning: true, isFault: false });
+  assert.equal(read.warningDevices, 1);
+}
+
+// ── The `trailwire` command, run from the reader's project folder (the scratch folder) ───────────
+const bin = fileURLToPath(new URL('../../bin/trailwire.js', import.meta.url));
+const cliEnv = { ...process.env, TRAILWIRE_LOG_LEVEL: 'error' };
+/** One `npx trailwire ...` line of the guide as arguments: words and double-quoted strings, without the comment. */
+const argumentsOf = (line: string): string[] =>
+  [...line.replace(/\s+#.*$/, '').replace(/^npx trailwire\s+/, '').matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+const commandLines = (block: string) => block.split('\n').filter((line) => line.startsWith('npx trailwire '));
+async function trailwireCommand(args: string[], db: string): Promise<any> {
+  const { stdout } = await promisify(execFile)(process.execPath, [bin, ...args, '--db', db], { cwd: fileURLToPath(scratch), env: cliEnv });
+  return JSON.parse(stdout);
+}
+
 describe('docs/writing-a-product.md, end to end', () => {
-  it('§6 installs the product and §7 answers as the guide shows', { timeout: 30_000 }, async () => {
+  it('§6 with the trailwire command (--product-module) and §7 answer as the guide shows', { timeout: 60_000 }, async () => {
+    const [partnersCreate, serveLine, ...rest] = commandLines(only('sh', '--product-module'));
+    assert.equal(rest.length, 0, '§6 shows two commands');
+    assert.match(partnersCreate!, /partners create .*--product axle-load --product-module \.\/products\/axle-load\/index\.ts/);
+    assert.match(serveLine!, /^npx trailwire serve --product-module \.\/products\/axle-load\/index\.ts$/);
+    const provisioning = commandLines(only('sh', 'customers create'));
+    assert.equal(provisioning.length, 3, '§7 shows customers, fleets and trailers create');
+
+    const dir = mkdtempSync(join(tmpdir(), 'trailwire-guide-cli-'));
+    const db = join(dir, 'trailwire.db');
+    const children: ReturnType<typeof spawn>[] = [];
+    try {
+      const partner = await trailwireCommand(argumentsOf(partnersCreate!), db);
+      assert.match(partner.apiKey, /^twp_/);
+      const customer = await trailwireCommand(argumentsOf(provisioning[0]!), db);
+      const fleet = await trailwireCommand(argumentsOf(provisioning[1]!.replace('<customer>', customer.id)), db);
+      const trailer = await trailwireCommand(argumentsOf(provisioning[2]!.replace('--fleet 1', `--fleet ${fleet.id}`)), db);
+
+      const server = spawn(process.execPath, [bin, ...argumentsOf(serveLine!), '--db', db, '--port', '0', '--grpc-port', '0', '--json'], {
+        cwd: fileURLToPath(scratch),
+        env: cliEnv,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      children.push(server);
+      let url: string | undefined;
+      for await (const line of createInterface({ input: server.stdout! })) {
+        url = JSON.parse(line).url;
+        break;
+      }
+      assert.ok(url, 'serve printed its URL');
+      await followSection7(url, { partner: partner.apiKey, customer: customer.apiKey }, trailer.id, 30);
+    } finally {
+      for (const child of children) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        if (child.exitCode === null) child.kill('SIGTERM');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('§6 with startServer (productModules, a limit override) and §7 answer as the guide shows', { timeout: 30_000 }, async () => {
     const install = only('ts', 'productModules:');
     const limits = /core: \{ productLimits: (\{.*\}) \}/.exec(install)?.[1];
     assert.equal(limits, "{ 'axle-load': { requests: 60 } }", 'the override this test applies is the guide’s');
-    const intake = only('sh', '/api/v1/telemetry/intake/1HGCM82633A004352');
-    const body = /-d '(\{.*\})'/.exec(intake)?.[1];
-    assert.ok(body, 'the guide sends a JSON body');
-    const vin = '1HGCM82633A004352';
 
     const dir = mkdtempSync(join(tmpdir(), 'trailwire-guide-'));
     const server = await startServer({
@@ -62,41 +160,7 @@ describe('docs/writing-a-product.md, end to end', () => {
       const customer = await trailwire.auth.createCustomer({ name: 'Haulage Co' });
       const fleet = await trailwire.admin.createFleet({ customerId: customer.principal.id, name: 'Flatbeds' });
       const trailer = await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
-
-      const partnerToken = (await call(`${server.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } })).body.access_token;
-      const send = (json: unknown) => call(`${server.url}/api/v1/telemetry/intake/${vin}`, { method: 'POST', headers: { authorization: `Bearer ${partnerToken}` }, json });
-      const accepted = await send(JSON.parse(body));
-      assert.equal(accepted.status, 202);
-      assert.equal(accepted.body.status, 'queued');
-      assert.equal(accepted.headers.get('location'), `/api/v1/telemetry/intake/status/${accepted.body.id}`);
-      assert.equal(accepted.headers.get('ratelimit-limit'), '60');
-      const status = await eventually(async () => {
-        const answer = (await call(server.url + accepted.headers.get('location'), { headers: { authorization: `Bearer ${partnerToken}` } })).body;
-        assert.notEqual(answer.status, 'failed', answer.error);
-        return answer.status === 'processed' ? answer : undefined;
-      });
-      assert.equal(status.product, 'axle-load');
-
-      const refused = await send({ ...JSON.parse(body), axles: [{ axle: 1, loadKg: 25000 }] });
-      assert.equal(refused.status, 400);
-      assert.deepEqual(refused.body.errors, [{ path: '/axles/0/loadKg', message: 'must be at most 20000' }]);
-
-      const token = (await call(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': customer.apiKey } })).body.access_token;
-      const auth = { authorization: `Bearer ${token}` };
-      const devices = (await call(`${server.url}/api/v1/devices/${trailer.id}`, { headers: auth })).body.data;
-      assert.equal(devices.length, 1);
-      const [device] = devices;
-      assert.deepEqual(
-        { kind: device.kind, serial: device.serial, position: device.position, status: device.status, lastSeen: device.lastSeen },
-        { kind: 'axle-load', serial: 'SC-1/1', position: 'axle-1', status: { name: 'Warning', isWarning: true, isFault: false }, lastSeen: '2026-01-01T12:00:00.000Z' },
-      );
-      // The guide's rule: inactive once the latest reading is more than 7 days in the past.
-      assert.equal(device.active, Date.parse('2026-01-01T12:00:00Z') >= Date.now() - 7 * 86_400_000);
-      const readings = (await call(`${server.url}/api/v1/devices/telemetry/${device.id}?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z`, { headers: auth })).body.data;
-      assert.deepEqual(readings.map((r: { timestamp: string; metrics: unknown }) => [r.timestamp, r.metrics]), [['2026-01-01T12:00:00.000Z', { loadKg: 9500 }]]);
-      const read = (await call(`${server.url}/api/v1/trailers/${trailer.id}`, { headers: auth })).body;
-      assert.deepEqual(read.status, { name: 'Warning', isWarning: true, isFault: false });
-      assert.equal(read.warningDevices, 1);
+      await followSection7(server.url, { partner: apiKey, customer: customer.apiKey }, trailer.id, 60);
     } finally {
       await server.close();
       rmSync(dir, { recursive: true, force: true });
