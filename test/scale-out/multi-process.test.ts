@@ -1,0 +1,248 @@
+/**
+ * Contract 11 end to end: two real `trailwire serve` processes on one PostgreSQL schema and one
+ * Redis prefix serve one fleet. An intake taken by A reaches a LiveFeed subscriber of B; a product's
+ * per-VIN limit holds across both; and when A is killed (SIGKILL, no shutdown hook) right after its
+ * 202s, B processes every payload A acknowledged. Then `serve --workers 2` runs two cluster workers
+ * behind one pair of ports and stops them all on SIGTERM (and refuses to, without PostgreSQL and
+ * Redis: that case needs neither). Needs `TRAILWIRE_TEST_DATABASE_URL` and
+ * `TRAILWIRE_TEST_REDIS_URL`; the schema (`tw_test_<hex>`, dropped at the end) and the Redis prefix
+ * (`tw_test_<hex>:`, whose counters expire with their window) are this run's own.
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { openStoreBackend } from '../../adapters/server/backends.ts';
+import { createTrailwire } from '../../core/trailwire.ts';
+import { withCheckDigit } from '../../core/vin.ts';
+import { builtInProducts } from '../../products/index.ts';
+import { subscribeLiveFeed, type LiveUpdate } from '../../simulator/client/index.ts';
+
+const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
+const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;
+const skip =
+  DATABASE_URL === undefined ? 'TRAILWIRE_TEST_DATABASE_URL is not set' : REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS_URL is not set' : false;
+
+// The command line says everything; a TRAILWIRE_WORKERS of the caller's shell would change what runs.
+const env = { ...process.env };
+delete env.TRAILWIRE_WORKERS;
+const BIN = new URL('../../bin/trailwire.js', import.meta.url).pathname;
+/** The gps-basic limit both processes are started with: per VIN, per hour (so a burst never straddles two windows but by bad luck, which `awayFromWindowEdge` avoids). */
+const LIMIT = 5;
+const LIMIT_WINDOW_SECONDS = 3600;
+
+interface Serving {
+  child: ChildProcess;
+  url: string;
+  grpc: string;
+  workers: number;
+  stderr: string[];
+}
+
+/** A fresh, valid VIN (unique within the run's own schema). */
+let vins = 0;
+const freshVin = () => withCheckDigit(`1SC000000${String(++vins).padStart(8, '0')}`);
+
+/** Polls `condition` until it holds or `timeoutMs` passes (then fails naming `what`). */
+async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('several trailwire serve processes on one PostgreSQL and one Redis', { skip }, () => {
+  const schema = `tw_test_${randomBytes(6).toString('hex')}`;
+  const redisPrefix = `${schema}:`;
+  const children: ChildProcess[] = [];
+  let partnerKey = '';
+  let customerKey = '';
+  let trailerId = '';
+  let trailerVin = '';
+  let a: Serving;
+  let b: Serving;
+
+  /** Starts `trailwire serve --json` on this run's schema and prefix; answers once it printed its document. */
+  async function serve(extra: string[] = []): Promise<Serving> {
+    const args = [BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--heartbeat-ms', '200'];
+    args.push('--database-url', DATABASE_URL!, '--database-schema', schema, '--redis-url', REDIS_URL!, '--redis-prefix', redisPrefix);
+    // A crashed process's claims are taken over within half a second instead of a minute.
+    args.push('--abandoned-check-ms', '500', '--product-limit', `gps-basic=${LIMIT}/${LIMIT_WINDOW_SECONDS}`, ...extra);
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    children.push(child);
+    const stderr: string[] = [];
+    createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
+    const exited = new Promise<never>((_resolve, reject) =>
+      child.once('exit', (code) => reject(new Error(`serve exited with ${code} before printing; stderr:\n${stderr.join('\n')}`))),
+    );
+    const printed = (async () => {
+      for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string; grpc: string; workers: number };
+      throw new Error('serve printed nothing');
+    })();
+    const document = await Promise.race([printed, exited]);
+    exited.catch(() => {});
+    return { child, stderr, ...document };
+  }
+
+  async function tokenOf(base: string, audience: 'partners' | 'customers', apiKey: string): Promise<string> {
+    const response = await fetch(`${base}/api/v1/${audience}/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
+    assert.equal(response.status, 200, `${audience} authenticate`);
+    return ((await response.json()) as { access_token: string }).access_token;
+  }
+
+  function sendGps(base: string, token: string, vin: string, latitude = 41.5): Promise<Response> {
+    return fetch(`${base}/api/v1/telemetry/intake/${vin}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ timestamp: Math.floor(Date.now() / 1000), position: { latitude, longitude: -87.6 }, speedKph: 70, bearingDeg: 90 }),
+    });
+  }
+
+  async function stopped(child: ChildProcess, signal: NodeJS.Signals): Promise<number | null> {
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+    const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill(signal);
+    return exit;
+  }
+
+  before(async () => {
+    // Provisioned in-process on the run's schema, as an operator's `trailwire ... create` would.
+    const backend = await openStoreBackend({ databaseUrl: DATABASE_URL, databaseSchema: schema });
+    const trailwire = await createTrailwire({ store: backend.store, products: builtInProducts });
+    try {
+      partnerKey = (await trailwire.auth.createPartner({ name: 'Scale-out partner', product: 'gps-basic' })).apiKey;
+      const customer = await trailwire.auth.createCustomer({ name: 'Scale-out customer' });
+      customerKey = customer.apiKey;
+      const fleet = await trailwire.admin.createFleet({ customerId: customer.principal.id, name: 'Scale-out fleet' });
+      trailerVin = freshVin();
+      trailerId = (await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: trailerVin, unitId: 'SO-1' })).id;
+    } finally {
+      await trailwire.close();
+      await backend.releaseQueue();
+    }
+    [a, b] = await Promise.all([serve(), serve()]);
+  });
+
+  after(async () => {
+    await Promise.all(children.map((child) => stopped(child, 'SIGKILL')));
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await client.end();
+  });
+
+  it('delivers an intake taken by process A to a LiveFeed subscriber of process B', async () => {
+    assert.notEqual(a.url, b.url);
+    const customerToken = await tokenOf(b.url, 'customers', customerKey);
+    const updates: LiveUpdate[] = [];
+    let heartbeats = 0;
+    const subscription = subscribeLiveFeed(
+      { target: b.grpc, token: async () => customerToken, maxReconnects: 0 },
+      { onUpdate: (update) => updates.push(update), onHeartbeat: () => heartbeats++ },
+    );
+    try {
+      // The server writes the first heartbeat as it registers the stream with its hub.
+      await until(() => heartbeats > 0, 'the first heartbeat from B');
+      const partnerToken = await tokenOf(a.url, 'partners', partnerKey);
+      const response = await sendGps(a.url, partnerToken, trailerVin, 42.25);
+      assert.equal(response.status, 202);
+      await until(() => updates.some((update) => update.trailer.telemetry?.lat === 42.25), 'the update at B');
+      const update = updates.find((candidate) => candidate.trailer.telemetry?.lat === 42.25)!;
+      assert.equal(update.trailer.id, trailerId);
+      assert.equal(update.trailer.vin, trailerVin);
+      assert.equal(update.trailer.unitId, 'SO-1');
+      assert.equal(update.fleetName, 'Scale-out fleet');
+    } finally {
+      subscription.close();
+    }
+  });
+
+  it(`holds a product's per-VIN limit across both processes (${LIMIT} per window in all)`, async () => {
+    await awayFromWindowEdge(LIMIT_WINDOW_SECONDS);
+    const vin = freshVin();
+    const tokens = await Promise.all([tokenOf(a.url, 'partners', partnerKey), tokenOf(b.url, 'partners', partnerKey)]);
+    const bases = [a.url, b.url];
+    // 2 × LIMIT at once, half to each process: each alone would let LIMIT through, so 2 × LIMIT in all.
+    const statuses = await Promise.all(
+      Array.from({ length: 2 * LIMIT }, async (_, i) => ({ process: i % 2 === 0 ? 'A' : 'B', status: (await sendGps(bases[i % 2]!, tokens[i % 2]!, vin)).status })),
+    );
+    const accepted = statuses.filter((answer) => answer.status === 202).length;
+    assert.equal(accepted, LIMIT, `202s across A and B: ${JSON.stringify(statuses)}`);
+    assert.equal(statuses.filter((answer) => answer.status === 429).length, LIMIT);
+  });
+
+  it('processes, in the survivor, every payload a SIGKILLed process acknowledged', { timeout: 40_000 }, async () => {
+    const token = await tokenOf(a.url, 'partners', partnerKey);
+    // LIMIT payloads for each of 8 fresh VINs: all within their limit, several of a VIN in flight at once.
+    const burst = Array.from({ length: 8 }, () => freshVin()).flatMap((vin) => Array.from({ length: LIMIT }, (_, i) => ({ vin, latitude: 40 + i / 10 })));
+    const acknowledged = await Promise.all(
+      burst.map(async ({ vin, latitude }) => {
+        const response = await sendGps(a.url, token, vin, latitude);
+        assert.equal(response.status, 202);
+        return ((await response.json()) as { id: string }).id;
+      }),
+    );
+    await stopped(a.child, 'SIGKILL');
+
+    const statusOf = async (id: string): Promise<string> => {
+      const response = await fetch(`${b.url}/api/v1/telemetry/intake/status/${id}`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(response.status, 200, `payload ${id} is known to B`);
+      return ((await response.json()) as { status: string }).status;
+    };
+    let pending = acknowledged;
+    await until(async () => {
+      const states = await Promise.all(pending.map(async (id) => [id, await statusOf(id)] as const));
+      assert.deepEqual(states.filter(([, status]) => status === 'failed'), [], 'no acknowledged payload failed');
+      pending = states.filter(([, status]) => status !== 'processed').map(([id]) => id);
+      return pending.length === 0;
+    }, `B to process every payload A acknowledged (${acknowledged.length})`, 30_000);
+  });
+
+  it('serve --workers 2 runs two workers behind one pair of ports, prints once, and stops them all on SIGTERM', { timeout: 40_000 }, async () => {
+    const cluster = await serve(['--workers', '2']);
+    assert.equal(cluster.workers, 2);
+    const response = await fetch(`${cluster.url}/readyz`);
+    assert.equal(response.status, 200);
+    const serving = () => cluster.stderr.filter((line) => line.includes('"trailwire worker serving"')).map((line) => JSON.parse(line).pid as number);
+    await until(() => serving().length === 2, 'both workers to log that they serve');
+    const pids = serving();
+    assert.equal(new Set(pids).size, 2, 'two worker processes');
+    assert.ok(!pids.includes(cluster.child.pid!), 'the workers are not the primary');
+    // The LiveFeed port answers too (a worker registered the stream).
+    const customerToken = await tokenOf(cluster.url, 'customers', customerKey);
+    let heartbeats = 0;
+    const subscription = subscribeLiveFeed({ target: cluster.grpc, token: async () => customerToken, maxReconnects: 0 }, { onHeartbeat: () => heartbeats++ });
+    try {
+      await until(() => heartbeats > 0, 'a heartbeat through the shared gRPC port');
+    } finally {
+      subscription.close();
+    }
+    assert.equal(await stopped(cluster.child, 'SIGTERM'), 0);
+    for (const pid of pids) assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `worker ${pid} is gone`);
+  });
+});
+
+describe('serve --workers', () => {
+  it('refuses more than one worker without --database-url and --redis-url, saying why, before forking any', async () => {
+    const child = spawn(process.execPath, [BIN, 'serve', '--workers', '2', '--json', '--port', '0', '--grpc-port', '0', '--redis-url', 'redis://127.0.0.1:1'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env,
+    });
+    let stdout = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk));
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    assert.equal(code, 1);
+    const { error } = JSON.parse(stdout) as { error: { code: string; message: string } };
+    assert.equal(error.code, 'validation_failed');
+    assert.match(error.message, /--workers 2 needs --database-url and --redis-url/);
+  });
+});
+
+/** Waits, if need be, so that what follows starts at least 10 s before the current window of `windowSeconds` ends. */
+async function awayFromWindowEdge(windowSeconds: number): Promise<void> {
+  const left = windowSeconds * 1000 - (Date.now() % (windowSeconds * 1000));
+  if (left < 10_000) await new Promise((resolve) => setTimeout(resolve, left + 100));
+}
