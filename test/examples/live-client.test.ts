@@ -1,7 +1,7 @@
 /** The live-client example runs as its README says: it prints the first heartbeat and then an update. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -43,6 +43,12 @@ it('examples/live-client prints a heartbeat, then the update of an intake payloa
     assert.equal(await exited, 0);
     assert.equal(lines.length, 2);
     assert.match(lines[1]!, new RegExp(`fleet ${fleet.id} \\(Example fleet\\) trailer EX-1 ${vin} OK faulted=0 warning=0 41\\.50000,-87\\.25000 62\\.1 mph E`));
+    // The README shows the same two lines, for a trailer of fleet 1 with the VIN 1HGCM82633A004352.
+    const readme = readFileSync(new URL('../../examples/live-client/README.md', import.meta.url), 'utf8');
+    const shown = /```\n(.* heartbeat)\n(.*)\n```/.exec(readme);
+    assert.ok(shown, 'the README shows a heartbeat line and an update line');
+    assert.equal(shown[1]!.replace(/^\S+/, ''), lines[0]!.replace(/^\S+/, ''));
+    assert.equal(shown[2]!.replace(/^\S+/, '').replace(/fleet 1 /, `fleet ${fleet.id} `).replace('1HGCM82633A004352', vin), lines[1]!.replace(/^\S+/, ''));
   } finally {
     await server.close();
     rmSync(dir, { recursive: true, force: true });
