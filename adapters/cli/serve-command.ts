@@ -125,14 +125,7 @@ async function serveAsPrimary(args: ServeArguments, workers: number, logger: Log
   const first = running.ready[0]!;
   printStarted(args, { ...first, demo: running.ready.find((report) => report.demo !== null)?.demo ?? null }, workers);
   logger.info({ url: first.url, store: first.store, workers: running.pids }, 'trailwire serving');
-  let signalled = false;
-  const forward = (signal: NodeJS.Signals) => {
-    if (!signalled) logger.info({ signal }, 'shutting down the workers');
-    signalled = true;
-    running.stop(signal);
-  };
-  process.on('SIGINT', forward);
-  process.on('SIGTERM', forward);
+  // SIGINT and SIGTERM reach the workers through the cluster; the primary ends when they have.
   process.exit(await running.exited);
 }
 

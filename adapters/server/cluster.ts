@@ -40,13 +40,14 @@ export interface RunningCluster<Ready> {
    * `stop` was called and every worker stopped cleanly, 1 otherwise.
    */
   readonly exited: Promise<number>;
-  /** Sends `signal` to every worker still running; each shuts down gracefully. */
+  /** Sends `signal` to every worker still running; each shuts down gracefully. SIGINT and SIGTERM of the primary do this by themselves. */
   stop(signal: NodeJS.Signals): void;
 }
 
 /**
- * Forks the workers (each runs this same command line again, see `cluster.setupPrimary`) and
- * resolves once every one has called `reportReady`. When one reports a failure or exits first, the
+ * Forks the workers (each runs this same command line again, see `cluster.setupPrimary`), forwards
+ * the primary's SIGINT and SIGTERM to them from then on, and resolves once every one has called
+ * `reportReady`. When one reports a failure or exits first, the
  * others are stopped and the promise rejects with that worker's error.
  */
 export async function startCluster<Ready>(options: ClusterOptions): Promise<RunningCluster<Ready>> {
@@ -63,6 +64,14 @@ export async function startCluster<Ready>(options: ClusterOptions): Promise<Runn
     stopping = true;
     for (const worker of workers) if (!exitCodes.has(worker)) worker.process.kill(signal);
   };
+  // Listening before the first fork: a signal during start-up must reach the workers too, rather than
+  // end the primary and leave them to die abruptly when their IPC channel closes.
+  const forward = (signal: NodeJS.Signals) => {
+    if (!stopping) logger.info({ signal }, 'stopping the workers');
+    stop(signal);
+  };
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
 
   const starting = Array.from({ length: options.workers }, () => {
     const worker = cluster.fork();
