@@ -21,6 +21,11 @@ export async function main(argv: string[]): Promise<void> {
       describe: 'PostgreSQL URL: the store and intake queue live there instead of the SQLite file (env TRAILWIRE_DATABASE_URL)',
       global: true,
     })
+    .option('database-schema', {
+      type: 'string',
+      describe: "PostgreSQL schema of Trailwire's tables, with --database-url (env TRAILWIRE_DATABASE_SCHEMA). Default: public",
+      global: true,
+    })
     .option('redis-url', {
       type: 'string',
       describe: 'Redis URL: limits, live updates and key rotations shared by every process (env TRAILWIRE_REDIS_URL)',

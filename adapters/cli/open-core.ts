@@ -14,13 +14,14 @@ import { openStoreBackend, type StoreBackend } from '../server/backends.ts';
 export interface StoreArguments {
   db: string;
   'database-url'?: string;
+  'database-schema'?: string;
   'redis-url'?: string;
   'product-module': string[];
 }
 
 /** The backend options of the global options. */
-export function backendOptionsOf(args: StoreArguments): { db: string; databaseUrl?: string } {
-  return { db: args.db, databaseUrl: args['database-url'] || undefined };
+export function backendOptionsOf(args: StoreArguments): { db: string; databaseUrl?: string; databaseSchema?: string } {
+  return { db: args.db, databaseUrl: args['database-url'] || undefined, databaseSchema: args['database-schema'] || undefined };
 }
 
 /** Runs `work` with a core over the configured backend, closing it afterwards. */

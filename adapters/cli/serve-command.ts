@@ -29,7 +29,6 @@ type ServeArguments = StoreArguments & {
   'heartbeat-ms': number;
   durability: SqliteDurability;
   workers: number;
-  'database-schema'?: string;
   'redis-prefix'?: string;
   'abandoned-check-ms'?: number;
   'product-limit': string[];
@@ -68,10 +67,6 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
         default: 1,
         describe:
           'Server processes sharing the HTTP and gRPC ports (node:cluster); more than 1 needs --database-url and --redis-url (env TRAILWIRE_WORKERS)',
-      })
-      .option('database-schema', {
-        type: 'string',
-        describe: 'PostgreSQL schema of Trailwire\'s tables, with --database-url (env TRAILWIRE_DATABASE_SCHEMA). Default: public',
       })
       .option('redis-prefix', {
         type: 'string',
@@ -170,7 +165,6 @@ function productLimitsOf(specs: readonly string[]): Record<string, Partial<Intak
 function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
   return {
     ...backendOptionsOf(args),
-    databaseSchema: args['database-schema'] || undefined,
     abandonedCheckMs: args['abandoned-check-ms'],
     redisUrl: args['redis-url'] || undefined,
     redisKeyPrefix: args['redis-prefix'],
