@@ -25,13 +25,13 @@ import {
   type IntakeOutcome,
   type IntakeQueue,
   type IntakeRecord,
-  type IntakeStatus,
   type NewIntake,
 } from '../../core/intake-queue.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
 import { quoteSchema } from './pool.ts';
 import type { PostgresStore, Statement } from './postgres-store.ts';
+import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
 
 export interface PostgresIntakeQueueOptions {
   /**
@@ -165,7 +165,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
         };
       }
       const earlier = await this.row<QueueRow>(this.pool, this.sql.byKey, [item.partnerId, item.idempotencyKey]);
-      if (earlier !== undefined && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toRecord(earlier), created: false };
+      if (earlier !== undefined && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toIntakeRecord(earlier), created: false };
       // Used before the window: the key is free again. Clear it and insert again; should another
       // enqueue of the key win that race, the next round answers its record.
       if (earlier !== undefined) await this.run(this.pool, this.sql.clearKey, [earlier.id, item.idempotencyKey]);
@@ -175,12 +175,12 @@ export class PostgresIntakeQueue implements IntakeQueue {
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
     const row = await this.row<QueueRow>(this.pool, this.sql.byKey, [partnerId, idempotencyKey]);
-    return row !== undefined && row.received_at > since ? toRecord(row) : null;
+    return row !== undefined && row.received_at > since ? toIntakeRecord(row) : null;
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
     const row = await this.row<QueueRow>(this.pool, this.sql.byId, [id]);
-    return row === undefined ? null : toRecord(row);
+    return row === undefined ? null : toIntakeRecord(row);
   }
 
   async claim(limit: number, now: number): Promise<IntakeRecord[]> {
@@ -199,7 +199,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
       throw error;
     }
     // RETURNING does not promise an order; the queue does.
-    return rows.sort((a, b) => a.seq - b.seq).map(toRecord);
+    return rows.sort((a, b) => a.seq - b.seq).map(toIntakeRecord);
   }
 
   async settle(outcomes: readonly IntakeOutcome[]): Promise<void> {
@@ -216,7 +216,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
-    return (await this.rows<QueueRow>(this.pool, this.sql.listFailed, [limit])).map(toRecord);
+    return (await this.rows<QueueRow>(this.pool, this.sql.listFailed, [limit])).map(toIntakeRecord);
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
@@ -326,24 +326,6 @@ export class PostgresIntakeQueue implements IntakeQueue {
   }
 }
 
-interface QueueRow {
-  seq: number;
-  id: string;
-  partner_id: string;
-  product: string;
-  vin: string;
-  payload: string;
-  received_at: number;
-  idempotency_key: string | null;
-  status: IntakeStatus;
-  attempts: number;
-  next_attempt_at: number;
-  processed_at: number | null;
-  error: string | null;
-}
-
-const COLUMNS = `seq, id, partner_id, product, vin, payload, received_at, idempotency_key, status, attempts,
-  next_attempt_at, processed_at, error`;
 
 /** The queue's statements on `schema`, each named for `pg` to prepare once per connection. */
 export function queueStatements(schema: string) {
@@ -356,10 +338,10 @@ export function queueStatements(schema: string) {
         ON CONFLICT (partner_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING seq)
       SELECT seq, pg_notify('${ENQUEUED_CHANNEL}', $8) FROM stored`,
-    byKey: `SELECT ${COLUMNS} FROM ${s}.intake_queue WHERE partner_id = $1 AND idempotency_key = $2`,
+    byKey: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_queue WHERE partner_id = $1 AND idempotency_key = $2`,
     clearKey: `UPDATE ${s}.intake_queue SET idempotency_key = NULL WHERE id = $1 AND idempotency_key = $2`,
-    byId: `SELECT ${COLUMNS} FROM ${s}.intake_queue WHERE id = $1`,
-    claim: `SELECT ${COLUMNS} FROM ${s}.intake_claim($1, $2, $3)`,
+    byId: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_queue WHERE id = $1`,
+    claim: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_claim($1, $2, $3)`,
     settle: `UPDATE ${s}.intake_queue q SET
         status = CASE o.kind WHEN 'processed' THEN 'processed' WHEN 'failed' THEN 'failed' ELSE 'queued' END,
         processed_at = CASE WHEN o.kind IN ('processed', 'failed') THEN o.at ELSE q.processed_at END,
@@ -369,7 +351,7 @@ export function queueStatements(schema: string) {
         claimed_by = NULL
       FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS o (id, kind, error, at)
       WHERE q.id = o.id AND q.status = 'processing' AND q.claimed_by = ANY($5::text[])`,
-    listFailed: `SELECT ${COLUMNS} FROM ${s}.intake_queue WHERE status = 'failed' ORDER BY seq LIMIT $1`,
+    listFailed: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_queue WHERE status = 'failed' ORDER BY seq LIMIT $1`,
     requeue: `UPDATE ${s}.intake_queue SET status = 'queued', attempts = 0, next_attempt_at = $1, processed_at = NULL
       WHERE id = $2 AND status = 'failed'`,
     // $1 is this queue's session, whose own rows go back only when $2. Another owner is gone when its
@@ -399,22 +381,6 @@ export function queueStatements(schema: string) {
 
 type QueueStatements = ReturnType<typeof queueStatements>;
 
-function toRecord(row: QueueRow): IntakeRecord {
-  return {
-    id: row.id,
-    partnerId: row.partner_id,
-    product: row.product,
-    vin: row.vin,
-    payload: row.payload,
-    receivedAt: row.received_at,
-    idempotencyKey: row.idempotency_key,
-    status: row.status,
-    attempts: row.attempts,
-    nextAttemptAt: row.next_attempt_at,
-    processedAt: row.processed_at,
-    error: row.error,
-  };
-}
 
 function badOption(field: string, message: string): TrailwireError {
   return new TrailwireError('validation_failed', `PostgresIntakeQueueOptions.${field} ${message}`, {

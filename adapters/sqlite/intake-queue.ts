@@ -18,10 +18,10 @@ import {
   type IntakeOutcome,
   type IntakeQueue,
   type IntakeRecord,
-  type IntakeStatus,
   type NewIntake,
 } from '../../core/intake-queue.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
+import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
 
 export const QUEUE_COMPONENT = 'intake-queue';
 
@@ -70,24 +70,6 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-interface QueueRow {
-  seq: number;
-  id: string;
-  partner_id: string;
-  product: string;
-  vin: string;
-  payload: string;
-  received_at: number;
-  idempotency_key: string | null;
-  status: IntakeStatus;
-  attempts: number;
-  next_attempt_at: number;
-  processed_at: number | null;
-  error: string | null;
-}
-
-const COLUMNS = `seq, id, partner_id, product, vin, payload, received_at, idempotency_key, status, attempts,
-  next_attempt_at, processed_at, error`;
 
 /** How long a group commit waits before trying again while another connection holds the write lock. */
 const LOCKED_RETRY_MS = 1;
@@ -118,9 +100,9 @@ export class SqliteIntakeQueue implements IntakeQueue {
         `INSERT INTO intake_queue (id, partner_id, product, vin, payload, received_at, idempotency_key, status, next_attempt_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)`,
       ),
-      byKey: db.prepare<[string, string], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE partner_id = ? AND idempotency_key = ?`),
+      byKey: db.prepare<[string, string], QueueRow>(`SELECT ${QUEUE_COLUMNS} FROM intake_queue WHERE partner_id = ? AND idempotency_key = ?`),
       clearKey: db.prepare<[string, string]>('UPDATE intake_queue SET idempotency_key = NULL WHERE partner_id = ? AND idempotency_key = ?'),
-      byId: db.prepare<[string], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE id = ?`),
+      byId: db.prepare<[string], QueueRow>(`SELECT ${QUEUE_COLUMNS} FROM intake_queue WHERE id = ?`),
       // One statement. Candidates come from the index of queued rows, in arrival order; a row
       // waits while an earlier row of its VIN is processing or waiting for a retry. An earlier row
       // that is due is taken first (it comes first), so a VIN's rows are claimed in order.
@@ -133,11 +115,11 @@ export class SqliteIntakeQueue implements IntakeQueue {
                              WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing')
                                AND (e.status = 'processing' OR e.next_attempt_at > :now))
            ORDER BY q.seq LIMIT :limit)
-         RETURNING ${COLUMNS}`,
+         RETURNING ${QUEUE_COLUMNS}`,
       ),
       // The claim of a round run in one transaction (`roundView`): the same candidates, not marked.
       due: db.prepare<{ now: number; limit: number }, QueueRow>(
-        `SELECT ${COLUMNS} FROM intake_queue q INDEXED BY intake_ready
+        `SELECT ${QUEUE_COLUMNS} FROM intake_queue q INDEXED BY intake_ready
          WHERE q.status = 'queued' AND q.next_attempt_at <= :now
            AND NOT EXISTS (SELECT 1 FROM intake_queue e INDEXED BY intake_unfinished_by_vin
                            WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing')
@@ -163,7 +145,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
         `UPDATE intake_queue SET status = 'failed', error = ?, processed_at = ? WHERE id = ? AND status = 'processing'`,
       ),
       released: db.prepare<[string]>(`UPDATE intake_queue SET status = 'queued', attempts = attempts - 1 WHERE id = ? AND status = 'processing'`),
-      listFailed: db.prepare<[number], QueueRow>(`SELECT ${COLUMNS} FROM intake_queue WHERE status = 'failed' ORDER BY seq LIMIT ?`),
+      listFailed: db.prepare<[number], QueueRow>(`SELECT ${QUEUE_COLUMNS} FROM intake_queue WHERE status = 'failed' ORDER BY seq LIMIT ?`),
       requeue: db.prepare<[number, string]>(
         `UPDATE intake_queue SET status = 'queued', attempts = 0, next_attempt_at = ?, processed_at = NULL WHERE id = ? AND status = 'failed'`,
       ),
@@ -195,12 +177,12 @@ export class SqliteIntakeQueue implements IntakeQueue {
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
     const row = this.sql.byKey.get(partnerId, idempotencyKey);
-    return row && row.received_at > since ? toRecord(row) : null;
+    return row && row.received_at > since ? toIntakeRecord(row) : null;
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
     const row = this.sql.byId.get(id);
-    return row ? toRecord(row) : null;
+    return row ? toIntakeRecord(row) : null;
   }
 
   async claim(limit: number, now: number): Promise<IntakeRecord[]> {
@@ -213,7 +195,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return this.sql.claim
       .all({ now, limit })
       .sort((a, b) => a.seq - b.seq)
-      .map(toRecord);
+      .map(toIntakeRecord);
   }
 
   async settle(outcomes: readonly IntakeOutcome[]): Promise<void> {
@@ -237,7 +219,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   roundView(): IntakeQueue {
     const claim = async (limit: number, now: number): Promise<IntakeRecord[]> => {
       if (!this.db.inTransaction) throw new Error('SqliteIntakeQueue.roundView: claim outside the round\'s transaction');
-      return this.sql.due.all({ now, limit }).map((row) => ({ ...toRecord(row), status: 'processing', attempts: row.attempts + 1 }));
+      return this.sql.due.all({ now, limit }).map((row) => ({ ...toIntakeRecord(row), status: 'processing', attempts: row.attempts + 1 }));
     };
     const settle = async (outcomes: readonly IntakeOutcome[]): Promise<void> => {
       for (const outcome of outcomes) {
@@ -262,7 +244,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
-    return this.sql.listFailed.all(limit).map(toRecord);
+    return this.sql.listFailed.all(limit).map(toIntakeRecord);
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
@@ -361,7 +343,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private insertOne(item: NewIntake): EnqueueResult {
     if (item.idempotencyKey !== null) {
       const earlier = this.sql.byKey.get(item.partnerId, item.idempotencyKey);
-      if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toRecord(earlier), created: false };
+      if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toIntakeRecord(earlier), created: false };
       if (earlier) this.sql.clearKey.run(item.partnerId, item.idempotencyKey);
     }
     this.sql.insert.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey, item.receivedAt);
@@ -385,19 +367,3 @@ export function openSqliteIntakeQueue(db: Database.Database, options: SqliteInta
   return new SqliteIntakeQueue(db, options);
 }
 
-function toRecord(row: QueueRow): IntakeRecord {
-  return {
-    id: row.id,
-    partnerId: row.partner_id,
-    product: row.product,
-    vin: row.vin,
-    payload: row.payload,
-    receivedAt: row.received_at,
-    idempotencyKey: row.idempotency_key,
-    status: row.status,
-    attempts: row.attempts,
-    nextAttemptAt: row.next_attempt_at,
-    processedAt: row.processed_at,
-    error: row.error,
-  };
-}
