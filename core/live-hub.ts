@@ -20,6 +20,7 @@
  * others: fan-out only ever calls the non-blocking `write` or touches the subscriber's own map.
  */
 import { TrailwireError } from './errors.ts';
+import { MemoryChannel } from './memory-channel.ts';
 import type { Audience, Trailer } from './model.ts';
 import type { AppliedTelemetry } from './store.ts';
 
@@ -54,36 +55,9 @@ export interface LiveBus {
  * after the other; a listener that throws does not stop the others (its error is reported to
  * `onListenerError`, by default re-thrown asynchronously so it is not lost).
  */
-export class MemoryLiveBus implements LiveBus {
-  private readonly listeners = new Set<LiveBusListener>();
-  private closed = false;
-
-  constructor(private readonly onListenerError: (error: unknown) => void = (error) => queueMicrotask(() => { throw error; })) {}
-
-  async publish(event: LiveTrailerEvent): Promise<void> {
-    if (this.closed) throw new TrailwireError('unavailable', 'The live bus is closed.');
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch (error) {
-        this.onListenerError(error);
-      }
-    }
-  }
-
-  subscribe(listener: LiveBusListener): () => void {
-    // A fresh wrapper per subscription, so subscribing the same function twice delivers twice and
-    // each unsubscribe removes exactly its own registration.
-    const registration: LiveBusListener = (event) => listener(event);
-    if (!this.closed) this.listeners.add(registration);
-    return () => {
-      this.listeners.delete(registration);
-    };
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    this.listeners.clear();
+export class MemoryLiveBus extends MemoryChannel<LiveTrailerEvent> implements LiveBus {
+  constructor(onListenerError?: (error: unknown) => void) {
+    super('live bus', onListenerError);
   }
 }
 

@@ -26,6 +26,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { TrailwireError } from './errors.ts';
+import { MemoryChannel } from './memory-channel.ts';
 import type { RotationSource } from './live-hub.ts';
 import type { Audience } from './model.ts';
 import type { KeyVersions } from './tokens.ts';
@@ -62,34 +63,9 @@ export interface RotationFeed {
  * stop the others (its error goes to `onListenerError`, by default re-thrown asynchronously).
  * Several `Trailwire`s of one process may share one to see each other's rotations.
  */
-export class MemoryRotationFeed implements RotationFeed {
-  private readonly listeners = new Set<RotationNoticeListener>();
-  private closed = false;
-
-  constructor(private readonly onListenerError: (error: unknown) => void = (error) => queueMicrotask(() => { throw error; })) {}
-
-  async publish(notice: RotationNotice): Promise<void> {
-    if (this.closed) throw new TrailwireError('unavailable', 'The rotation feed is closed.');
-    for (const listener of this.listeners) {
-      try {
-        listener(notice);
-      } catch (error) {
-        this.onListenerError(error);
-      }
-    }
-  }
-
-  subscribe(listener: RotationNoticeListener): () => void {
-    const registration: RotationNoticeListener = (notice) => listener(notice);
-    if (!this.closed) this.listeners.add(registration);
-    return () => {
-      this.listeners.delete(registration);
-    };
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    this.listeners.clear();
+export class MemoryRotationFeed extends MemoryChannel<RotationNotice> implements RotationFeed {
+  constructor(onListenerError?: (error: unknown) => void) {
+    super('rotation feed', onListenerError);
   }
 }
 
