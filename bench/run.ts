@@ -5,11 +5,13 @@
 import { runIntakeBench } from './intake.ts';
 import { runLiveFeedBench } from './livefeed.ts';
 import { runReadPagingBench } from './read-paging.ts';
+import { runScaleOutBench } from './scale-out.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
   intake: () => runIntakeBench(),
   livefeed: () => runLiveFeedBench(),
+  'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 
 const chosen = process.argv.slice(2);

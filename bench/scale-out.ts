@@ -1,0 +1,273 @@
+/**
+ * Scale-out benchmark (the scale-out issue): intake 202/s and queue drain, in the same run, for
+ * Trailwire on SQLite in one process (`sqlite-1`, processing in its thread, the default), on
+ * PostgreSQL + Redis in one process (`pg-redis-1`) and on PostgreSQL + Redis in two processes sharing
+ * one schema and one key prefix (`pg-redis-2`). Every setup gets the same load: 50 connections in
+ * all from this process (for `pg-redis-2` one autocannon run whose connections alternate between the
+ * two servers, 25 each, so that its latency percentiles are those of all requests), the same warm-up
+ * and duration, each request a new GPS fix of one of 1,000 VINs, gps-basic's per-VIN limit raised.
+ * Servers run in child processes (`lib/scale-out-server.ts`); each PostgreSQL setup gets a fresh
+ * schema and Redis prefix, dropped afterwards, as the SQLite file is, even when the run fails.
+ *
+ * For each setup: 202/s, latency, processed/s (payloads processed over the load time plus the time
+ * to catch up), the deepest the shared queue got, how far behind it was when the load ended and how
+ * long it took to drain, and 202/s beside sqlite-1. Run alone with `npm run bench -- scale-out`
+ * (BENCH_SECONDS=10 by default). Needs PostgreSQL and Redis: BENCH_DATABASE_URL and BENCH_REDIS_URL,
+ * by default the local ones (postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+// autocannon ships no types; the bench uses a handful of its documented fields.
+// @ts-expect-error -- untyped module
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { withCheckDigit } from '../core/vin.ts';
+import { printTable, round, writeResults } from './lib/results.ts';
+import type { QueueState, ScaleOutServerConfig } from './lib/scale-out-server.ts';
+
+const SERVER = new URL('./lib/scale-out-server.ts', import.meta.url).pathname;
+
+export const SCALE_OUT_BENCH_SETUPS = ['sqlite-1', 'pg-redis-1', 'pg-redis-2'] as const;
+type Setup = (typeof SCALE_OUT_BENCH_SETUPS)[number];
+
+export interface ScaleOutBenchOptions {
+  /** Seconds of load per setup. Default 10. */
+  durationSeconds?: number;
+  /** Seconds of warm-up load per setup, not measured. Default 2. */
+  warmupSeconds?: number;
+  /** Concurrent connections in all, split evenly between a setup's processes. Default 50. */
+  connections?: number;
+  /** Distinct VINs the requests cycle over. Default 1,000. */
+  vins?: number;
+  /** Which setups to measure. Default: all of `SCALE_OUT_BENCH_SETUPS`. */
+  setups?: readonly Setup[];
+  /** PostgreSQL for the `pg-redis-*` setups. Default `BENCH_DATABASE_URL`, else postgres://postgres@127.0.0.1:5432/test. */
+  databaseUrl?: string;
+  /** Redis for the `pg-redis-*` setups. Default `BENCH_REDIS_URL`, else redis://127.0.0.1:6379. */
+  redisUrl?: string;
+  /** Longest wait for the queue to drain after the load, in seconds, before the run fails. Default 120. */
+  drainTimeoutSeconds?: number;
+}
+
+interface RunningServer {
+  child: ChildProcess;
+  url: string;
+  token?: string;
+  /** Sends a command line (`state` or `reset`) and answers the server's state. */
+  ask(command: 'state' | 'reset'): Promise<QueueState>;
+  /** Closes stdin so the server shuts down; kills it if it is not gone within 5 s. */
+  stop(): Promise<void>;
+}
+
+async function startServer(config: ScaleOutServerConfig): Promise<RunningServer> {
+  const child = spawn(process.execPath, ['--import', 'tsx', SERVER, JSON.stringify(config)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = once(child, 'exit');
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const next = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error('a scale-out server ended early (its stderr is above)');
+    return JSON.parse(value as string);
+  };
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.stdin!.end();
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    const ready = (await next()) as { url: string; token?: string };
+    return {
+      child,
+      url: ready.url,
+      token: ready.token,
+      ask: (command) => {
+        child.stdin!.write(`${command}\n`);
+        return next();
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A fresh PostgreSQL schema name and Redis prefix, and how to drop them. */
+function freshSharedState(databaseUrl: string, redisUrl: string) {
+  const schema = `tw_bench_${randomBytes(6).toString('hex')}`;
+  const redisKeyPrefix = `${schema}:`;
+  return {
+    schema,
+    redisKeyPrefix,
+    /** Drops the schema and deletes the prefix's keys; each is tried even when the other fails. */
+    async drop() {
+      const dropSchema = async () => {
+        const client = new pg.Client({ connectionString: databaseUrl });
+        await client.connect();
+        try {
+          await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        } finally {
+          await client.end();
+        }
+      };
+      const deleteKeys = async () => {
+        const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+        try {
+          for await (const keys of redis.scanStream({ match: `${redisKeyPrefix}*`, count: 500 }) as AsyncIterable<string[]>)
+            if (keys.length > 0) await redis.del(...keys);
+        } finally {
+          redis.disconnect();
+        }
+      };
+      const failures = (await Promise.allSettled([dropSchema(), deleteKeys()])).filter((outcome) => outcome.status === 'rejected');
+      if (failures.length > 0) throw new AggregateError(failures.map((failure) => failure.reason), `dropping ${schema} and its Redis keys`);
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
+  const duration = options.durationSeconds ?? 10;
+  const warmup = options.warmupSeconds ?? 2;
+  const connections = options.connections ?? 50;
+  for (const [name, value] of Object.entries({ durationSeconds: duration, warmupSeconds: warmup, connections }))
+    if (!Number.isFinite(value) || value <= 0) throw new RangeError(`runScaleOutBench: \`${name}\` must be a positive number, got ${value}`);
+  const setups = options.setups ?? SCALE_OUT_BENCH_SETUPS;
+  const databaseUrl = options.databaseUrl ?? process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const redisUrl = options.redisUrl ?? process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const drainTimeoutMs = (options.drainTimeoutSeconds ?? 120) * 1000;
+  // Position 9 is the check digit, so the running number sits after it: every VIN is distinct.
+  const vins = Array.from({ length: options.vins ?? 1000 }, (_, i) => withCheckDigit(`1SCAL0000${String(i).padStart(8, '0')}`));
+  let timestamp = 1780315200;
+  const load = (urls: string[], token: string, seconds: number) => {
+    let n = 0;
+    return autocannon({
+      // With several URLs autocannon gives connection i the URL i % urls.length: an even split.
+      url: urls.length === 1 ? urls[0] : urls,
+      connections,
+      duration: seconds,
+      requests: [
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          setupRequest: (request: Record<string, unknown>) => ({
+            ...request,
+            path: `/api/v1/telemetry/intake/${vins[n++ % vins.length]}`,
+            body: JSON.stringify({ timestamp: timestamp++, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 }),
+          }),
+        },
+      ],
+    });
+  };
+  /** Polls the shared queue's depth (one server can tell) until it is empty; answers the seconds from `since`. */
+  const drained = async (server: RunningServer, since: number) => {
+    while ((await server.ask('state')).depth > 0) {
+      if (performance.now() - since > drainTimeoutMs) throw new Error(`the queue did not drain within ${drainTimeoutMs / 1000} s of the load's end`);
+      await sleep(10);
+    }
+    return (performance.now() - since) / 1000;
+  };
+
+  const rows: Array<Record<string, string | number>> = [];
+  const raw: Record<string, unknown> = {};
+  // Everything a setup leaves behind, undone in reverse order even when the run fails or is interrupted.
+  const cleanups: Array<() => Promise<unknown> | unknown> = [];
+  // Chained, so that a clean-up started by a signal is finished before the failing run exits.
+  let cleaning = Promise.resolve();
+  const cleanUp = () =>
+    (cleaning = cleaning.then(async () => {
+      for (const cleanup of cleanups.splice(0).reverse())
+        await Promise.resolve().then(cleanup).catch((error: unknown) => console.error('scale-out bench clean-up:', error));
+    }));
+  const onSignal = (signal: NodeJS.Signals) => void cleanUp().finally(() => process.kill(process.pid, signal));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    for (const setup of setups) {
+      const processes = setup === 'pg-redis-2' ? 2 : 1;
+      let configs: ScaleOutServerConfig[];
+      if (setup === 'sqlite-1') {
+        const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-scale-out-'));
+        cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+        configs = [{ db: join(dir, 'bench.db'), provision: true }];
+      } else {
+        const shared = freshSharedState(databaseUrl, redisUrl);
+        cleanups.push(() => shared.drop());
+        configs = Array.from({ length: processes }, (_, i) => ({
+          databaseUrl,
+          databaseSchema: shared.schema,
+          redisUrl,
+          redisKeyPrefix: shared.redisKeyPrefix,
+          provision: i === 0,
+        }));
+      }
+      // One after the other: the first migrates the fresh schema and provisions the partner.
+      const servers: RunningServer[] = [];
+      for (const config of configs) {
+        const server = await startServer(config);
+        servers.push(server);
+        cleanups.push(() => server.stop());
+      }
+      const [first] = servers as [RunningServer];
+      const urls = servers.map((server) => server.url);
+      const token = first.token!;
+
+      await load(urls, token, warmup);
+      await drained(first, performance.now());
+      const before = await Promise.all(servers.map((server) => server.ask('reset')));
+      const result = await load(urls, token, duration);
+      const loadEnded = performance.now();
+      const depthAtLoadEnd = (await first.ask('state')).depth;
+      const drainSeconds = await drained(first, loadEnded);
+      const after = await Promise.all(servers.map((server) => server.ask('state')));
+
+      const accepted = result['2xx'] as number;
+      const seconds = result.duration as number;
+      const processedBy = after.map((state, i) => state.processed - before[i]!.processed);
+      const processed = processedBy.reduce((sum, n) => sum + n, 0);
+      const failed = after.reduce((sum, state, i) => sum + state.failed - before[i]!.failed, 0);
+      raw[setup] = { processes, requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, accepted, processedBy, failed, before, after };
+      rows.push({
+        setup,
+        processes,
+        '202/s': Math.round(accepted / seconds),
+        'p50 ms': result.latency.p50,
+        'p99 ms': result.latency.p99,
+        'non-2xx': result.non2xx + result.errors,
+        'processed/s': Math.round(processed / (seconds + drainSeconds)),
+        'max depth': after[0]!.maxDepth,
+        'behind at end': depthAtLoadEnd,
+        'catch-up s': round(drainSeconds, 2),
+      });
+      // This setup's servers, schema and prefix go now, so the next setup has the machine to itself.
+      await cleanUp();
+    }
+  } finally {
+    await cleanUp();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  const base = rows.find((row) => row.setup === 'sqlite-1')?.['202/s'] as number | undefined;
+  if (base) for (const row of rows) row['x sqlite-1'] = round((row['202/s'] as number) / base, 2);
+  // The load generator runs on the same machine as the servers and shares its cores with them (and,
+  // for pg-redis-*, with PostgreSQL and Redis): on a 2-core machine a second server process gets no
+  // core of its own, so pg-redis-2 cannot show what another machine (or idle cores) would add.
+  const cores = availableParallelism();
+  printTable(
+    `Scale-out intake: ${cores} cores shared by load, servers, PostgreSQL and Redis; ${connections} connections in all, ${duration} s each after ${warmup} s warm-up, ${vins.length} VINs (gps-basic limit raised)`,
+    rows,
+  );
+  const results = { durationSeconds: duration, warmupSeconds: warmup, connections, vins: vins.length, cores, rows, raw };
+  console.log(`results: ${writeResults('scale-out', results)}`);
+  return results;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await runScaleOutBench({ durationSeconds: Number(process.env.BENCH_SECONDS ?? 10) });
