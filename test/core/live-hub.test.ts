@@ -16,7 +16,8 @@ import { runLiveBusConformance, sampleEvent } from '../conformance/live-bus.ts';
 runLiveBusConformance({
   name: 'MemoryLiveBus',
   // In-process: every participant shares the one object.
-  openBuses: async (count) => Array(count).fill(new MemoryLiveBus()),
+  openBuses: async (count, onListenerError) => Array(count).fill(new MemoryLiveBus(onListenerError)),
+  checksListenerErrors: true,
 });
 
 /** A sink whose transport takes `capacity` writes before it reports full. */
