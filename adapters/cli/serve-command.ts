@@ -185,7 +185,7 @@ function reportOf(server: RunningServer, demo: DemoSeed | null): ServeReport {
 }
 
 function printStarted(args: ServeArguments, report: ServeReport, workers: number): void {
-  if (args.json) process.stdout.write(`${JSON.stringify({ url: report.url, grpc: report.grpc, db: args.db, store: report.store, workers, demo: report.demo })}\n`);
+  if (args.json) process.stdout.write(`${JSON.stringify({ url: report.url, grpc: report.grpc, db: args['database-url'] ? null : args.db, store: report.store, workers, demo: report.demo })}\n`);
   else process.stdout.write(banner(report, workers));
 }
 

@@ -79,7 +79,7 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
       child.once('exit', (code) => reject(new Error(`serve exited with ${code} before printing; stderr:\n${stderr.join('\n')}`))),
     );
     const printed = (async () => {
-      for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string; grpc: string; workers: number };
+      for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string; grpc: string; workers: number; db: string | null; store: string };
       throw new Error('serve printed nothing');
     })();
     const document = await Promise.race([printed, exited]);
@@ -203,6 +203,9 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
 
   it('serve --workers 2 runs two workers behind one pair of ports, prints once, and stops them all on SIGTERM', { timeout: 40_000 }, async () => {
     const cluster = await serve(['--workers', '2']);
+    // The document names PostgreSQL and Redis as the store (password-free), and no SQLite file.
+    assert.equal(cluster.db, null);
+    assert.match(cluster.store, /^postgres postgres:\/\/.* \+ redis redis:\/\//);
     assert.equal(cluster.workers, 2);
     const response = await fetch(`${cluster.url}/readyz`);
     assert.equal(response.status, 200);
