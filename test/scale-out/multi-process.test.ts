@@ -38,6 +38,10 @@ interface Serving {
   url: string;
   grpc: string;
   workers: number;
+  /** The SQLite file, or null with PostgreSQL. */
+  db: string | null;
+  /** Where the state lives, as printed. */
+  store: string;
   stderr: string[];
 }
 
