@@ -338,4 +338,82 @@ export const POSTGRES_QUEUE_MIGRATIONS: readonly PostgresMigration[] = [
       $claim$;
     `,
   },
+  {
+    // 0001's step 1 read every queued row (and probed its VIN's rows) and sorted them all before
+    // taking the first: a claim cost O(queue depth), so a growing backlog slowed its own drain
+    // (about 60 ms a claim at a depth of 8,000). The same walk, in seq-ordered slices that stop
+    // once enough rows are locked; what is claimed, and why, is unchanged.
+    name: '0002_intake_claim_walks_in_slices',
+    up: `
+      CREATE OR REPLACE FUNCTION intake_claim(p_owner TEXT, p_now BIGINT, p_limit INTEGER)
+        RETURNS SETOF intake_queue
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+      AS $claim$
+      DECLARE
+        owner_lock BIGINT := hashtextextended('trailwire:intake-owner:' || p_owner, 0);
+        candidate RECORD;
+        locked TEXT[] := '{}';
+        taken INTEGER := 0;
+        -- Rows walked per slice: a LIMIT lets the planner walk intake_ready in seq order and stop early.
+        slice CONSTANT INTEGER := greatest(4 * p_limit, 256);
+        walked INTEGER;
+        last_seq BIGINT := 0;
+      BEGIN
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+          RAISE EXCEPTION 'intake_claim needs READ COMMITTED (a fresh snapshot per statement), not %',
+            current_setting('transaction_isolation');
+        END IF;
+        -- The owner's session holds this lock while it lives; if this connection can take it, the
+        -- owner is gone and its claims could be recovered by anyone at once.
+        IF pg_try_advisory_lock(owner_lock) THEN
+          PERFORM pg_advisory_unlock(owner_lock);
+          RAISE EXCEPTION 'intake queue session % is not live', p_owner USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+
+        -- 1. Candidates in arrival order, a slice at a time (each slice a statement with its own
+        --    snapshot: this step only picks VINs to lock, step 2 decides); a VIN another claimer
+        --    holds locked is skipped, like SKIP LOCKED. A VIN is locked once however many of its
+        --    rows pass (the lock is re-entrant); locks on VINs that turn out empty are harmless.
+        <<walk>>
+        LOOP
+          walked := 0;
+          FOR candidate IN
+            SELECT q.seq, q.vin FROM intake_queue q
+            WHERE q.status = 'queued' AND q.next_attempt_at <= p_now AND q.seq > last_seq
+              AND NOT EXISTS (SELECT 1 FROM intake_queue e
+                              WHERE e.vin = q.vin AND e.status IN ('queued', 'processing')
+                                AND (e.status = 'processing' OR (e.seq < q.seq AND e.next_attempt_at > p_now)))
+            ORDER BY q.seq
+            LIMIT slice
+          LOOP
+            walked := walked + 1;
+            last_seq := candidate.seq;
+            IF pg_try_advisory_xact_lock(hashtextextended('trailwire:intake-vin:' || current_schema() || ':' || candidate.vin, 0)) THEN
+              IF NOT candidate.vin = ANY(locked) THEN locked := locked || candidate.vin; END IF;
+              taken := taken + 1;
+              EXIT walk WHEN taken >= p_limit;
+            END IF;
+          END LOOP;
+          EXIT walk WHEN walked < slice;
+        END LOOP;
+
+        -- 2. A new statement, so a new snapshot: it sees every claim of these VINs committed before
+        --    their locks were granted to us. A row is claimed when it is queued and due, no row of its
+        --    VIN is processing (whatever its seq), and no earlier row of its VIN waits for a retry.
+        RETURN QUERY
+          UPDATE intake_queue u SET status = 'processing', attempts = u.attempts + 1, claimed_by = p_owner
+          WHERE u.status = 'queued' AND u.seq IN (
+            SELECT q.seq FROM intake_queue q
+            WHERE q.vin = ANY(locked) AND q.status = 'queued' AND q.next_attempt_at <= p_now
+              AND NOT EXISTS (SELECT 1 FROM intake_queue e
+                              WHERE e.vin = q.vin AND e.status IN ('queued', 'processing')
+                                AND (e.status = 'processing' OR (e.seq < q.seq AND e.next_attempt_at > p_now)))
+            ORDER BY q.seq
+            LIMIT p_limit)
+          RETURNING u.*;
+      END
+      $claim$;
+    `,
+  },
 ];

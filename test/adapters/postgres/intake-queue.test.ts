@@ -263,6 +263,31 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     }
   });
 
+  it('a claim walks the queue past more rows than one slice of its walk when a VIN it skips holds them', async () => {
+    const schema = newSchema();
+    const a = await openProcess(schema);
+    const holder = await a.pool.connect();
+    try {
+      const busy = '1HGCM82633A004352';
+      const free = '1FTFW1ET5DFC10312';
+      await a.pool.query(
+        `INSERT INTO "${schema}".intake_queue (id, partner_id, product, vin, payload, received_at, status, next_attempt_at)
+         SELECT 'busy-' || n, 'p', 'gps-basic', $1, '{}', $2, 'queued', $2 FROM generate_series(1, 600) AS n`,
+        [busy, T0],
+      );
+      const last = await a.queue.enqueue(item({ vin: free }));
+      // Another process in the middle of its claim of the busy VIN: its rows are skipped, all 600.
+      await holder.query('BEGIN');
+      await holder.query(`SELECT pg_advisory_xact_lock(hashtextextended('trailwire:intake-vin:' || $1 || ':' || $2, 0))`, [schema, busy]);
+      const claimed = await a.queue.claim(64, T0);
+      assert.deepEqual(claimed.map((record) => record.id), [last.record.id]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+      await a.close();
+    }
+  });
+
   it('a claim refuses to run under an isolation level where its locks would not be enough', async () => {
     const schema = newSchema();
     const a = await openProcess(schema);
