@@ -9,8 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { it } from 'node:test';
-import { subscribeLiveFeed } from 'trailwire/client';
-import { call, eventually, startExample } from './run-example.ts';
+import { call, eventually, firstHeartbeat, startExample } from './run-example.ts';
 
 const DISPATCH_KEY = 'test-dispatch-key';
 const VIN = '1HGCM82633A004352';
@@ -87,18 +86,7 @@ it('examples/embed-koa serves the host app and Trailwire under /fleet-api, as it
     assert.doesNotMatch(outside.headers.get('content-type') ?? '', /problem/);
 
     // The LiveFeed on the printed port: a heartbeat at once for the customer's token.
-    await new Promise<void>((resolve, reject) => {
-      const subscription = subscribeLiveFeed(
-        { target: livefeed, token: async () => customerToken, maxReconnects: 0 },
-        {
-          onHeartbeat: () => {
-            subscription.close();
-            resolve();
-          },
-          onGiveUp: reject,
-        },
-      );
-    });
+    await firstHeartbeat(livefeed, customerToken);
 
     assert.equal(await example.stop('SIGTERM'), 0, example.stderr());
   } finally {

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
+import { subscribeLiveFeed } from 'trailwire/client';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -79,4 +80,20 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
     if (Date.now() > deadline) throw new Error(`nothing after ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** Resolves at the first LiveFeed heartbeat for `token` at `target` (the example's printed gRPC address); rejects if the stream gives up. */
+export function firstHeartbeat(target: string, token: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const subscription = subscribeLiveFeed(
+      { target, token: async () => token, maxReconnects: 0 },
+      {
+        onHeartbeat: () => {
+          subscription.close();
+          resolve();
+        },
+        onGiveUp: reject,
+      },
+    );
+  });
 }

@@ -10,8 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { it } from 'node:test';
-import { subscribeLiveFeed } from 'trailwire/client';
-import { call, REPO_ROOT, startExample } from './run-example.ts';
+import { call, firstHeartbeat, REPO_ROOT, startExample } from './run-example.ts';
 
 it('examples/standalone starts, prints its URLs, answers as its README says and stops on SIGTERM', { timeout: 60_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-standalone-'));
@@ -38,18 +37,7 @@ it('examples/standalone starts, prints its URLs, answers as its README says and 
     assert.deepEqual((await call(`${http}/api/v1/fleets`, { headers: { authorization: `Bearer ${token}` } })).body, { data: [] });
 
     // The LiveFeed answers on the printed address: a heartbeat at once.
-    await new Promise<void>((resolve, reject) => {
-      const subscription = subscribeLiveFeed(
-        { target: grpc, token: async () => token, maxReconnects: 0 },
-        {
-          onHeartbeat: () => {
-            subscription.close();
-            resolve();
-          },
-          onGiveUp: reject,
-        },
-      );
-    });
+    await firstHeartbeat(grpc, token);
 
     assert.equal(await example.stop('SIGTERM'), 0, example.stderr());
   } finally {
