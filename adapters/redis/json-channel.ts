@@ -19,46 +19,46 @@ import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import { TrailwireError } from '../../core/errors.ts';
 
-export interface JsonChannelOptions {
+/** The options a Redis seam's `open…` function takes (each seam documents its own defaults). */
+export interface RedisChannelOptions {
   /** A connected ioredis client, used to publish; the channel does not close it. */
   redis: Redis;
+  channel?: string;
+  /** An error thrown by a listener. Default: re-thrown asynchronously. */
+  onListenerError?: (error: unknown) => void;
+  /** Subscriber connection trouble, and messages that are not JSON. Default: ignored. */
+  onError?: (error: unknown) => void;
+}
+
+/** What a channel runs on once its options are checked and defaulted. */
+export interface JsonChannelSettings {
+  redis: Redis;
   channel: string;
-  /** An error thrown by a listener. */
   onListenerError: (error: unknown) => void;
-  /** Subscriber connection trouble, and messages that are not JSON. */
   onError: (error: unknown) => void;
-  /** Names the channel's owner in errors (`RedisLiveBus`). */
+  /** Names the channel's owner in errors ("The Redis live bus"). */
   owner: string;
 }
 
+/** The base of `RedisLiveBus` and `RedisRotationFeed`; open one with `openJsonChannel`. */
 export class JsonChannel<Message> {
   private readonly listeners = new Set<(message: Message) => void>();
   private closing: Promise<void> | undefined;
 
-  private constructor(
-    private readonly options: JsonChannelOptions,
+  /** @internal Use the seam's `open…` function: it checks the options and subscribes. */
+  constructor(
+    private readonly options: JsonChannelSettings,
     private readonly subscriber: Redis,
-  ) {}
-
-  /** Opens the subscriber connection and resolves once the channel is subscribed. */
-  static async open<Message>(options: JsonChannelOptions): Promise<JsonChannel<Message>> {
-    const subscriber = options.redis.duplicate();
-    subscriber.on('error', (error: unknown) => options.onError(error));
-    const channel = new JsonChannel<Message>(options, subscriber);
-    subscriber.on('message', (name: string, text: string) => channel.receive(name, text));
-    try {
-      await subscriber.subscribe(options.channel);
-    } catch (error) {
-      subscriber.disconnect();
-      throw new TrailwireError('unavailable', `${options.owner} could not subscribe to the Redis channel ${options.channel}.`, { cause: error });
-    }
-    return channel;
+  ) {
+    subscriber.on('message', (name: string, text: string) => this.receive(name, text));
   }
 
-  get name(): string {
+  /** The pub/sub channel. */
+  get channelName(): string {
     return this.options.channel;
   }
 
+  /** Publishes the message; resolves once Redis has taken it. Rejects `unavailable` once closed. */
   async publish(message: Message): Promise<void> {
     if (this.closing) throw new TrailwireError('unavailable', `${this.options.owner} is closed.`);
     await this.options.redis.publish(this.options.channel, JSON.stringify(message));
@@ -74,7 +74,7 @@ export class JsonChannel<Message> {
     };
   }
 
-  /** Stops delivery and closes the subscriber connection (the publishing one is the caller's). Idempotent. */
+  /** Stops delivery and closes the subscriber connection (not the caller's `redis`). Idempotent. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.listeners.clear();
@@ -110,6 +110,43 @@ export class JsonChannel<Message> {
       }
     }
   }
+}
+
+/**
+ * Checks a seam's options (naming the bad field as `<optionsName>.<field>`), fills in the defaults,
+ * opens the subscriber connection and resolves once the channel is subscribed, answering the
+ * channel `make` builds on it.
+ */
+export async function openJsonChannel<Channel>(
+  make: (settings: JsonChannelSettings, subscriber: Redis) => Channel,
+  names: { optionsName: string; owner: string; defaultChannel: string },
+  options: RedisChannelOptions,
+): Promise<Channel> {
+  const { optionsName, owner } = names;
+  if (typeof options !== 'object' || options === null) throw badOption(optionsName, 'options', 'must be an object');
+  if (typeof options.redis?.duplicate !== 'function' || typeof options.redis.publish !== 'function')
+    throw badOption(optionsName, 'redis', 'must be an ioredis client');
+  const channel = options.channel ?? names.defaultChannel;
+  if (typeof channel !== 'string' || channel === '') throw badOption(optionsName, 'channel', 'must be a non-empty string');
+  for (const hook of ['onListenerError', 'onError'] as const)
+    if (options[hook] !== undefined && typeof options[hook] !== 'function') throw badOption(optionsName, hook, 'must be a function');
+  const settings: JsonChannelSettings = {
+    redis: options.redis,
+    channel,
+    onListenerError: options.onListenerError ?? rethrowLater,
+    onError: options.onError ?? (() => {}),
+    owner,
+  };
+  const subscriber = options.redis.duplicate();
+  subscriber.on('error', (error: unknown) => settings.onError(error));
+  const opened = make(settings, subscriber);
+  try {
+    await subscriber.subscribe(channel);
+  } catch (error) {
+    subscriber.disconnect();
+    throw new TrailwireError('unavailable', `${owner} could not subscribe to the Redis channel ${channel}.`, { cause: error });
+  }
+  return opened;
 }
 
 /** Re-throws asynchronously, as `MemoryLiveBus` does: a listener's bug is not lost. */

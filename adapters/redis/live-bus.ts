@@ -15,8 +15,8 @@
  * connection's `maxRetriesPerRequest`).
  */
 import type { Redis } from 'ioredis';
-import type { LiveBus, LiveBusListener, LiveTrailerEvent } from '../../core/live-hub.ts';
-import { badOption, JsonChannel, rethrowLater } from './json-channel.ts';
+import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
+import { JsonChannel, openJsonChannel } from './json-channel.ts';
 
 export interface RedisLiveBusOptions {
   /**
@@ -37,47 +37,13 @@ export const DEFAULT_REDIS_LIVE_BUS_OPTIONS = {
 } as const satisfies Pick<Required<RedisLiveBusOptions>, 'channel'>;
 
 /** A `LiveBus` over Redis pub/sub; open one with `openRedisLiveBus`. */
-export class RedisLiveBus implements LiveBus {
-  /** @internal Use `openRedisLiveBus`. */
-  constructor(private readonly channel: JsonChannel<LiveTrailerEvent>) {}
-
-  /** The pub/sub channel the bus is on. */
-  get channelName(): string {
-    return this.channel.name;
-  }
-
-  /** Publishes the event; resolves once Redis has taken it. Rejects `unavailable` once closed. */
-  publish(event: LiveTrailerEvent): Promise<void> {
-    return this.channel.publish(event);
-  }
-
-  subscribe(listener: LiveBusListener): () => void {
-    return this.channel.subscribe(listener);
-  }
-
-  /** Stops delivery and closes the subscriber connection (not the caller's `redis`). Idempotent. */
-  close(): Promise<void> {
-    return this.channel.close();
-  }
-}
+export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveBus {}
 
 /** Checks the options, opens the subscriber connection, and resolves once the channel is subscribed. */
-export async function openRedisLiveBus(options: RedisLiveBusOptions): Promise<RedisLiveBus> {
-  const owner = 'RedisLiveBusOptions';
-  if (typeof options !== 'object' || options === null) throw badOption(owner, 'options', 'must be an object');
-  if (typeof options.redis?.duplicate !== 'function' || typeof options.redis.publish !== 'function')
-    throw badOption(owner, 'redis', 'must be an ioredis client');
-  const channel = options.channel ?? DEFAULT_REDIS_LIVE_BUS_OPTIONS.channel;
-  if (typeof channel !== 'string' || channel === '') throw badOption(owner, 'channel', 'must be a non-empty string');
-  for (const hook of ['onListenerError', 'onError'] as const)
-    if (options[hook] !== undefined && typeof options[hook] !== 'function') throw badOption(owner, hook, 'must be a function');
-  return new RedisLiveBus(
-    await JsonChannel.open<LiveTrailerEvent>({
-      redis: options.redis,
-      channel,
-      onListenerError: options.onListenerError ?? rethrowLater,
-      onError: options.onError ?? (() => {}),
-      owner: 'The Redis live bus',
-    }),
-  );
+export function openRedisLiveBus(options: RedisLiveBusOptions): Promise<RedisLiveBus> {
+  return openJsonChannel((settings, subscriber) => new RedisLiveBus(settings, subscriber), {
+    optionsName: 'RedisLiveBusOptions',
+    owner: 'The Redis live bus',
+    defaultChannel: DEFAULT_REDIS_LIVE_BUS_OPTIONS.channel,
+  }, options);
 }

@@ -12,8 +12,8 @@
  * version from the store (`rotations.recheckAfterSeconds` of `createTrailwire`, 30 s by default).
  */
 import type { Redis } from 'ioredis';
-import type { RotationFeed, RotationNotice, RotationNoticeListener } from '../../core/rotation-feed.ts';
-import { badOption, JsonChannel, rethrowLater } from './json-channel.ts';
+import type { RotationFeed, RotationNotice } from '../../core/rotation-feed.ts';
+import { JsonChannel, openJsonChannel } from './json-channel.ts';
 
 export interface RedisRotationFeedOptions {
   /**
@@ -35,47 +35,13 @@ export const DEFAULT_REDIS_ROTATION_FEED_OPTIONS = {
 } as const satisfies Pick<Required<RedisRotationFeedOptions>, 'channel'>;
 
 /** A `RotationFeed` over Redis pub/sub; open one with `openRedisRotationFeed`. */
-export class RedisRotationFeed implements RotationFeed {
-  /** @internal Use `openRedisRotationFeed`. */
-  constructor(private readonly channel: JsonChannel<RotationNotice>) {}
-
-  /** The pub/sub channel the feed is on. */
-  get channelName(): string {
-    return this.channel.name;
-  }
-
-  /** Publishes the notice; resolves once Redis has taken it. Rejects `unavailable` once closed. */
-  publish(notice: RotationNotice): Promise<void> {
-    return this.channel.publish(notice);
-  }
-
-  subscribe(listener: RotationNoticeListener): () => void {
-    return this.channel.subscribe(listener);
-  }
-
-  /** Stops delivery and closes the subscriber connection (not the caller's `redis`). Idempotent. */
-  close(): Promise<void> {
-    return this.channel.close();
-  }
-}
+export class RedisRotationFeed extends JsonChannel<RotationNotice> implements RotationFeed {}
 
 /** Checks the options, opens the subscriber connection, and resolves once the channel is subscribed. */
-export async function openRedisRotationFeed(options: RedisRotationFeedOptions): Promise<RedisRotationFeed> {
-  const owner = 'RedisRotationFeedOptions';
-  if (typeof options !== 'object' || options === null) throw badOption(owner, 'options', 'must be an object');
-  if (typeof options.redis?.duplicate !== 'function' || typeof options.redis.publish !== 'function')
-    throw badOption(owner, 'redis', 'must be an ioredis client');
-  const channel = options.channel ?? DEFAULT_REDIS_ROTATION_FEED_OPTIONS.channel;
-  if (typeof channel !== 'string' || channel === '') throw badOption(owner, 'channel', 'must be a non-empty string');
-  for (const hook of ['onListenerError', 'onError'] as const)
-    if (options[hook] !== undefined && typeof options[hook] !== 'function') throw badOption(owner, hook, 'must be a function');
-  return new RedisRotationFeed(
-    await JsonChannel.open<RotationNotice>({
-      redis: options.redis,
-      channel,
-      onListenerError: options.onListenerError ?? rethrowLater,
-      onError: options.onError ?? (() => {}),
-      owner: 'The Redis rotation feed',
-    }),
-  );
+export function openRedisRotationFeed(options: RedisRotationFeedOptions): Promise<RedisRotationFeed> {
+  return openJsonChannel((settings, subscriber) => new RedisRotationFeed(settings, subscriber), {
+    optionsName: 'RedisRotationFeedOptions',
+    owner: 'The Redis rotation feed',
+    defaultChannel: DEFAULT_REDIS_ROTATION_FEED_OPTIONS.channel,
+  }, options);
 }
