@@ -6,7 +6,8 @@
  * at the root beside your own routes.
  */
 import KoaRouter from '@koa/router';
-import Koa, { type Context, type Middleware, type Next } from 'koa';
+import Koa, { type Context, type Middleware } from 'koa';
+import compose from 'koa-compose';
 import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
@@ -74,6 +75,7 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
  */
 export function createTrailwireMiddleware(trailwire: Trailwire, options: TrailwireMiddlewareOptions = {}): Middleware {
   const { middleware, root, prefix } = buildStack(trailwire, options);
+  // Trailwire's stack ends at its router: nothing of the host app runs after it.
   const run = compose(middleware);
   const owns = prefix
     ? (ctx: Context) => ctx.path === prefix || ctx.path.startsWith(`${prefix}/`)
@@ -123,17 +125,6 @@ function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middl
     middleware: [requestIdMiddleware(), metrics.middleware, problemMiddleware(logger), root.routes() as Middleware, root.allowedMethods() as Middleware],
     root,
     prefix,
-  };
-}
-
-/** Runs `middleware` in order, like Koa does; the last one's `next` is the end of the chain. */
-function compose(middleware: readonly Middleware[]): (ctx: Context) => Promise<void> {
-  return (ctx) => {
-    const dispatch = async (index: number): Promise<void> => {
-      const current = middleware[index];
-      if (current) await current(ctx, (() => dispatch(index + 1)) as Next);
-    };
-    return dispatch(0);
   };
 }
 
