@@ -29,8 +29,8 @@ import {
 } from '../../core/intake-queue.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
-import { quoteSchema } from './pool.ts';
-import type { PostgresStore, Statement } from './postgres-store.ts';
+import { queryRow, queryRows, queryRun, quoteSchema, type Statement } from './pool.ts';
+import type { PostgresStore } from './postgres-store.ts';
 import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
 
 export interface PostgresIntakeQueueOptions {
@@ -158,28 +158,28 @@ export class PostgresIntakeQueue implements IntakeQueue {
       // ON CONFLICT on the key's unique index: of racing enqueues of one key one inserts, the others
       // wait for its commit and then insert nothing. The key's holder is then read back, in a new
       // statement that sees that commit.
-      if ((await this.run(this.pool, this.sql.insert, values)) > 0) {
+      if ((await queryRun(this.pool, this.sql.insert, values)) > 0) {
         return {
           record: { ...item, status: 'queued', attempts: 0, nextAttemptAt: item.receivedAt, processedAt: null, error: null },
           created: true,
         };
       }
-      const earlier = await this.row<QueueRow>(this.pool, this.sql.byKey, [item.partnerId, item.idempotencyKey]);
+      const earlier = await queryRow<QueueRow>(this.pool, this.sql.byKey, [item.partnerId, item.idempotencyKey]);
       if (earlier !== undefined && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toIntakeRecord(earlier), created: false };
       // Used before the window: the key is free again. Clear it and insert again; should another
       // enqueue of the key win that race, the next round answers its record.
-      if (earlier !== undefined) await this.run(this.pool, this.sql.clearKey, [earlier.id, item.idempotencyKey]);
+      if (earlier !== undefined) await queryRun(this.pool, this.sql.clearKey, [earlier.id, item.idempotencyKey]);
     }
     throw new TrailwireError('unavailable', `idempotency key of partner ${item.partnerId} kept changing hands; intake ${item.id} was not stored`);
   }
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
-    const row = await this.row<QueueRow>(this.pool, this.sql.byKey, [partnerId, idempotencyKey]);
+    const row = await queryRow<QueueRow>(this.pool, this.sql.byKey, [partnerId, idempotencyKey]);
     return row !== undefined && row.received_at > since ? toIntakeRecord(row) : null;
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
-    const row = await this.row<QueueRow>(this.pool, this.sql.byId, [id]);
+    const row = await queryRow<QueueRow>(this.pool, this.sql.byId, [id]);
     return row === undefined ? null : toIntakeRecord(row);
   }
 
@@ -187,11 +187,11 @@ export class PostgresIntakeQueue implements IntakeQueue {
     const session = this.liveSession();
     if (now - this.lastAbandonedCheckAt >= this.settings.abandonedCheckMs) {
       this.lastAbandonedCheckAt = now;
-      await this.run(this.pool, this.sql.recover, [session.owner, false]);
+      await queryRun(this.pool, this.sql.recover, [session.owner, false]);
     }
     let rows: QueueRow[];
     try {
-      rows = await this.rows<QueueRow>(this.pool, this.sql.claim, [session.owner, now, limit]);
+      rows = await queryRows<QueueRow>(this.pool, this.sql.claim, [session.owner, now, limit]);
     } catch (error) {
       if (error instanceof pg.DatabaseError && error.code === SESSION_NOT_LIVE) {
         throw new TrailwireError('unavailable', 'the intake queue lost its PostgreSQL session; it claims again once reconnected', { cause: error });
@@ -206,7 +206,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
     if (outcomes.length === 0) return;
     const at = (outcome: IntakeOutcome): number | null =>
       outcome.kind === 'retry' ? outcome.nextAttemptAt : outcome.kind === 'released' ? null : outcome.at;
-    await this.run(this.pool, this.sql.settle, [
+    await queryRun(this.pool, this.sql.settle, [
       outcomes.map((outcome) => outcome.id),
       outcomes.map((outcome) => outcome.kind),
       outcomes.map((outcome) => ('error' in outcome ? outcome.error : null)),
@@ -216,11 +216,11 @@ export class PostgresIntakeQueue implements IntakeQueue {
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
-    return (await this.rows<QueueRow>(this.pool, this.sql.listFailed, [limit])).map(toIntakeRecord);
+    return (await queryRows<QueueRow>(this.pool, this.sql.listFailed, [limit])).map(toIntakeRecord);
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
-    return (await this.run(this.pool, this.sql.requeue, [at, id])) > 0;
+    return (await queryRun(this.pool, this.sql.requeue, [at, id])) > 0;
   }
 
   /**
@@ -228,15 +228,15 @@ export class PostgresIntakeQueue implements IntakeQueue {
    * left (their process crashed or lost its connection); what live processes hold stays theirs.
    */
   async recoverInFlight(): Promise<number> {
-    return this.run(this.pool, this.sql.recover, [this.liveSession().owner, true]);
+    return queryRun(this.pool, this.sql.recover, [this.liveSession().owner, true]);
   }
 
   async purgeProcessed(before: number, limit: number): Promise<number> {
-    return this.run(this.pool, this.sql.purge, [before, limit]);
+    return queryRun(this.pool, this.sql.purge, [before, limit]);
   }
 
   async depth(): Promise<number> {
-    return (await this.row<{ n: number }>(this.pool, this.sql.depth, []))!.n;
+    return (await queryRow<{ n: number }>(this.pool, this.sql.depth, []))!.n;
   }
 
   /**
@@ -311,18 +311,6 @@ export class PostgresIntakeQueue implements IntakeQueue {
       );
     }, delay);
     this.reconnectTimer.unref();
-  }
-
-  private async rows<R extends pg.QueryResultRow>(on: pg.Pool, statement: Statement, values: unknown[]): Promise<R[]> {
-    return (await on.query<R>({ name: statement.name, text: statement.text, values })).rows;
-  }
-
-  private async row<R extends pg.QueryResultRow>(on: pg.Pool, statement: Statement, values: unknown[]): Promise<R | undefined> {
-    return (await this.rows<R>(on, statement, values))[0];
-  }
-
-  private async run(on: pg.Pool, statement: Statement, values: unknown[]): Promise<number> {
-    return (await on.query({ name: statement.name, text: statement.text, values })).rowCount ?? 0;
   }
 }
 

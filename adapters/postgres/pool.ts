@@ -109,3 +109,27 @@ export async function writeOrExplain<T>(write: () => Promise<T>, explain: { conf
     throw error;
   }
 }
+
+/** A statement prepared once per connection under its name. */
+export interface Statement {
+  name: string;
+  text: string;
+}
+
+/** What a statement runs on: the pool, or a client holding a transaction. */
+export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
+
+/** Runs a named statement (prepared once per connection) and answers its rows. */
+export async function queryRows<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R[]> {
+  return (await on.query<R>({ name: statement.name, text: statement.text, values })).rows;
+}
+
+/** Runs a named statement and answers its first row, if any. */
+export async function queryRow<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R | undefined> {
+  return (await queryRows<R>(on, statement, values))[0];
+}
+
+/** Runs a named statement and answers how many rows it touched. */
+export async function queryRun(on: Queryable, statement: Statement, values: unknown[]): Promise<number> {
+  return (await on.query({ name: statement.name, text: statement.text, values })).rowCount ?? 0;
+}

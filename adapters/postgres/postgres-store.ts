@@ -41,7 +41,7 @@ import type {
 } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
-import { createPostgresPool, isSchemaName, quoteSchema, withTransaction, writeOrExplain } from './pool.ts';
+import { createPostgresPool, isSchemaName, queryRow, queryRows, queryRun, quoteSchema, type Statement, withTransaction, writeOrExplain } from './pool.ts';
 import {
   compareKeys,
   expandStateCounts,
@@ -136,7 +136,6 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
 const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 
 /** Anything that runs a query: the pool, or the one connection of a transaction. */
-type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
 
 class PostgresTrailwireStore implements PostgresStore {
   private closing: Promise<void> | undefined;
@@ -148,24 +147,11 @@ class PostgresTrailwireStore implements PostgresStore {
     private readonly ids: IdGenerator,
   ) {}
 
-  /** Runs a named statement (prepared once per connection) and answers its rows. */
-  private async rows<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R[]> {
-    return (await on.query<R>({ name: statement.name, text: statement.text, values })).rows;
-  }
-
-  private async row<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R | undefined> {
-    return (await this.rows<R>(on, statement, values))[0];
-  }
-
-  private async run(on: Queryable, statement: Statement, values: unknown[]): Promise<number> {
-    return (await on.query({ name: statement.name, text: statement.text, values })).rowCount ?? 0;
-  }
-
   // --- principals -------------------------------------------------------------------------------
 
   async createPartner(input: NewPartner): Promise<Partner> {
     const row = await writeOrExplain(
-      () => this.row<PartnerRow>(this.pool, this.sql.insertPartner, [input.id, input.name, input.product, input.keyHash, input.createdAt]),
+      () => queryRow<PartnerRow>(this.pool, this.sql.insertPartner, [input.id, input.name, input.product, input.keyHash, input.createdAt]),
       { conflict: `a partner with id ${input.id} or the same key already exists` },
     );
     return toPartner(row!);
@@ -173,7 +159,7 @@ class PostgresTrailwireStore implements PostgresStore {
 
   async createCustomer(input: NewCustomer): Promise<Customer> {
     const row = await writeOrExplain(
-      () => this.row<PrincipalRow>(this.pool, this.sql.insertCustomer, [input.id, input.name, input.keyHash, input.createdAt]),
+      () => queryRow<PrincipalRow>(this.pool, this.sql.insertCustomer, [input.id, input.name, input.keyHash, input.createdAt]),
       { conflict: `a customer with id ${input.id} or the same key already exists` },
     );
     return toCustomer(row!);
@@ -181,21 +167,21 @@ class PostgresTrailwireStore implements PostgresStore {
 
   async findPrincipalByKeyHash(audience: Audience, keyHash: string): Promise<Principal | null> {
     return audience === 'partners'
-      ? toPartnerPrincipal(await this.row<PartnerRow>(this.pool, this.sql.partnerByKeyHash, [keyHash]))
-      : toCustomerPrincipal(await this.row<PrincipalRow>(this.pool, this.sql.customerByKeyHash, [keyHash]));
+      ? toPartnerPrincipal(await queryRow<PartnerRow>(this.pool, this.sql.partnerByKeyHash, [keyHash]))
+      : toCustomerPrincipal(await queryRow<PrincipalRow>(this.pool, this.sql.customerByKeyHash, [keyHash]));
   }
 
   async getPrincipal(audience: Audience, id: string): Promise<Principal | null> {
     return audience === 'partners'
-      ? toPartnerPrincipal(await this.row<PartnerRow>(this.pool, this.sql.partnerById, [id]))
-      : toCustomerPrincipal(await this.row<PrincipalRow>(this.pool, this.sql.customerById, [id]));
+      ? toPartnerPrincipal(await queryRow<PartnerRow>(this.pool, this.sql.partnerById, [id]))
+      : toCustomerPrincipal(await queryRow<PrincipalRow>(this.pool, this.sql.customerById, [id]));
   }
 
   async rotateKey(audience: Audience, id: string, newKeyHash: string, rotatedAt: number, expectedVersion: number): Promise<number | null> {
     const rotate = audience === 'partners' ? this.sql.rotatePartnerKey : this.sql.rotateCustomerKey;
     // One UPDATE ... RETURNING: the hash and the version change together or not at all, and of two
     // concurrent rotations the second re-checks the version after the first commits.
-    const row = await writeOrExplain(() => this.row<{ key_version: number }>(this.pool, rotate, [newKeyHash, rotatedAt, id, expectedVersion]), {
+    const row = await writeOrExplain(() => queryRow<{ key_version: number }>(this.pool, rotate, [newKeyHash, rotatedAt, id, expectedVersion]), {
       conflict: `the new key of ${audience} ${id} collides with an existing key`,
     });
     return row?.key_version ?? null;
@@ -204,41 +190,41 @@ class PostgresTrailwireStore implements PostgresStore {
   // --- secrets ----------------------------------------------------------------------------------
 
   async listSigningKeys(): Promise<StoredSigningKey[]> {
-    const rows = await this.rows<SigningKeyRow>(this.pool, this.sql.signingKeys, []);
+    const rows = await queryRows<SigningKeyRow>(this.pool, this.sql.signingKeys, []);
     return rows.map((row) => ({ kid: row.kid, alg: row.alg, privateKeyPem: row.private_key_pem, createdAt: row.created_at }));
   }
 
   async saveSigningKey(key: StoredSigningKey): Promise<void> {
-    await this.run(this.pool, this.sql.insertSigningKey, [key.kid, key.alg, key.privateKeyPem, key.createdAt]);
+    await queryRun(this.pool, this.sql.insertSigningKey, [key.kid, key.alg, key.privateKeyPem, key.createdAt]);
   }
 
   async getOrCreateSecret(name: string, candidate: string): Promise<string> {
     // Two statements, not one: a racing INSERT waits for the winner to commit, and only a statement
     // started after that wait sees the winner's row.
-    await this.run(this.pool, this.sql.insertSecret, [name, candidate]);
-    return (await this.row<{ value: string }>(this.pool, this.sql.secretByName, [name]))!.value;
+    await queryRun(this.pool, this.sql.insertSecret, [name, candidate]);
+    return (await queryRow<{ value: string }>(this.pool, this.sql.secretByName, [name]))!.value;
   }
 
   // --- fleet administration ---------------------------------------------------------------------
 
   async createFleet(input: { customerId: string; name: string; createdAt: number }): Promise<Fleet> {
-    const row = await writeOrExplain(() => this.row<FleetRow>(this.pool, this.sql.insertFleet, [input.customerId, input.name, input.createdAt]), {
+    const row = await writeOrExplain(() => queryRow<FleetRow>(this.pool, this.sql.insertFleet, [input.customerId, input.name, input.createdAt]), {
       missing: `no customer ${input.customerId}`,
     });
     return toFleet(row!);
   }
 
   async getFleetById(fleetId: number): Promise<Fleet | null> {
-    return toFleetOrNull(await this.row<FleetRow>(this.pool, this.sql.fleetById, [fleetId]));
+    return toFleetOrNull(await queryRow<FleetRow>(this.pool, this.sql.fleetById, [fleetId]));
   }
 
   async findTrailerByVin(vin: string): Promise<Trailer | null> {
-    return toTrailerOrNull(await this.row<TrailerRow>(this.pool, this.sql.trailerByVin, [vin]));
+    return toTrailerOrNull(await queryRow<TrailerRow>(this.pool, this.sql.trailerByVin, [vin]));
   }
 
   async createTrailer(input: NewTrailer): Promise<Trailer> {
     const row = await writeOrExplain(
-      () => this.row<TrailerRow>(this.pool, this.sql.insertTrailer, [input.id, input.fleetId, input.unitId, input.vin, input.createdAt]),
+      () => queryRow<TrailerRow>(this.pool, this.sql.insertTrailer, [input.id, input.fleetId, input.unitId, input.vin, input.createdAt]),
       { conflict: `a trailer with VIN ${input.vin} (or id ${input.id}) already exists`, missing: `no fleet ${input.fleetId}` },
     );
     return toTrailer(row!);
@@ -248,76 +234,76 @@ class PostgresTrailwireStore implements PostgresStore {
     return withTransaction(this.pool, async (client) => {
       // The UPDATE waits for a telemetry write holding the trailer's row; the units are updated by a
       // later statement, which therefore also sees a unit that write has just created.
-      const row = await writeOrExplain(() => this.row<TrailerRow>(client, this.sql.assignTrailer, [fleetId, unitId, trailerId]), {
+      const row = await writeOrExplain(() => queryRow<TrailerRow>(client, this.sql.assignTrailer, [fleetId, unitId, trailerId]), {
         missing: `no fleet ${fleetId}`,
       });
       if (row === undefined) throw new TrailwireError('not_found', `no trailer ${trailerId}`);
-      await this.run(client, this.sql.unitsFollowTrailer, [trailerId, fleetId]);
+      await queryRun(client, this.sql.unitsFollowTrailer, [trailerId, fleetId]);
       return toTrailer(row);
     });
   }
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
-    return (await this.run(this.pool, this.sql.setTrailerActive, [active, trailerId])) > 0;
+    return (await queryRun(this.pool, this.sql.setTrailerActive, [active, trailerId])) > 0;
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
-    const device = await this.row<{ trailer_id: string }>(this.pool, this.sql.deviceTrailerId, [deviceId]);
+    const device = await queryRow<{ trailer_id: string }>(this.pool, this.sql.deviceTrailerId, [deviceId]);
     if (device === undefined) return null;
     return withTransaction(this.pool, async (client) => {
       // The trailer first, as applyTelemetry does, so the two never wait for each other in a cycle.
-      const trailer = await this.row<TrailerRow>(client, this.sql.lockTrailerById, [device.trailer_id]);
+      const trailer = await queryRow<TrailerRow>(client, this.sql.lockTrailerById, [device.trailer_id]);
       if (trailer === undefined) return null;
-      await this.run(client, this.sql.setDeviceActive, [active, deviceId]);
+      await queryRun(client, this.sql.setDeviceActive, [active, deviceId]);
       await this.recountTrailerStatus(client, trailer, at);
-      return toTrailer((await this.row<TrailerRow>(client, this.sql.trailerById, [trailer.id]))!);
+      return toTrailer((await queryRow<TrailerRow>(client, this.sql.trailerById, [trailer.id]))!);
     });
   }
 
   /** Recomputes a locked trailer's device counts and status from its devices; the rules are the core's. */
   private async recountTrailerStatus(client: pg.PoolClient, trailer: TrailerRow, at: number): Promise<void> {
-    const counted = await this.rows<StateCountRow>(client, this.sql.deviceStateCounts, [trailer.id]);
+    const counted = await queryRows<StateCountRow>(client, this.sql.deviceStateCounts, [trailer.id]);
     const counts = countDeviceStates(expandStateCounts(counted));
     const status = deriveTrailerStatus({ statusName: trailer.status_name, statusDate: trailer.status_date }, counts, at);
-    await this.run(client, this.sql.updateTrailerStatus, [status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailer.id]);
+    await queryRun(client, this.sql.updateTrailerStatus, [status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailer.id]);
   }
 
   // --- customer reads ---------------------------------------------------------------------------
 
   async listFleets(customerId: string, page: IdPageQuery<number>): Promise<Fleet[]> {
-    return (await this.rows<FleetRow>(this.pool, this.sql.customerFleets, [customerId, page.afterId ?? 0, page.limit])).map(toFleet);
+    return (await queryRows<FleetRow>(this.pool, this.sql.customerFleets, [customerId, page.afterId ?? 0, page.limit])).map(toFleet);
   }
 
   async getFleet(customerId: string, fleetId: number): Promise<Fleet | null> {
-    return toFleetOrNull(await this.row<FleetRow>(this.pool, this.sql.customerFleet, [fleetId, customerId]));
+    return toFleetOrNull(await queryRow<FleetRow>(this.pool, this.sql.customerFleet, [fleetId, customerId]));
   }
 
   async listTrailers(customerId: string, fleetId: number, page: IdPageQuery & ActiveFilter): Promise<Trailer[]> {
     const list = page.activeOnly ? this.sql.customerActiveTrailers : this.sql.customerTrailers;
-    return (await this.rows<TrailerRow>(this.pool, list, [fleetId, customerId, page.afterId ?? '', page.limit])).map(toTrailer);
+    return (await queryRows<TrailerRow>(this.pool, list, [fleetId, customerId, page.afterId ?? '', page.limit])).map(toTrailer);
   }
 
   async getTrailer(customerId: string, trailerId: string): Promise<Trailer | null> {
-    return toTrailerOrNull(await this.row<TrailerRow>(this.pool, this.sql.customerTrailer, [trailerId, customerId]));
+    return toTrailerOrNull(await queryRow<TrailerRow>(this.pool, this.sql.customerTrailer, [trailerId, customerId]));
   }
 
   async listGps(customerId: string, trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]> {
-    const rows = await this.rows<GpsRow>(this.pool, this.sql.customerGps, [trailerId, customerId, ...timeBounds(page)]);
+    const rows = await queryRows<GpsRow>(this.pool, this.sql.customerGps, [trailerId, customerId, ...timeBounds(page)]);
     return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toGpsFix(row) }));
   }
 
   async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
     const list = page.activeOnly ? this.sql.customerActiveDevices : this.sql.customerDevices;
-    return (await this.rows<DeviceRow>(this.pool, list, [trailerId, customerId, page.afterId ?? '', page.limit, page.staleBefore])).map(toDevice);
+    return (await queryRows<DeviceRow>(this.pool, list, [trailerId, customerId, page.afterId ?? '', page.limit, page.staleBefore])).map(toDevice);
   }
 
   async getDevice(customerId: string, deviceId: string, staleBefore: number = NEVER_STALE): Promise<Device | null> {
-    const row = await this.row<DeviceRow>(this.pool, this.sql.customerDevice, [deviceId, customerId, staleBefore]);
+    const row = await queryRow<DeviceRow>(this.pool, this.sql.customerDevice, [deviceId, customerId, staleBefore]);
     return row === undefined ? null : toDevice(row);
   }
 
   async listDeviceReadings(customerId: string, deviceId: string, page: TimePageQuery): Promise<Sequenced<DeviceReading>[]> {
-    const rows = await this.rows<DeviceReadingRow>(this.pool, this.sql.customerDeviceReadings, [deviceId, customerId, ...timeBounds(page)]);
+    const rows = await queryRows<DeviceReadingRow>(this.pool, this.sql.customerDeviceReadings, [deviceId, customerId, ...timeBounds(page)]);
     return rows.map((row) => ({
       key: { timestamp: row.timestamp, seq: row.seq },
       record: {
@@ -330,16 +316,16 @@ class PostgresTrailwireStore implements PostgresStore {
   }
 
   async listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]> {
-    return (await this.rows<CargosafeUnitRow>(this.pool, this.sql.customerUnits, [customerId, page.afterId ?? '', page.limit])).map(toCargosafeUnit);
+    return (await queryRows<CargosafeUnitRow>(this.pool, this.sql.customerUnits, [customerId, page.afterId ?? '', page.limit])).map(toCargosafeUnit);
   }
 
   async getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null> {
-    const row = await this.row<CargosafeUnitRow>(this.pool, this.sql.customerUnit, [unitId, customerId]);
+    const row = await queryRow<CargosafeUnitRow>(this.pool, this.sql.customerUnit, [unitId, customerId]);
     return row === undefined ? null : toCargosafeUnit(row);
   }
 
   async listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]> {
-    const rows = await this.rows<CargosafeReadingRow>(this.pool, this.sql.customerUnitReadings, [unitId, customerId, ...timeBounds(page)]);
+    const rows = await queryRows<CargosafeReadingRow>(this.pool, this.sql.customerUnitReadings, [unitId, customerId, ...timeBounds(page)]);
     return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toCargosafeReading(row.unit_id, row) }));
   }
 
@@ -357,14 +343,14 @@ class PostgresTrailwireStore implements PostgresStore {
   private async writeTelemetry(client: pg.PoolClient, batch: TelemetryBatch): Promise<AppliedTelemetry> {
     const { sql } = this;
     const { at, telemetry } = batch;
-    let trailer = await this.row<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
+    let trailer = await queryRow<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
     let createdTrailer = false;
     if (trailer === undefined) {
       // A racing write of the same unknown VIN makes this INSERT wait, then do nothing; the second
       // lookup then finds (and locks) the trailer that write created.
-      trailer = await this.row<TrailerRow>(client, sql.insertUnassignedTrailer, [this.ids(), batch.vin, at]);
+      trailer = await queryRow<TrailerRow>(client, sql.insertUnassignedTrailer, [this.ids(), batch.vin, at]);
       createdTrailer = trailer !== undefined;
-      trailer ??= await this.row<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
+      trailer ??= await queryRow<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
       if (trailer === undefined) throw new TrailwireError('internal', `trailer ${batch.vin} vanished while it was being written`);
     }
     const trailerId = trailer.id;
@@ -373,7 +359,7 @@ class PostgresTrailwireStore implements PostgresStore {
       const gps = telemetry.gps;
       // UNIQUE (trailer_id, timestamp): a fix already stored (a retried payload) is skipped; in array
       // order, so that of two fixes with one timestamp in a batch the first is kept.
-      await this.run(client, sql.insertFixes, [
+      await queryRun(client, sql.insertFixes, [
         trailerId,
         gps.map((fix) => fix.timestamp),
         gps.map((fix) => fix.lat),
@@ -382,14 +368,14 @@ class PostgresTrailwireStore implements PostgresStore {
         gps.map((fix) => fix.heading),
       ]);
       const newest = firstNewest(gps);
-      await this.run(client, sql.moveLatestFix, [trailerId, newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading]);
+      await queryRun(client, sql.moveLatestFix, [trailerId, newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading]);
     }
 
     if (telemetry.devices.length > 0) {
       const deviceIds = await this.findOrCreateDevices(client, trailerId, telemetry.devices, at);
       const readings = telemetry.devices;
       const idOf = (reading: CanonicalDeviceReading) => deviceIds.get(deviceKey(reading))!;
-      await this.run(client, sql.insertDeviceReadings, [
+      await queryRun(client, sql.insertDeviceReadings, [
         readings.map(idOf),
         readings.map((reading) => reading.timestamp),
         readings.map((reading) => JSON.stringify(reading.metrics)),
@@ -398,7 +384,7 @@ class PostgresTrailwireStore implements PostgresStore {
       ]);
       const moves = [...deviceMoves(readings).entries()].map(([key, move]) => ({ id: deviceIds.get(key)!, ...move }));
       // Only a newer reading moves the device's state, so late or repeated payloads cannot roll it back.
-      await this.run(client, sql.moveDeviceStates, [
+      await queryRun(client, sql.moveDeviceStates, [
         moves.map((move) => move.id),
         moves.map((move) => move.newest.timestamp),
         moves.map((move) => move.newest.state.isWarning),
@@ -420,16 +406,16 @@ class PostgresTrailwireStore implements PostgresStore {
         values.map((reading) => reading.temperatureC),
         values.map((reading) => reading.humidityPercent),
       ];
-      await this.run(client, sql.insertUnitReadings, columns(readings));
+      await queryRun(client, sql.insertUnitReadings, columns(readings));
       const newestPerUnit = new Map<string, CanonicalCargosafeReading>();
       for (const reading of readings) {
         const newest = newestPerUnit.get(reading.serial);
         if (newest === undefined || reading.timestamp > newest.timestamp) newestPerUnit.set(reading.serial, reading);
       }
-      await this.run(client, sql.moveUnitsLatest, columns([...newestPerUnit.values()]));
+      await queryRun(client, sql.moveUnitsLatest, columns([...newestPerUnit.values()]));
     }
 
-    const after = (await this.row<TrailerWithFleetRow>(client, sql.trailerWithFleet, [trailerId]))!;
+    const after = (await queryRow<TrailerWithFleetRow>(client, sql.trailerWithFleet, [trailerId]))!;
     return {
       trailer: toTrailer(after),
       fleet: after.fleet_id === null ? null : toFleet({ id: after.fleet_id, customer_id: after.f_customer_id!, name: after.f_name!, created_at: after.f_created_at! }),
@@ -448,7 +434,7 @@ class PostgresTrailwireStore implements PostgresStore {
     const firstByKey = new Map<string, CanonicalDeviceReading>();
     for (const reading of readings) if (!firstByKey.has(deviceKey(reading))) firstByKey.set(deviceKey(reading), reading);
     const wanted = [...firstByKey.values()];
-    const rows = await this.rows<{ id: string; kind: string; serial: string }>(client, this.sql.findOrCreateDevices, [
+    const rows = await queryRows<{ id: string; kind: string; serial: string }>(client, this.sql.findOrCreateDevices, [
       trailerId,
       at,
       wanted.map(() => this.ids()),
@@ -469,7 +455,7 @@ class PostgresTrailwireStore implements PostgresStore {
     at: number,
   ): Promise<Map<string, string>> {
     const serials = [...new Set(readings.map((reading) => reading.serial))];
-    const rows = await this.rows<{ id: string; serial: string }>(client, this.sql.findOrCreateUnits, [
+    const rows = await queryRows<{ id: string; serial: string }>(client, this.sql.findOrCreateUnits, [
       trailer.id,
       at,
       trailer.fleet_id,
@@ -571,11 +557,7 @@ interface DeviceReadingRow {
   is_fault: boolean;
 }
 
-/** A statement prepared once per connection under its name. */
-export interface Statement {
-  name: string;
-  text: string;
-}
+export type { Statement } from './pool.ts';
 
 const TRAILER_COLUMNS = `t.id, t.fleet_id, t.unit_id, t.vin, t.active, t.status_name, t.status_date, t.faulted_devices,
   t.warning_devices, t.gps_timestamp, t.gps_lat, t.gps_long, t.gps_speed, t.gps_heading, t.created_at`;
@@ -773,20 +755,6 @@ export function storeStatements(schema: string) {
 }
 
 type Statements = ReturnType<typeof storeStatements>;
-
-// --- mapping --------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
 
 // --- options --------------------------------------------------------------------------------------
 
