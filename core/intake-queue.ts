@@ -43,6 +43,11 @@ export interface EnqueueResult {
   created: boolean;
 }
 
+/** The record of an item just stored: queued, due at once, never attempted. */
+export function queuedRecord(item: NewIntake): IntakeRecord {
+  return { ...item, status: 'queued', attempts: 0, nextAttemptAt: item.receivedAt, processedAt: null, error: null };
+}
+
 /** What became of one claimed item: the transition `settle` records. */
 export type IntakeOutcome =
   | { id: string; kind: 'processed'; at: number }

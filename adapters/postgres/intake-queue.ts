@@ -26,6 +26,7 @@ import {
   type IntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  queuedRecord,
 } from '../../core/intake-queue.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
@@ -160,7 +161,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
       // statement that sees that commit.
       if ((await queryRun(this.pool, this.sql.insert, values)) > 0) {
         return {
-          record: { ...item, status: 'queued', attempts: 0, nextAttemptAt: item.receivedAt, processedAt: null, error: null },
+          record: queuedRecord(item),
           created: true,
         };
       }

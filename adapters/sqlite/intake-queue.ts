@@ -19,6 +19,7 @@ import {
   type IntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  queuedRecord,
 } from '../../core/intake-queue.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
@@ -348,7 +349,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
     }
     this.sql.insert.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey, item.receivedAt);
     return {
-      record: { ...item, status: 'queued', attempts: 0, nextAttemptAt: item.receivedAt, processedAt: null, error: null },
+      record: queuedRecord(item),
       created: true,
     };
   }

@@ -14,7 +14,7 @@ import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
 import { builtInProducts } from '../../products/index.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
-import type { IntakeThreadCommand, IntakeThreadData, IntakeThreadLog, IntakeThreadMessage } from './intake-thread.ts';
+import type { IntakeThreadCommand, IntakeThreadData, IntakeThreadLog, IntakeThreadMessage, ThreadEnqueueOutcome } from './intake-thread.ts';
 import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
 import type Database from 'better-sqlite3';
@@ -102,9 +102,10 @@ function writeReceived(): void {
   const outcomes = queue.enqueueNow(groups.flatMap((group) => group.items));
   let offset = 0;
   for (const { requestId, items } of groups) {
-    const answers = outcomes.slice(offset, (offset += items.length)).map((outcome) =>
-      'result' in outcome ? outcome : { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) },
-    );
+    const answers = outcomes.slice(offset, (offset += items.length)).map((outcome): ThreadEnqueueOutcome => {
+      if ('error' in outcome) return { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
+      return outcome.result.created ? { created: true } : { created: false, record: outcome.result.record };
+    });
     send({ type: 'enqueued', requestId, outcomes: answers });
   }
   worker.notify();

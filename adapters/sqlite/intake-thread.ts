@@ -17,7 +17,7 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { TrailwireError } from '../../core/errors.ts';
-import type { EnqueueResult, NewIntake } from '../../core/intake-queue.ts';
+import type { IntakeRecord, NewIntake } from '../../core/intake-queue.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
@@ -61,11 +61,16 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
-  /** The answer to an `enqueue` command, once its group is committed: a result or an error message per item. */
+  /** The answer to an `enqueue` command, once its group is committed: an outcome per item. */
   | { type: 'enqueued'; requestId: number; outcomes: ThreadEnqueueOutcome[] }
   | { type: 'stopped' };
 
-export type ThreadEnqueueOutcome = { result: EnqueueResult } | { error: string };
+/**
+ * What became of one item of a group. A stored item is answered in one flag, since the main thread
+ * holds the item and knows its record (`queuedRecord`); only a replay (an idempotency key used
+ * before) carries the earlier record back, so that payloads do not cross the threads twice.
+ */
+export type ThreadEnqueueOutcome = { created: true } | { created: false; record: IntakeRecord } | { error: string };
 
 /** Messages to the thread. */
 export type IntakeThreadCommand = { type: 'wake' } | { type: 'enqueue'; requestId: number; items: NewIntake[] } | { type: 'stop' };

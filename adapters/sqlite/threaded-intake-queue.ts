@@ -6,7 +6,7 @@
  * thread's writes. While the thread is not running (starting again after a failure, or stopped),
  * enqueues are written on the main connection instead, so intake is never refused for it.
  */
-import type { EnqueueResult, IntakeOutcome, IntakeQueue, IntakeRecord, NewIntake } from '../../core/intake-queue.ts';
+import { type EnqueueResult, type IntakeOutcome, type IntakeQueue, type IntakeRecord, type NewIntake, queuedRecord } from '../../core/intake-queue.ts';
 import type { IntakeThread } from './intake-thread.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
 
@@ -59,8 +59,8 @@ export class ThreadedIntakeQueue implements IntakeQueue {
       (outcomes) =>
         group.forEach((entry, i) => {
           const outcome = outcomes[i]!;
-          if ('result' in outcome) entry.resolve(outcome.result);
-          else entry.reject(new Error(`the intake thread could not store the payload: ${outcome.error}`));
+          if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${outcome.error}`));
+          else entry.resolve(outcome.created ? { record: queuedRecord(entry.item), created: true } : { record: outcome.record, created: false });
         }),
       (error: unknown) => group.forEach((entry) => entry.reject(error)),
     );

@@ -20,7 +20,17 @@ import { builtInProducts } from '../../../products/index.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-thread-'));
-after(() => rmSync(directory, { recursive: true, force: true }));
+/** Every thread a test starts: a failed assertion must not leave one running and the file never ending. */
+const started: IntakeThread[] = [];
+after(async () => {
+  await Promise.all(started.map((thread) => thread.stop()));
+  rmSync(directory, { recursive: true, force: true });
+});
+const startThread = async (options: Parameters<typeof IntakeThread.start>[0]): Promise<IntakeThread> => {
+  const thread = await IntakeThread.start(options);
+  started.push(thread);
+  return thread;
+};
 let files = 0;
 const freshFile = (): string => join(directory, `thread-${++files}.db`);
 
@@ -53,7 +63,7 @@ describe('IntakeThread', () => {
     };
     const first = await send(0);
     // A long idle poll: only a notify can get the later payloads processed within the test's time.
-    thread = await IntakeThread.start({ file, worker: { idlePollMs: 600_000 }, onEvents: (batch) => events.push(...batch), onLog: (entry) => logs.push(entry) });
+    thread = await startThread({ file, worker: { idlePollMs: 600_000 }, onEvents: (batch) => events.push(...batch), onLog: (entry) => logs.push(entry) });
     queue.attach(thread);
     assert.equal(thread.isRunning, true);
     await until(() => thread!.counts.processed === 1, 'the payload queued before the start');
@@ -83,7 +93,7 @@ describe('IntakeThread', () => {
     const gps = { timestamp: 1780315200, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 100, bearingDeg: 90 };
     for (const [id, product, payload] of [['reefer-1', 'reefer', reefer], ['gps-1', 'gps-basic', gps]] as const)
       await queue.enqueue({ id, partnerId: 'p', product, vin: uniqueVin(), payload: JSON.stringify(payload), receivedAt: Date.now(), idempotencyKey: null });
-    const thread = await IntakeThread.start({
+    const thread = await startThread({
       file,
       productModules: ['./examples/custom-product/index.ts'],
       cwd: fileURLToPath(new URL('../../../', import.meta.url)),
@@ -117,7 +127,7 @@ describe('IntakeThread as the intake writer', () => {
     const store = await openSqliteStore({ file });
     const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db));
     // The thread does not process here (an idle poll it never reaches): only its writes are looked at.
-    const thread = await IntakeThread.start({ file, worker: { idlePollMs: 600_000 }, onEvents: () => {} });
+    const thread = await startThread({ file, worker: { idlePollMs: 600_000 }, onEvents: () => {} });
     queue.attach(thread);
     const vin = uniqueVin();
     const [first, replay, second] = await Promise.all([
@@ -126,7 +136,13 @@ describe('IntakeThread as the intake writer', () => {
       queue.enqueue(item('c', vin, 2)),
     ]);
     assert.equal(first.created, true);
+    // Only a replay's record crosses back from the thread; a new payload's is built from the item,
+    // and must be the stored one as it was stored (the thread may have processed it since).
+    const { status, attempts, nextAttemptAt, processedAt, error, ...stored } = (await queue.get('a'))!;
+    assert.deepEqual(first.record, { ...stored, status: 'queued', attempts: 0, nextAttemptAt: stored.receivedAt, processedAt: null, error: null });
+    assert.ok(status === 'queued' || status === 'processed', status);
     assert.deepEqual({ created: replay.created, id: replay.record.id }, { created: false, id: 'a' }, 'the same key in the same group answers the first');
+    assert.deepEqual(replay.record, first.record);
     assert.equal(second.created, true);
     // Another connection (another process, after a crash) sees what was acknowledged.
     const reader = new Database(file, { readonly: true });
@@ -141,7 +157,7 @@ describe('IntakeThread as the intake writer', () => {
     const file = freshFile();
     const store = await openSqliteStore({ file });
     const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db));
-    const thread = await IntakeThread.start({ file, onEvents: () => {} });
+    const thread = await startThread({ file, onEvents: () => {} });
     queue.attach(thread);
     await thread.stop();
     const { record, created } = await queue.enqueue(item('after-stop', uniqueVin(), 0));
