@@ -1,8 +1,11 @@
 /**
  * Intake benchmark (issue 3): 202/s and latency at 50 connections for Trailwire's intake beside a
- * bare node:http server that parses the JSON and answers 202 and a bare Koa + @koa/router app doing
- * the same, all in the same run, each server in its own process (`lib/intake-server.ts`) so that the
- * load generator does not share its event loop. Trailwire runs in both durability modes with
+ * bare node:http server that parses the JSON and answers 202, a bare Koa + @koa/router app doing
+ * the same, and that Koa app storing each payload durably in SQLite first (one table, one commit per
+ * event-loop turn: the ceiling of any Koa service that acknowledges durably), all in the same run,
+ * each server in its own process (`lib/intake-server.ts`) so that the load generator does not share
+ * its event loop. Besides the process's CPU per 202 it reports its main thread's (on Linux): with a
+ * processing thread, the difference is what processing costs. Trailwire runs in both durability modes with
  * processing in its worker thread (the default), and — to show what the thread is worth and what
  * the accept path alone costs — with processing on the event loop and with no processing at all.
  * For each Trailwire row it reports the queue: how far behind processing was when the load ended,
@@ -25,6 +28,7 @@ const SERVER = new URL('./lib/intake-server.ts', import.meta.url).pathname;
 export const INTAKE_BENCH_SERVERS = [
   'node-http',
   'koa',
+  'koa-sqlite',
   'trailwire-process-thread',
   'trailwire-power-thread',
   'trailwire-process-inline',
@@ -46,6 +50,8 @@ export interface IntakeBenchOptions {
 
 interface Figures {
   cpuMs: number;
+  /** The main thread's CPU (null off Linux): with a processing thread, the rest is processing. */
+  mainCpuMs: number | null;
   cpuMsWithDrain?: number;
   processed?: number;
   failed?: number;
@@ -122,6 +128,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
       const accepted = result['2xx'] as number;
       const seconds = result.duration as number;
       const cpuMs = after.cpuMs - (before.cpuMsWithDrain ?? before.cpuMs);
+      const mainCpuMs = after.mainCpuMs === null || before.mainCpuMs === null ? null : after.mainCpuMs - before.mainCpuMs;
       raw[mode] = { requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, before, after };
       const processed = after.processed === undefined ? undefined : after.processed - before.processed!;
       rows.push({
@@ -131,6 +138,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
         'p99 ms': result.latency.p99,
         'non-2xx': result.non2xx + result.errors,
         'cpu µs/202': round((cpuMs * 1000) / Math.max(1, accepted), 1),
+        'main µs/202': mainCpuMs === null ? '-' : round((mainCpuMs * 1000) / Math.max(1, accepted), 1),
         'processed/s': processed === undefined || after.drainSeconds === null ? '-' : Math.round(processed / (seconds + after.drainSeconds!)),
         'max depth': after.maxDepth ?? '-',
         'behind at end': after.depthAtLoadEnd ?? '-',

@@ -3,21 +3,25 @@
  * does not share its event loop. Modes:
  * - `node-http`: a bare node:http server that reads and parses the JSON and answers 202;
  * - `koa`: bare Koa + @koa/router doing the same (the framework's own ceiling);
+ * - `koa-sqlite`: that Koa app storing each payload in one SQLite table before it answers, with a
+ *   commit per event-loop turn (the ceiling of a Koa service that acknowledges durably);
  * - `trailwire-<durability>-<processing>`: the real service (`startServer`) on a temporary SQLite
  *   file, durability `process` or `power`, processing `thread` (the default), `inline` (on the event
  *   loop) or `none` (accepting only, as `serve --no-intake-worker`). gps-basic's per-VIN limit is
  *   raised so that the limiter never answers 429 during the run.
  *
  * Prints one JSON line `{url, token}` when ready. On a `report` line on stdin it waits for the queue
- * to drain (when something processes it) and prints the queue figures and its own CPU time.
+ * to drain (when something processes it) and prints the queue figures and its own CPU time (the
+ * whole process's, and its main thread's).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import Router from '@koa/router';
+import Database from 'better-sqlite3';
 import Koa from 'koa';
 import { pino } from 'pino';
 import { startServer } from '../../adapters/server/index.ts';
@@ -28,6 +32,22 @@ const commands = createInterface({ input: process.stdin })[Symbol.asyncIterator]
 const cpuMs = () => {
   const usage = process.cpuUsage();
   return (usage.user + usage.system) / 1000;
+};
+
+/**
+ * CPU time of the main thread (the event loop serving HTTP) alone, from Linux's per-thread
+ * accounting: the rest of the process is the processing thread, libuv's pool and V8's helpers.
+ * Null where /proc does not say (another OS).
+ */
+const mainThreadCpuMs = (): number | null => {
+  try {
+    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime, in clock ticks: 100 a second on Linux.
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
 };
 
 function readJson(req: IncomingMessage): Promise<unknown> {
@@ -60,7 +80,7 @@ async function serveReports(figures: () => Promise<object>): Promise<void> {
 }
 
 const cpuAtReady = { value: 0 };
-const bare = async () => ({ cpuMs: cpuMs() - cpuAtReady.value });
+const bare = async () => ({ cpuMs: cpuMs() - cpuAtReady.value, mainCpuMs: mainThreadCpuMs() });
 
 if (mode === 'node-http') {
   const url = await listen((req, res) => {
@@ -93,6 +113,45 @@ if (mode === 'node-http') {
   console.log(JSON.stringify({ url, token: 'none' }));
   await serveReports(bare);
   process.exit(0);
+} else if (mode === 'koa-sqlite') {
+  // The framework's ceiling with a durable write: bare Koa + @koa/router that stores each payload in
+  // one SQLite table (WAL, synchronous=NORMAL: what Trailwire's `process` durability promises) with
+  // the payloads of one event-loop turn in one commit, and answers 202. No auth, no validation, no
+  // limits, no processing: what any Koa service pays to acknowledge a payload durably here.
+  const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-koa-sqlite-'));
+  const db = new Database(join(dir, 'bench.db'));
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.exec('CREATE TABLE payloads (seq INTEGER PRIMARY KEY, vin TEXT NOT NULL, payload TEXT NOT NULL, received_at INTEGER NOT NULL) STRICT');
+  const insert = db.prepare<[string, string, number]>('INSERT INTO payloads (vin, payload, received_at) VALUES (?, ?, ?)');
+  const insertGroup = db.transaction((rows: Array<[string, string, number]>) => rows.map((row) => insert.run(...row).lastInsertRowid));
+  let group: Array<{ row: [string, string, number]; resolve: (seq: number | bigint) => void }> = [];
+  const store = (row: [string, string, number]) =>
+    new Promise<number | bigint>((resolve) => {
+      if (group.length === 0)
+        setImmediate(() => {
+          const pending = group;
+          group = [];
+          insertGroup(pending.map((entry) => entry.row)).forEach((seq, i) => pending[i]!.resolve(seq));
+        });
+      group.push({ row, resolve });
+    });
+  const app = new Koa();
+  const router = new Router();
+  router.post('/api/v1/telemetry/intake/:vin', async (ctx) => {
+    const body = await readJson(ctx.req);
+    const seq = await store([ctx.params.vin!, JSON.stringify(body), Date.now()]);
+    ctx.status = 202;
+    ctx.body = { id: String(seq), status: 'queued' };
+  });
+  app.use(router.routes());
+  const url = await listen(app.callback());
+  cpuAtReady.value = cpuMs();
+  console.log(JSON.stringify({ url, token: 'none' }));
+  await serveReports(bare);
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+  process.exit(0);
 } else if (/^trailwire-(process|power)-(thread|inline|none)$/.test(mode)) {
   const [, durability, processing] = mode.split('-') as [string, SqliteDurability, 'thread' | 'inline' | 'none'];
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-intake-'));
@@ -122,11 +181,13 @@ if (mode === 'node-http') {
     // Called the moment the load ends: how far processing is behind, then how long it takes to catch up.
     const loadEnded = performance.now();
     const cpuAtLoadEnd = cpuMs() - cpuAtReady.value;
+    const mainCpuAtLoadEnd = mainThreadCpuMs();
     const processedAtLoadEnd = server.intakeCounts.processed;
     const depthAtLoadEnd = await queue.depth();
     if (processing !== 'none') while ((await queue.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     const figures = {
       cpuMs: cpuAtLoadEnd,
+      mainCpuMs: mainCpuAtLoadEnd,
       cpuMsWithDrain: cpuMs() - cpuAtReady.value,
       processed: server.intakeCounts.processed,
       failed: server.intakeCounts.failed,
