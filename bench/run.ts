@@ -3,6 +3,7 @@
  * Pass names to run some: `npm run bench -- read-paging intake`.
  */
 import { runIntakeBench } from './intake.ts';
+import { runIntakeProcessingBench } from './intake-processing.ts';
 import { runLiveFeedBench } from './livefeed.ts';
 import { runReadPagingBench } from './read-paging.ts';
 import { runScaleOutBench } from './scale-out.ts';
@@ -10,6 +11,7 @@ import { runScaleOutBench } from './scale-out.ts';
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
   intake: () => runIntakeBench(),
+  'intake-processing': () => runIntakeProcessingBench(),
   livefeed: () => runLiveFeedBench(),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
