@@ -5,7 +5,8 @@
  * event-loop turn: the ceiling of any Koa service that acknowledges durably), all in the same run,
  * each server in its own process (`lib/intake-server.ts`) so that the load generator does not share
  * its event loop. Besides the process's CPU per 202 it reports its main thread's (on Linux): with a
- * processing thread, the difference is what processing costs. Trailwire runs in both durability modes with
+ * processing thread, the difference is what processing costs; and the load generator's CPU per
+ * request, which the server does not have on a small machine. Trailwire runs in both durability modes with
  * processing in its worker thread (the default), and — to show what the thread is worth and what
  * the accept path alone costs — with processing on the event loop and with no processing at all.
  * For each Trailwire row it reports the queue: how far behind processing was when the load ended,
@@ -16,6 +17,7 @@
  * first. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10 by default).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { cpus } from 'node:os';
 import { createInterface } from 'node:readline';
 // autocannon ships no types; the bench uses a handful of its documented fields.
 // @ts-expect-error -- untyped module
@@ -123,7 +125,9 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
     try {
       await load(server, warmup);
       const before = await server.report();
+      const clientStarted = process.cpuUsage();
       const result = await load(server, duration);
+      const clientCpu = process.cpuUsage(clientStarted);
       const after = await server.report();
       const accepted = result['2xx'] as number;
       const seconds = result.duration as number;
@@ -139,6 +143,8 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
         'non-2xx': result.non2xx + result.errors,
         'cpu µs/202': round((cpuMs * 1000) / Math.max(1, accepted), 1),
         'main µs/202': mainCpuMs === null ? '-' : round((mainCpuMs * 1000) / Math.max(1, accepted), 1),
+        // The load generator shares the machine: what it spends per request is CPU the server does not have.
+        'client µs/req': round((clientCpu.user + clientCpu.system) / Math.max(1, result.requests.total as number), 1),
         'processed/s': processed === undefined || after.drainSeconds === null ? '-' : Math.round(processed / (seconds + after.drainSeconds!)),
         'max depth': after.maxDepth ?? '-',
         'behind at end': after.depthAtLoadEnd ?? '-',
@@ -151,9 +157,24 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
   const bare = rows.find((row) => row.server === 'node-http')?.['202/s'] as number | undefined;
   if (bare) for (const row of rows) row['x node:http'] = round((row['202/s'] as number) / bare, 2);
   printTable(`Intake: ${connections} connections, ${duration} s each after ${warmup} s warm-up, token reused, ${vins.length} VINs (gps-basic limit raised)`, rows);
+  const budget = cpuBudget(rows, bare);
+  if (budget) console.log(budget);
   const results = { durationSeconds: duration, warmupSeconds: warmup, connections, vins: vins.length, rows, raw };
   console.log(`results: ${writeResults('intake', results)}`);
   return results;
+}
+
+/**
+ * The CPU the issue's target (0.4 × node:http) would take with processing keeping up, at the CPU per
+ * request each side spent in this run: the server's (both threads) and the load generator's, which
+ * share the machine.
+ */
+function cpuBudget(rows: Array<Record<string, string | number>>, bare: number | undefined): string | undefined {
+  const row = rows.find((candidate) => candidate.server === 'trailwire-process-thread');
+  if (!bare || !row) return undefined;
+  const rate = Math.round(0.4 * bare);
+  const cores = (rate * ((row['cpu µs/202'] as number) + (row['client µs/req'] as number))) / 1e6;
+  return `At 0.4 × node:http (${rate} 202/s), trailwire-process-thread and its load generator would need ${round(cores, 2)} cores at the CPU per request measured here; this machine has ${cpus().length}.`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runIntakeBench({ durationSeconds: Number(process.env.BENCH_SECONDS ?? 10) });
