@@ -12,7 +12,7 @@ import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { createAuthRouter } from './auth-routes.ts';
-import { createHttpMetrics } from './metrics.ts';
+import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
 import { createIntakeRouter } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
@@ -97,7 +97,10 @@ function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middl
   if (mountData) routers.push(createReadRouter(trailwire), ...(options.dataRouters ?? []));
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
-  if (withIntake) routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix }));
+  if (withIntake) {
+    routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix }));
+    registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
+  }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(
     createOpsRouter({

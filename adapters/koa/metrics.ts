@@ -4,7 +4,8 @@
  * one process (tests, embedding) do not collide; other parts register their gauges on it.
  */
 import type { Middleware } from 'koa';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { IntakeQueue } from '../../core/intake-queue.ts';
 
 export interface HttpMetrics {
   registry: Registry;
@@ -37,4 +38,20 @@ export function createHttpMetrics(registry: Registry = new Registry()): HttpMetr
     }
   };
   return { registry, middleware };
+}
+
+/**
+ * The intake queue's depth (payloads queued or processing), read from the queue at each scrape: the
+ * one figure that says whether processing keeps up with intake, for every backend and every process
+ * sharing the queue.
+ */
+export function registerIntakeMetrics(registry: Registry, queue: IntakeQueue): void {
+  new Gauge({
+    name: 'trailwire_intake_queue_depth',
+    help: 'Intake payloads queued or being processed, read from the queue at scrape time.',
+    registers: [registry],
+    async collect() {
+      this.set(await queue.depth());
+    },
+  });
 }

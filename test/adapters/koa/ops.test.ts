@@ -16,8 +16,8 @@ import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { ManualClock } from '../../../core/clock.ts';
 import type { TrailwireStore } from '../../../core/store.ts';
 import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
-import { assertProblem, mintToken, seedFleet, serveTrailwire } from '../../support/fixtures.ts';
-import { customerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+import { assertProblem, mintToken, seedFleet, serveTrailwire, uniqueVin } from '../../support/fixtures.ts';
+import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -75,6 +75,26 @@ describe('ops endpoints', () => {
     assert.match(metrics.body, /trailwire_http_request_duration_seconds_bucket/);
     assert.ok(!metrics.body.includes(trailerId), 'ids must not become label values');
     assert.ok(!metrics.body.includes('no-such-thing'), 'unmatched paths must not become label values');
+  });
+
+  it('GET /metrics reports the intake queue depth, so an operator sees whether processing keeps up', async () => {
+    const partner = await partnerWithToken(app, 'gps-basic', 'Deep');
+    const depth = async () => Number(/^trailwire_intake_queue_depth (\d+)$/m.exec((await app.call('GET', '/metrics')).body)?.[1]);
+    await app.trailwire.intake!.worker.drainDue();
+    assert.equal(await depth(), 0);
+    await app.trailwire.intake!.worker.stop();
+    try {
+      for (const seconds of [0, 1])
+        assert.equal(
+          (await app.call('POST', `/api/v1/telemetry/intake/${uniqueVin()}`, { token: partner.token, body: { timestamp: 1780315200 + seconds, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 80, bearingDeg: 90 } })).status,
+          202,
+        );
+      assert.equal(await depth(), 2);
+    } finally {
+      await app.trailwire.intake!.worker.start();
+    }
+    await app.trailwire.intake!.worker.drainDue();
+    assert.equal(await depth(), 0);
   });
 
   it('GET /openapi.json is OpenAPI 3.1.0 and documents exactly the routes the router serves', async () => {
