@@ -19,7 +19,7 @@ import { openSqliteStore, type SqliteDurability } from '../adapters/sqlite/sqlit
 import { systemClock } from '../core/clock.ts';
 import { timeOrderedIds } from '../core/intake-ids.ts';
 import type { NewIntake } from '../core/intake-queue.ts';
-import { IntakeWorker, type UnitOfWork } from '../core/intake-worker.ts';
+import { IntakeWorker } from '../core/intake-worker.ts';
 import { createProductRegistry } from '../core/products.ts';
 import { withCheckDigit } from '../core/vin.ts';
 import { builtInProducts } from '../products/index.ts';
@@ -74,21 +74,8 @@ function measureBareInsert(file: string, groups: NewIntake[][]): number {
 async function measureThreadWork(file: string, durability: SqliteDurability, groups: NewIntake[][], groupSize: number) {
   const store = await openSqliteStore({ file, durability });
   const queue = openSqliteIntakeQueue(store.db);
-  const [begin, commit, rollback] = ['BEGIN IMMEDIATE', 'COMMIT', 'ROLLBACK'].map((sql) => store.db.prepare(sql)) as [Database.Statement, Database.Statement, Database.Statement];
-  // The thread's unit of work: a round in one transaction.
-  const unitOfWork: UnitOfWork = async (round) => {
-    begin.run();
-    try {
-      const result = await round();
-      commit.run();
-      return result;
-    } catch (error) {
-      if (store.db.inTransaction) rollback.run();
-      throw error;
-    }
-  };
   const worker = new IntakeWorker(
-    { queue: queue.roundView(), store, products: createProductRegistry(builtInProducts), clock: systemClock, unitOfWork, publish: () => {} },
+    { queue: queue.roundView(), store, products: createProductRegistry(builtInProducts), clock: systemClock, unitOfWork: queue.roundTransaction(), publish: () => {} },
     { batchSize: Math.max(64, groupSize) },
   );
   let enqueueMicros = 0;

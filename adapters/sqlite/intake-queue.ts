@@ -21,6 +21,7 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import type { UnitOfWork } from '../../core/intake-worker.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
 
@@ -206,6 +207,28 @@ export class SqliteIntakeQueue implements IntakeQueue {
   /** `settle` without the promise. */
   settleNow(outcomes: readonly IntakeOutcome[]): void {
     if (outcomes.length > 0) this.settleAll.immediate(outcomes);
+  }
+
+  /**
+   * The unit of work that goes with `roundView`: each round — the claim, every payload's writes
+   * (savepoints) and the settle — in one transaction of this connection, rolled back as a whole
+   * when the round throws.
+   */
+  roundTransaction(): UnitOfWork {
+    const begin = this.db.prepare('BEGIN IMMEDIATE');
+    const commit = this.db.prepare('COMMIT');
+    const rollback = this.db.prepare('ROLLBACK');
+    return async (round) => {
+      begin.run();
+      try {
+        const result = await round();
+        commit.run();
+        return result;
+      } catch (error) {
+        if (this.db.inTransaction) rollback.run();
+        throw error;
+      }
+    };
   }
 
   /**

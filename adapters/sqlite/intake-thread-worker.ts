@@ -9,7 +9,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.ts';
-import { IntakeWorker, type UnitOfWork } from '../../core/intake-worker.ts';
+import { IntakeWorker } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
 import { builtInProducts } from '../../products/index.ts';
@@ -17,30 +17,11 @@ import type { NewIntake } from '../../core/intake-queue.ts';
 import type { IntakeThreadCommand, IntakeThreadData, IntakeThreadLog, IntakeThreadMessage, ThreadEnqueueOutcome } from './intake-thread.ts';
 import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
-import type Database from 'better-sqlite3';
 
 const port = parentPort!;
 const data = workerData as IntakeThreadData;
 const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
-
-/** Each round in one transaction: the claim, every payload's writes (savepoints) and the settle. */
-function transactionOn(db: Database.Database): UnitOfWork {
-  const begin = db.prepare('BEGIN IMMEDIATE');
-  const commit = db.prepare('COMMIT');
-  const rollback = db.prepare('ROLLBACK');
-  return async (round) => {
-    begin.run();
-    try {
-      const result = await round();
-      commit.run();
-      return result;
-    } catch (error) {
-      if (db.inTransaction) rollback.run();
-      throw error;
-    }
-  };
-}
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
 const queue = openSqliteIntakeQueue(store.db);
@@ -55,7 +36,7 @@ const worker = new IntakeWorker(
     store,
     products,
     clock: systemClock,
-    unitOfWork: transactionOn(store.db),
+    unitOfWork: queue.roundTransaction(),
     publish: (event) => {
       events.push(event);
     },

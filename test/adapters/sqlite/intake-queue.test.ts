@@ -141,6 +141,33 @@ describe('SQLite intake queue', () => {
 });
 
 describe('SQLite intake queue: the round view (a whole round in one transaction)', () => {
+  it('runs a round in one transaction: committed when it returns, rolled back as a whole when it throws', async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    const queue = openSqliteIntakeQueue(store.db);
+    const round = queue.roundView();
+    const inRound = queue.roundTransaction();
+    const [kept, lost] = [item({ vin: 'VIN-A' }), item({ vin: 'VIN-B' })];
+    for (const entry of [kept, lost]) await queue.enqueue(entry);
+    await assert.rejects(
+      inRound(async () => {
+        await round.claim(10, T0);
+        await round.settle([{ id: lost.id, kind: 'processed', at: T0 + 1 }]);
+        throw new Error('the round failed');
+      }),
+      /the round failed/,
+    );
+    assert.equal(store.db.inTransaction, false);
+    assert.equal((await queue.get(lost.id))?.status, 'queued', 'a failed round leaves nothing behind');
+    const answer = await inRound(async () => {
+      await round.claim(10, T0);
+      await round.settle([{ id: kept.id, kind: 'processed', at: T0 + 1 }, { id: lost.id, kind: 'processed', at: T0 + 1 }]);
+      return 'done';
+    });
+    assert.equal(answer, 'done');
+    for (const entry of [kept, lost]) assert.equal((await queue.get(entry.id))?.status, 'processed');
+    await store.close();
+  });
+
   it('claims without marking, settles each payload straight to its outcome with the attempt counted, and leaves everything queued when the round rolls back', async () => {
     const store = await openSqliteStore({ file: freshFile() });
     const queue = openSqliteIntakeQueue(store.db);
