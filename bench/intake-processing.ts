@@ -13,7 +13,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { openSqliteIntakeQueue } from '../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore, type SqliteDurability } from '../adapters/sqlite/sqlite-store.ts';
 import { systemClock } from '../core/clock.ts';
@@ -23,6 +22,7 @@ import { IntakeWorker } from '../core/intake-worker.ts';
 import { createProductRegistry } from '../core/products.ts';
 import { withCheckDigit } from '../core/vin.ts';
 import { builtInProducts } from '../products/index.ts';
+import { openBarePayloadTable } from './lib/bare-payload-table.ts';
 import { printTable, round, writeResults } from './lib/results.ts';
 
 export interface IntakeProcessingBenchOptions {
@@ -54,20 +54,13 @@ function groupsOf(payloads: number, size: number): NewIntake[][] {
   );
 }
 
-/** The same payloads into a one-table file, a commit per group: the floor of any durable write here. */
+/** The same payloads in the bare payload table, a commit per group: the floor of any durable write here. */
 function measureBareInsert(file: string, groups: NewIntake[][]): number {
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec('CREATE TABLE payloads (seq INTEGER PRIMARY KEY, vin TEXT NOT NULL, payload TEXT NOT NULL, received_at INTEGER NOT NULL) STRICT');
-  const insert = db.prepare<[string, string, number]>('INSERT INTO payloads (vin, payload, received_at) VALUES (?, ?, ?)');
-  const insertGroup = db.transaction((items: NewIntake[]) => {
-    for (const item of items) insert.run(item.vin, item.payload, item.receivedAt);
-  });
+  const table = openBarePayloadTable(file);
   const started = process.cpuUsage();
-  for (const group of groups) insertGroup.immediate(group);
+  for (const group of groups) table.insertGroup(group);
   const micros = cpuMicros(started);
-  db.close();
+  table.close();
   return micros;
 }
 

@@ -21,11 +21,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import Router from '@koa/router';
-import Database from 'better-sqlite3';
 import Koa from 'koa';
 import { pino } from 'pino';
 import { startServer } from '../../adapters/server/index.ts';
 import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
+import { type BarePayload, openBarePayloadTable } from './bare-payload-table.ts';
 
 const mode = process.argv[2] ?? '';
 const commands = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
@@ -115,32 +115,27 @@ if (mode === 'node-http') {
   process.exit(0);
 } else if (mode === 'koa-sqlite') {
   // The framework's ceiling with a durable write: bare Koa + @koa/router that stores each payload in
-  // one SQLite table (WAL, synchronous=NORMAL: what Trailwire's `process` durability promises) with
-  // the payloads of one event-loop turn in one commit, and answers 202. No auth, no validation, no
-  // limits, no processing: what any Koa service pays to acknowledge a payload durably here.
+  // the bare payload table and answers 202. No auth, no validation, no limits, no processing: what
+  // any Koa service pays to acknowledge a payload durably here.
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-koa-sqlite-'));
-  const db = new Database(join(dir, 'bench.db'));
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec('CREATE TABLE payloads (seq INTEGER PRIMARY KEY, vin TEXT NOT NULL, payload TEXT NOT NULL, received_at INTEGER NOT NULL) STRICT');
-  const insert = db.prepare<[string, string, number]>('INSERT INTO payloads (vin, payload, received_at) VALUES (?, ?, ?)');
-  const insertGroup = db.transaction((rows: Array<[string, string, number]>) => rows.map((row) => insert.run(...row).lastInsertRowid));
-  let group: Array<{ row: [string, string, number]; resolve: (seq: number | bigint) => void }> = [];
-  const store = (row: [string, string, number]) =>
-    new Promise<number | bigint>((resolve) => {
+  const table = openBarePayloadTable(join(dir, 'bench.db'));
+  // The payloads of one event-loop turn share a commit.
+  let group: Array<{ payload: BarePayload; resolve: (seq: number) => void }> = [];
+  const store = (payload: BarePayload) =>
+    new Promise<number>((resolve) => {
       if (group.length === 0)
         setImmediate(() => {
           const pending = group;
           group = [];
-          insertGroup(pending.map((entry) => entry.row)).forEach((seq, i) => pending[i]!.resolve(seq));
+          table.insertGroup(pending.map((entry) => entry.payload)).forEach((seq, i) => pending[i]!.resolve(seq));
         });
-      group.push({ row, resolve });
+      group.push({ payload, resolve });
     });
   const app = new Koa();
   const router = new Router();
   router.post('/api/v1/telemetry/intake/:vin', async (ctx) => {
     const body = await readJson(ctx.req);
-    const seq = await store([ctx.params.vin!, JSON.stringify(body), Date.now()]);
+    const seq = await store({ vin: ctx.params.vin!, payload: JSON.stringify(body), receivedAt: Date.now() });
     ctx.status = 202;
     ctx.body = { id: String(seq), status: 'queued' };
   });
@@ -149,7 +144,7 @@ if (mode === 'node-http') {
   cpuAtReady.value = cpuMs();
   console.log(JSON.stringify({ url, token: 'none' }));
   await serveReports(bare);
-  db.close();
+  table.close();
   rmSync(dir, { recursive: true, force: true });
   process.exit(0);
 } else if (/^trailwire-(process|power)-(thread|inline|none)$/.test(mode)) {
