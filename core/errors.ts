@@ -3,7 +3,15 @@
  * transport maps codes to its own statuses with one table (`HTTP_STATUS_BY_CODE` here, the gRPC
  * table in `adapters/grpc`). A test checks that every code is mapped and documented.
  */
-import type { RateLimitState } from './rate-limit.ts';
+
+/** What one limit says about one subject now: the data of the RateLimit-* headers. */
+export interface RateLimitState {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  /** Seconds until the window ends (at least 1). */
+  resetSeconds: number;
+}
 
 export const ERROR_CODES = [
   'validation_failed',

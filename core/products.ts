@@ -409,6 +409,8 @@ export function createProductRegistry(products: Iterable<Product<any>>, options:
 export interface LoadProductModuleOptions {
   /** Base directory of relative specifiers (`./my-product.ts`). Default: `process.cwd()`. */
   cwd?: string;
+  /** How the module (its file URL or package name) is imported. Default: the runtime's `import()`. */
+  importModule?: (target: string) => Promise<Record<string, unknown>>;
 }
 
 /**
@@ -421,7 +423,7 @@ export async function loadProductModule(specifier: string, options: LoadProductM
   const target = isPath ? pathToFileURL(resolve(options.cwd ?? process.cwd(), specifier)).href : specifier;
   let module: Record<string, unknown>;
   try {
-    module = (await import(target)) as Record<string, unknown>;
+    module = options.importModule ? await options.importModule(target) : ((await import(target)) as Record<string, unknown>);
   } catch (cause) {
     throw new Error(`cannot load product module "${specifier}": ${messageOf(cause)}`, { cause });
   }

@@ -5,7 +5,10 @@
  * `adapters/redis`) only counts atomically.
  */
 import type { Clock } from './clock.ts';
-import { TrailwireError } from './errors.ts';
+import { TrailwireError, type RateLimitState } from './errors.ts';
+
+// The state a limit answers is defined beside the error that carries it, so the arrow points one way.
+export type { RateLimitState } from './errors.ts';
 
 /** The counting primitive a limiter backend implements. */
 export interface WindowCounter {
@@ -18,14 +21,6 @@ export interface WindowCounter {
   peek(key: string): Promise<number>;
 }
 
-/** What one limit says about one subject now: the data of the RateLimit-* headers. */
-export interface RateLimitState {
-  allowed: boolean;
-  limit: number;
-  remaining: number;
-  /** Seconds until the window ends (at least 1). */
-  resetSeconds: number;
-}
 
 export interface FixedWindowLimiterOptions {
   /** Names the limit in counter keys and messages, e.g. `authenticate`. */

@@ -9,7 +9,9 @@ import type * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 
 /** The `proto/` directory of the package: the include root of every Trailwire `.proto` file. */
-export const PROTO_ROOT = fileURLToPath(new URL('../../proto/', import.meta.url));
+// Resolved through the package's own `trailwire/proto/*` export, so it is the same folder whether this
+// module runs from the sources or compiled under dist/.
+export const PROTO_ROOT = fileURLToPath(new URL('../../', import.meta.resolve('trailwire/proto/livefeed/v1/livefeed.proto')));
 
 /** Loader options: field names exactly as in the `.proto` (snake_case), int64 as JS numbers. */
 export const PROTO_LOADER_OPTIONS: protoLoader.Options = {

@@ -12,8 +12,10 @@ import { openPostgresIntakeQueue } from '../postgres/intake-queue.ts';
 import { openPostgresStore } from '../postgres/index.ts';
 import { openSqliteIntakeQueue, type SqliteIntakeQueue } from '../sqlite/intake-queue.ts';
 import { openSqliteStore, type SqliteDurability, type SqliteStore } from '../sqlite/index.ts';
+import { DEFAULT_DB_FILE } from './defaults.ts';
 
-export const DEFAULT_DB_FILE = './data/trailwire.db';
+export { DEFAULT_DB_FILE };
+
 
 export interface StoreBackendOptions {
   /** The SQLite file of the embedded store, used when no `databaseUrl` is given. Default `./data/trailwire.db`. */

@@ -27,8 +27,22 @@ const store = await openSqliteStore({ file: data.file, durability: data.durabili
 const queue = openSqliteIntakeQueue(store.db);
 const products = createProductRegistry([
   ...builtInProducts,
-  ...(await Promise.all(data.productModules.map((specifier) => loadProductModule(specifier, { cwd: data.cwd })))),
+  ...(await Promise.all(data.productModules.map((specifier) => loadProductModule(specifier, { cwd: data.cwd, importModule: importProductModule })))),
 ]);
+/**
+ * Node 20 runs no `--import` loader in a worker thread, so a product module in TypeScript — which the
+ * main thread loaded under the operator's loader (`NODE_OPTIONS='--import tsx'`, the product guide's
+ * development path) — is imported here with tsx's own importer, from the project's `tsx`. Compiled
+ * modules are plain imports.
+ */
+async function importProductModule(target: string): Promise<Record<string, unknown>> {
+  if (!/\.[cm]?ts$/.test(target)) return (await import(target)) as Record<string, unknown>;
+  const tsx = await import('tsx/esm/api').catch((cause: unknown) => {
+    throw new Error('a TypeScript product module needs tsx installed beside trailwire (or build the module with tsc)', { cause });
+  });
+  return (await tsx.tsImport(target, import.meta.url)) as Record<string, unknown>;
+}
+
 let events: LiveTrailerEvent[] = [];
 const worker = new IntakeWorker(
   {

@@ -80,7 +80,9 @@ interface PendingGroup {
   reject: (error: unknown) => void;
 }
 
-const WORKER_MODULE = new URL('./intake-thread-worker.ts', import.meta.url).href;
+/** The thread's module, of the same kind as this one: compiled `.js` under dist/, or a checkout's `.ts`. */
+const RUNS_FROM_SOURCE = import.meta.url.endsWith('.ts');
+const WORKER_MODULE = new URL(`./intake-thread-worker.${RUNS_FROM_SOURCE ? 'ts' : 'js'}`, import.meta.url);
 
 /** A running processing thread, as the main thread sees it. */
 export class IntakeThread {
@@ -159,11 +161,7 @@ export class IntakeThread {
       cwd: this.options.cwd ?? process.cwd(),
       worker: this.options.worker ?? {},
     };
-    // The thread runs TypeScript like the rest of Trailwire: through tsx, whose module hooks are
-    // not inherited by worker threads, so the entry imports the module with tsx's own importer.
-    const tsx = import.meta.resolve('tsx/esm/api');
-    const entry = `import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${JSON.stringify(WORKER_MODULE)}, ${JSON.stringify(WORKER_MODULE)}))`;
-    const worker = new Worker(entry, { eval: true, workerData: data, execArgv: [] });
+    const worker = RUNS_FROM_SOURCE ? spawnSourceWorker(data) : new Worker(WORKER_MODULE, { workerData: data });
     const ready = new Promise<void>((resolve, reject) => {
       worker.on('message', (message: IntakeThreadMessage) => {
         if (message.type === 'ready') resolve();
@@ -211,4 +209,16 @@ export class IntakeThread {
   private log(entry: IntakeThreadLog): void {
     this.options.onLog?.(entry);
   }
+}
+
+/**
+ * A checkout runs the thread from TypeScript through tsx, whose module hooks are not inherited by
+ * worker threads: the entry imports the module with tsx's own importer. (The compiled thread inherits
+ * the process's `execArgv`, so a product module run under `node --import tsx` loads there too.)
+ */
+function spawnSourceWorker(data: IntakeThreadData): Worker {
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const module = JSON.stringify(WORKER_MODULE.href);
+  const entry = `import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${module}, ${module}))`;
+  return new Worker(entry, { eval: true, workerData: data, execArgv: [] });
 }

@@ -493,8 +493,17 @@ const UNIT_COLUMNS = `u.id, u.trailer_id, u.serial, u.active, u.last_seen_at, u.
 const TIME_PAGE = `g.timestamp >= :afterTimestamp AND g.timestamp < :to AND (g.timestamp, g.seq) > (:afterTimestamp, :afterSeq)
   ORDER BY g.timestamp, g.seq LIMIT :limit`;
 
-/** Prepares every statement of the store once per connection (exported for the query-plan test). */
-export function prepareStoreStatements(db: Database.Database) {
+/**
+ * The SQL of every statement the store prepares, by name (for the query-plan test). Typed loosely on
+ * purpose: the statements' own types name a namespace of better-sqlite3's declarations that a
+ * published declaration file cannot reach.
+ */
+export function storeStatementSources(db: Database.Database): Record<string, string> {
+  return Object.fromEntries(Object.entries(prepareStoreStatements(db)).map(([name, statement]) => [name, statement.source]));
+}
+
+/** Prepares every statement of the store once per connection. */
+function prepareStoreStatements(db: Database.Database) {
   return {
     ping: db.prepare('SELECT 1'),
 

@@ -86,7 +86,8 @@ export interface LiveFeedSubscription {
   close(): void;
 }
 
-const PROTO_ROOT = fileURLToPath(new URL('../../proto/', import.meta.url));
+// Through the package's own `trailwire/proto/*` export: the same folder from the sources and from dist/.
+const PROTO_ROOT = fileURLToPath(new URL('../../', import.meta.resolve('trailwire/proto/livefeed/v1/livefeed.proto')));
 
 let liveFeedConstructor: grpc.ServiceClientConstructor | undefined;
 

@@ -13,8 +13,9 @@ import { after, it } from 'node:test';
 import { withCheckDigit } from '../../core/vin.ts';
 import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
+import { TRAILWIRE_BIN } from '../support/cli.ts';
 
-const bin = new URL('../../bin/trailwire.js', import.meta.url).pathname;
+const bin = TRAILWIRE_BIN;
 const dir = mkdtempSync(join(tmpdir(), 'trailwire-crash-'));
 const db = join(dir, 'crash.db');
 const env = { ...process.env, TRAILWIRE_GRPC_PORT: '0', TRAILWIRE_LOG_LEVEL: 'error' };

@@ -10,9 +10,10 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 import { REPO_ROOT } from './run-example.ts';
+import { TRAILWIRE_BIN } from '../support/cli.ts';
 
 const guide = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
-const bin = new URL('../../bin/trailwire.js', import.meta.url).pathname;
+const bin = TRAILWIRE_BIN;
 /** Options yargs adds itself. */
 const BUILT_IN = new Set(['help', 'version']);
 

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { it } from 'node:test';
 import { call, firstHeartbeat, REPO_ROOT, startExample } from './run-example.ts';
+import { TRAILWIRE_BIN } from '../support/cli.ts';
 
 it('examples/standalone starts, prints its URLs, answers as its README says and stops on SIGTERM', { timeout: 60_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-standalone-'));
@@ -28,7 +29,7 @@ it('examples/standalone starts, prints its URLs, answers as its README says and 
     assert.equal((await call(`${http}/openapi.json`)).body.openapi, '3.1.0');
 
     // `npx trailwire customers create --db <file> --json` while the example runs on the file.
-    const cli = await promisify(execFile)(process.execPath, ['bin/trailwire.js', 'customers', 'create', '--db', db, '--name', 'Acme Freight', '--json'], { cwd: REPO_ROOT });
+    const cli = await promisify(execFile)(process.execPath, [TRAILWIRE_BIN, 'customers', 'create', '--db', db, '--name', 'Acme Freight', '--json'], { cwd: REPO_ROOT });
     const { apiKey } = JSON.parse(cli.stdout) as { apiKey: string };
     assert.match(apiKey, /^twc_/);
     const authenticated = await call(`${http}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });

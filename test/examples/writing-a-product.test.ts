@@ -19,6 +19,7 @@ import { pino } from 'pino';
 import type { Product } from 'trailwire/core';
 import { startServer } from 'trailwire/server';
 import { call, eventually } from './run-example.ts';
+import { TRAILWIRE_BIN } from '../support/cli.ts';
 
 const guide = readFileSync(new URL('../../docs/writing-a-product.md', import.meta.url), 'utf8');
 const blocks = (language: string) => [...guide.matchAll(new RegExp('```' + language + '\\n([\\s\\S]*?)```', 'g'))].map((match) => match[1]!);
@@ -86,23 +87,27 @@ async function followSection7(url: string, keys: { partner: string; customer: st
 }
 
 // ── The `trailwire` command, run from the reader's project folder (the scratch folder) ───────────
-const bin = fileURLToPath(new URL('../../bin/trailwire.js', import.meta.url));
+const bin = TRAILWIRE_BIN;
 const cliEnv = { ...process.env, TRAILWIRE_LOG_LEVEL: 'error' };
+/** The guide's development path: Node started with tsx, so that a `.ts` product module loads. */
+const LOADER_PREFIX = "NODE_OPTIONS='--import tsx' ";
 /** One `npx trailwire ...` line of the guide as arguments: words and double-quoted strings, without the comment. */
 const argumentsOf = (line: string): string[] =>
-  [...line.replace(/\s+#.*$/, '').replace(/^npx trailwire\s+/, '').matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
-const commandLines = (block: string) => block.split('\n').filter((line) => line.startsWith('npx trailwire '));
-async function trailwireCommand(args: string[], db: string): Promise<any> {
-  const { stdout } = await promisify(execFile)(process.execPath, [bin, ...args, '--db', db], { cwd: fileURLToPath(scratch), env: cliEnv });
+  [...line.replace(/\s+#.*$/, '').replace(LOADER_PREFIX, '').replace(/^npx trailwire\s+/, '').matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+/** The environment a guide line runs in: with `NODE_OPTIONS` when the line sets it. */
+const envOf = (line: string) => (line.startsWith(LOADER_PREFIX) ? { ...cliEnv, NODE_OPTIONS: '--import tsx' } : cliEnv);
+const commandLines = (block: string) => block.split('\n').filter((line) => line.replace(LOADER_PREFIX, '').startsWith('npx trailwire '));
+async function trailwireCommand(line: string, db: string): Promise<any> {
+  const { stdout } = await promisify(execFile)(process.execPath, [bin, ...argumentsOf(line), '--db', db], { cwd: fileURLToPath(scratch), env: envOf(line) });
   return JSON.parse(stdout);
 }
 
 describe('docs/writing-a-product.md, end to end', () => {
   it('§6 with the trailwire command (--product-module) and §7 answer as the guide shows', { timeout: 60_000 }, async () => {
-    const [partnersCreate, serveLine, ...rest] = commandLines(only('sh', '--product-module'));
+    const [partnersCreate, serveLine, ...rest] = commandLines(only('sh', `${LOADER_PREFIX}npx trailwire serve`));
     assert.equal(rest.length, 0, '§6 shows two commands');
-    assert.match(partnersCreate!, /partners create .*--product axle-load --product-module \.\/products\/axle-load\/index\.ts/);
-    assert.match(serveLine!, /^npx trailwire serve --product-module \.\/products\/axle-load\/index\.ts$/);
+    assert.match(partnersCreate!, /^NODE_OPTIONS='--import tsx' npx trailwire partners create .*--product axle-load --product-module \.\/products\/axle-load\/index\.ts/);
+    assert.match(serveLine!, /^NODE_OPTIONS='--import tsx' npx trailwire serve --product-module \.\/products\/axle-load\/index\.ts$/);
     const provisioning = commandLines(only('sh', 'customers create'));
     assert.equal(provisioning.length, 3, '§7 shows customers, fleets and trailers create');
 
@@ -110,15 +115,15 @@ describe('docs/writing-a-product.md, end to end', () => {
     const db = join(dir, 'trailwire.db');
     const children: ReturnType<typeof spawn>[] = [];
     try {
-      const partner = await trailwireCommand(argumentsOf(partnersCreate!), db);
+      const partner = await trailwireCommand(partnersCreate!, db);
       assert.match(partner.apiKey, /^twp_/);
-      const customer = await trailwireCommand(argumentsOf(provisioning[0]!), db);
-      const fleet = await trailwireCommand(argumentsOf(provisioning[1]!.replace('<customer>', customer.id)), db);
-      const trailer = await trailwireCommand(argumentsOf(provisioning[2]!.replace('--fleet 1', `--fleet ${fleet.id}`)), db);
+      const customer = await trailwireCommand(provisioning[0]!, db);
+      const fleet = await trailwireCommand(provisioning[1]!.replace('<customer>', customer.id), db);
+      const trailer = await trailwireCommand(provisioning[2]!.replace('--fleet 1', `--fleet ${fleet.id}`), db);
 
       const server = spawn(process.execPath, [bin, ...argumentsOf(serveLine!), '--db', db, '--port', '0', '--grpc-port', '0', '--json'], {
         cwd: fileURLToPath(scratch),
-        env: cliEnv,
+        env: envOf(serveLine!),
         stdio: ['ignore', 'pipe', 'inherit'],
       });
       children.push(server);
@@ -135,6 +140,26 @@ describe('docs/writing-a-product.md, end to end', () => {
         if (child.exitCode === null) child.kill('SIGTERM');
         await exited;
       }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('§2 and §6 built: tsc with the guide\'s tsconfig, and the trailwire command loads the .js with plain Node', { timeout: 60_000 }, async () => {
+    const production = only('sh', 'npx tsc && npx trailwire serve');
+    assert.match(production, /--product-module \.\/dist\/products\/axle-load\/index\.js/);
+    writeFileSync(new URL('tsconfig.json', scratch), only('json', 'rewriteRelativeImportExtensions'));
+    const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url));
+    await promisify(execFile)(process.execPath, [tsc], { cwd: fileURLToPath(scratch) });
+
+    const dir = mkdtempSync(join(tmpdir(), 'trailwire-guide-built-'));
+    try {
+      const line = 'npx trailwire partners create --name "Scale Co" --product axle-load --product-module ./dist/products/axle-load/index.js --json';
+      const { stdout } = await promisify(execFile)(process.execPath, [bin, ...argumentsOf(line), '--db', join(dir, 'trailwire.db')], {
+        cwd: fileURLToPath(scratch),
+        env: { ...cliEnv, NODE_OPTIONS: '' },
+      });
+      assert.match(JSON.parse(stdout).apiKey, /^twp_/);
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -19,6 +19,7 @@ import { createTrailwire } from '../../core/trailwire.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { subscribeLiveFeed, type LiveUpdate } from '../../simulator/client/index.ts';
+import { TRAILWIRE_BIN } from '../support/cli.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;
@@ -28,7 +29,7 @@ const skip =
 // The command line says everything; a TRAILWIRE_WORKERS of the caller's shell would change what runs.
 const env = { ...process.env };
 delete env.TRAILWIRE_WORKERS;
-const BIN = new URL('../../bin/trailwire.js', import.meta.url).pathname;
+const BIN = TRAILWIRE_BIN;
 /** The gps-basic limit both processes are started with: per VIN, per hour (so a burst never straddles two windows but by bad luck, which `awayFromWindowEdge` avoids). */
 const LIMIT = 5;
 const LIMIT_WINDOW_SECONDS = 3600;

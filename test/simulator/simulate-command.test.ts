@@ -13,9 +13,10 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { startServer, type RunningServer } from '../../adapters/server/index.ts';
 import { withCheckDigit } from '../../core/vin.ts';
+import { TRAILWIRE_BIN } from '../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = join(ROOT, 'bin', 'trailwire.js');
+const BIN = TRAILWIRE_BIN;
 
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {

@@ -20,7 +20,7 @@ import {
   type Migration,
   type SqliteStoreOptions,
 } from '../../../adapters/sqlite/index.ts';
-import { prepareStoreStatements } from '../../../adapters/sqlite/sqlite-store.ts';
+import { storeStatementSources } from '../../../adapters/sqlite/sqlite-store.ts';
 import { TrailwireError } from '../../../core/errors.ts';
 import type { TimeKey } from '../../../core/store.ts';
 import { runStoreConformance } from '../../conformance/store.ts';
@@ -292,13 +292,13 @@ describe('query plans', () => {
     const db = new Database(':memory:');
     try {
       applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
-      const statements = Object.entries(prepareStoreStatements(db));
+      const statements = Object.entries(storeStatementSources(db));
       assert.ok(statements.length > 30);
-      for (const [name, statement] of statements) {
+      for (const [name, source] of statements) {
         if (SMALL_BY_NATURE.has(name)) continue;
-        const named = [...new Set(statement.source.match(/:\w+/g) ?? [])].map((param) => param.slice(1));
-        const positional = (statement.source.match(/\?/g) ?? []).length;
-        const explain = db.prepare<unknown[], { detail: string }>(`EXPLAIN QUERY PLAN ${statement.source}`);
+        const named = [...new Set(source.match(/:\w+/g) ?? [])].map((param) => param.slice(1));
+        const positional = (source.match(/\?/g) ?? []).length;
+        const explain = db.prepare<unknown[], { detail: string }>(`EXPLAIN QUERY PLAN ${source}`);
         const plan = (named.length > 0 ? explain.all(Object.fromEntries(named.map((param) => [param, 1]))) : explain.all(...Array(positional).fill(1)))
           .map((row) => row.detail);
         for (const step of plan) {

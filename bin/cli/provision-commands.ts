@@ -5,7 +5,7 @@
  */
 import type { Argv, CommandModule } from 'yargs';
 import { invalidField, TrailwireError } from '../../core/errors.ts';
-import { builtInProducts } from '../../products/index.ts';
+import { BUILT_IN_PRODUCT_NAMES } from '../../products/built-in-names.ts';
 import { withCore, type StoreArguments } from './open-core.ts';
 import { printFailure, printResult } from './output.ts';
 
@@ -44,7 +44,7 @@ const partnersCreate: CommandModule<Common, Common & { name: string; product: st
       .option('product', {
         type: 'string',
         demandOption: true,
-        describe: `The product the key is scoped to: ${builtInProducts.map((product) => product.name).join(', ')}, or one of --product-module`,
+        describe: `The product the key is scoped to: ${BUILT_IN_PRODUCT_NAMES.join(', ')}, or one of --product-module`,
       }),
   handler: (args) =>
     run(args, async (trailwire) => {

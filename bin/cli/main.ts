@@ -4,13 +4,13 @@
  * parsed here, once, into the typed options of the functions the commands call.
  */
 import yargs from 'yargs';
-import { hideBin } from 'yargs/helpers';
-import { DEFAULT_DB_FILE } from '../server/index.ts';
+import { DEFAULT_DB_FILE } from '../../adapters/server/defaults.ts';
 import { usageFailure } from './output.ts';
 import { provisionCommands } from './provision-commands.ts';
 import { queueCommand } from './queue-commands.ts';
 import { serveCommand } from './serve-command.ts';
 
+/** Parses `argv` (the arguments after the script name) and runs the command it names. */
 export async function main(argv: string[]): Promise<void> {
   await yargs(argv)
     .scriptName('trailwire')
@@ -50,5 +50,3 @@ export async function main(argv: string[]): Promise<void> {
     .fail(usageFailure(argv))
     .parseAsync();
 }
-
-await main(hideBin(process.argv));

@@ -14,9 +14,10 @@ import { fileURLToPath } from 'node:url';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
+import { TRAILWIRE_BIN } from '../../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const BIN = join(ROOT, 'bin', 'trailwire.js');
+const BIN = TRAILWIRE_BIN;
 const env = { ...process.env, NO_COLOR: '1', TRAILWIRE_GRPC_PORT: '0', TRAILWIRE_LOG_LEVEL: 'error' };
 
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {

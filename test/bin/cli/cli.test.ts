@@ -14,9 +14,10 @@ import { after, before, describe, it } from 'node:test';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
+import { TRAILWIRE_BIN, TS_LOADER } from '../../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const BIN = join(ROOT, 'bin', 'trailwire.js');
+const BIN = TRAILWIRE_BIN;
 
 interface CliResult {
   code: number | null;
@@ -24,10 +25,10 @@ interface CliResult {
   stderr: string;
 }
 
-/** Runs `trailwire <args>` to completion. */
-function runCli(args: string[]): Promise<CliResult> {
+/** Runs `trailwire <args>` to completion (`node <nodeArgs> dist/bin/trailwire.js <args>`). */
+function runCli(args: string[], nodeArgs: readonly string[] = []): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' } });
+    const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
@@ -122,7 +123,8 @@ describe('trailwire CLI', () => {
   });
 
   it('partners create takes a product of a --product-module', async () => {
-    const result = await runCli(['partners', 'create', '--name', 'Cold Co', '--product', 'reefer', '--product-module', './examples/custom-product/index.ts', '--db', db, '--json']);
+    // A product module in TypeScript loads under a loader (the product guide's development path).
+    const result = await runCli(['partners', 'create', '--name', 'Cold Co', '--product', 'reefer', '--product-module', './examples/custom-product/index.ts', '--db', db, '--json'], TS_LOADER);
     assert.equal(result.code, 0, result.stderr);
     assert.match(jsonDocument(result).apiKey, /^twp_/);
   });

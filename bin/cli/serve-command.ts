@@ -7,14 +7,12 @@
  */
 import cluster from 'node:cluster';
 import type { Argv, CommandModule } from 'yargs';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
-import { builtInProducts } from '../../products/index.ts';
-import { seedDemo, type DemoSeed, type DemoPrincipal } from '../../simulator/demo-seed.ts';
-import { reportFailure, reportReady, startCluster } from '../server/cluster.ts';
-import { type RunningServer, type ServerOptions, startServer } from '../server/index.ts';
-import type { SqliteDurability } from '../sqlite/index.ts';
+import type { DemoSeed, DemoPrincipal } from '../../simulator/demo-seed.ts';
+import type { RunningServer, ServerOptions } from '../../adapters/server/index.ts';
+import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
 import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
 
@@ -98,7 +96,24 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
   },
 };
 
+/**
+ * The server, the cluster and the demo, loaded when `serve` runs rather than when the command line
+ * starts: `trailwire --help` and the provisioning commands answer without loading them.
+ */
+async function serverModules() {
+  const [{ pino }, { startServer }, { reportFailure, reportReady, startCluster }, { seedDemo }, { builtInProducts }] = await Promise.all([
+    import('pino'),
+    import('../../adapters/server/index.ts'),
+    import('../../adapters/server/cluster.ts'),
+    import('../../simulator/demo-seed.ts'),
+    import('../../products/index.ts'),
+  ]);
+  const seedDemoOf = (server: RunningServer) => seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) });
+  return { pino, startServer, reportFailure, reportReady, startCluster, seedDemoOf };
+}
+
 async function serve(args: ServeArguments): Promise<void> {
+  const { pino, startServer, seedDemoOf } = await serverModules();
   // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
   const logger = pino({ level: args['log-level'] }, pino.destination(2));
   if (cluster.isWorker) return serveAsWorker(args, logger.child({ worker: cluster.worker!.id }));
@@ -107,7 +122,7 @@ async function serve(args: ServeArguments): Promise<void> {
   const options = serverOptionsOf(args, logger);
   if (workers > 1) return serveAsPrimary(args, workers, logger);
   const server = await startServer(options);
-  const demo = args.demo ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : null;
+  const demo = args.demo ? await seedDemoOf(server) : null;
   printStarted(args, reportOf(server, demo), 1);
   logger.info({ url: server.url, store: server.storeDescription }, 'trailwire serving');
   stopOnSignals(logger, () => server.close());
@@ -115,6 +130,7 @@ async function serve(args: ServeArguments): Promise<void> {
 
 /** The primary of `--workers N`: forks the workers, prints once they all listen, forwards stop signals. */
 async function serveAsPrimary(args: ServeArguments, workers: number, logger: Logger): Promise<void> {
+  const { startCluster } = await serverModules();
   const running = await startCluster<ServeReport>({ workers, logger });
   // Every worker has the same ports and store; the demo is seeded (and reported) by the first only.
   const first = running.ready[0]!;
@@ -126,10 +142,11 @@ async function serveAsPrimary(args: ServeArguments, workers: number, logger: Log
 
 /** A worker of `--workers N`: serves, and reports to the primary instead of printing. */
 async function serveAsWorker(args: ServeArguments, logger: Logger): Promise<void> {
+  const { startServer, reportReady, reportFailure, seedDemoOf } = await serverModules();
   try {
     const server = await startServer(serverOptionsOf(args, logger));
     stopOnSignals(logger, () => server.close());
-    const demo = args.demo && cluster.worker!.id === 1 ? await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) }) : null;
+    const demo = args.demo && cluster.worker!.id === 1 ? await seedDemoOf(server) : null;
     await reportReady<ServeReport>(reportOf(server, demo));
     logger.info({ url: server.url }, 'trailwire worker serving');
   } catch (error) {

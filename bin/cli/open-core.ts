@@ -5,10 +5,8 @@
  * file, and PostgreSQL is made for it.
  */
 import type { IntakeQueue } from '../../core/intake-queue.ts';
-import { loadProductModule } from '../../core/products.ts';
-import { createTrailwire, type Trailwire } from '../../core/trailwire.ts';
-import { builtInProducts } from '../../products/index.ts';
-import { openStoreBackend, type StoreBackend } from '../server/backends.ts';
+import type { Trailwire } from '../../core/trailwire.ts';
+import type { StoreBackend } from '../../adapters/server/backends.ts';
 
 /** The global options every command shares, as yargs parses them. */
 export interface StoreArguments {
@@ -26,6 +24,13 @@ export function backendOptionsOf(args: StoreArguments): { db: string; databaseUr
 
 /** Runs `work` with a core over the configured backend, closing it afterwards. */
 export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailwire, backend: StoreBackend) => Promise<T>): Promise<T> {
+  // Loaded on use, so that `--help` and argument errors answer without loading the stores and products.
+  const [{ openStoreBackend }, { loadProductModule }, { createTrailwire }, { builtInProducts }] = await Promise.all([
+    import('../../adapters/server/backends.ts'),
+    import('../../core/products.ts'),
+    import('../../core/trailwire.ts'),
+    import('../../products/index.ts'),
+  ]);
   const backend = await openStoreBackend(backendOptionsOf(args));
   try {
     const modules = await Promise.all(args['product-module'].map((specifier) => loadProductModule(specifier)));

@@ -9,11 +9,9 @@ import { writeFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
-import { renderHtmlReport } from '../../simulator/html-report.ts';
-import { progressPrinter } from '../../simulator/progress-line.ts';
-import { formatReportTable } from '../../simulator/report.ts';
-import { SCENARIO_DEFINITIONS, SCENARIOS, type ScenarioName } from '../../simulator/scenarios.ts';
-import { simulate, type SimulateOptions } from '../../simulator/simulate.ts';
+import type { progressPrinter } from '../../simulator/progress-line.ts';
+import { SCENARIO_DEFINITIONS, SCENARIOS, type ScenarioName } from '../../simulator/scenario-definitions.ts';
+import type { SimulateOptions } from '../../simulator/simulate.ts';
 import { printFailure } from './output.ts';
 
 interface SimulateArguments {
@@ -80,6 +78,13 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
     let progress: ReturnType<typeof progressPrinter> | undefined;
     try {
       const options = optionsOf(args);
+      // Loaded here, not at the top: `trailwire --help` and the other commands do not pay for the simulator.
+      const [{ simulate }, { progressPrinter }, { renderHtmlReport }, { formatReportTable }] = await Promise.all([
+        import('../../simulator/simulate.ts'),
+        import('../../simulator/progress-line.ts'),
+        import('../../simulator/html-report.ts'),
+        import('../../simulator/report.ts'),
+      ]);
       progress = !args.json && process.stderr.isTTY ? progressPrinter(process.stderr) : undefined;
       const { report } = await simulate({ ...options, onProgress: progress?.update });
       progress?.done();
