@@ -4,6 +4,7 @@
  * VIN) fixed-window limit, and then the durable enqueue. By the time `accept` resolves the payload
  * is stored; the transport answers 202. Reading the body (size, type, JSON) is the transport's job.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Clock, IdGenerator } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord } from './intake-queue.ts';
@@ -28,6 +29,29 @@ export interface Accepted {
   /** The limit state of this (product, VIN) (a replay counts nothing, and reports the state as it is). */
   rateLimit: RateLimitState;
   replayed: boolean;
+}
+
+/**
+ * The earlier payload of an idempotency key, if this request repeats it: the same VIN and the same
+ * JSON value (whitespace and key order aside, so a client that re-serializes its retry is still a
+ * retry). Anything else is a client bug that would otherwise lose the new payload silently behind
+ * the old id, so it is refused (contract 4, as the IETF Idempotency-Key draft does with 422).
+ * The comparison uses what the queue record already holds, so the queue stores no fingerprint.
+ */
+function replayOf(earlier: IntakeRecord, vin: string, body: unknown, idempotencyKey: string): IntakeRecord {
+  if (earlier.vin === vin && isDeepStrictEqual(parsedPayload(earlier.payload), body)) return earlier;
+  throw new TrailwireError(
+    'idempotency_key_reused',
+    `Idempotency-Key ${JSON.stringify(idempotencyKey)} was used for intake ${earlier.id} with ${earlier.vin === vin ? 'another body' : 'another VIN'}; use a new key for a new payload.`,
+  );
+}
+
+function parsedPayload(payload: string): unknown {
+  try {
+    return JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
 }
 
 /** What the status endpoint shows a partner of one of its payloads. */
@@ -69,7 +93,7 @@ export class IntakeService {
     const limiter = this.limiterOf(productName);
     if (idempotencyKey !== null) {
       const earlier = await queue.findByIdempotencyKey(input.claims.sub, idempotencyKey, now - IDEMPOTENCY_WINDOW_MS);
-      if (earlier) return { record: earlier, rateLimit: await limiter.peek(vin, now), replayed: true };
+      if (earlier) return { record: replayOf(earlier, vin, input.body, idempotencyKey), rateLimit: await limiter.peek(vin, now), replayed: true };
     }
     // The payload counts in the window of its receive time, the time its status reports.
     const rateLimit = await limiter.enforce(vin, now);
@@ -83,7 +107,8 @@ export class IntakeService {
       idempotencyKey,
     });
     if (created) this.options.onEnqueued?.();
-    return { record, rateLimit, replayed: !created };
+    // Not created: a concurrent request with the same key won the race; the same rule applies to it.
+    return { record: created ? record : replayOf(record, vin, input.body, idempotencyKey!), rateLimit, replayed: !created };
   }
 
   /** The state of one of the partner's payloads; another partner's (or no) payload is not found. */

@@ -17,6 +17,7 @@ export const GRPC_STATUS_BY_CODE: Record<ErrorCode, status> = {
   not_found: status.NOT_FOUND,
   method_not_allowed: status.UNIMPLEMENTED,
   conflict: status.ALREADY_EXISTS,
+  idempotency_key_reused: status.INVALID_ARGUMENT,
   payload_too_large: status.RESOURCE_EXHAUSTED,
   unsupported_media_type: status.INVALID_ARGUMENT,
   rate_limited: status.RESOURCE_EXHAUSTED,

@@ -350,7 +350,8 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
             {
               name: 'Idempotency-Key',
               in: 'header',
-              description: 'A repeat of the same key by the same partner within 24 hours answers the original 202 again and enqueues nothing.',
+              description:
+                'A repeat of the same key by the same partner within 24 hours, with the same VIN and body, answers the original 202 again (`Idempotent-Replayed: true`) and enqueues nothing; with another VIN or body it is 422 `idempotency_key_reused`.',
               schema: { type: 'string', maxLength: 255 },
             },
           ],
@@ -364,7 +365,7 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
               headers: { ...rateLimitHeaders, Location: { description: 'The status URL of this payload.', schema: { type: 'string' } } },
               content: { 'application/json': { schema: ref('IntakeAccepted') } },
             },
-            ...problems(400, 401, 403, 413, 415, 429),
+            ...problems(400, 401, 403, 413, 415, 422, 429),
           },
         },
       },

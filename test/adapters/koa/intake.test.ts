@@ -169,6 +169,28 @@ describe('partner intake over HTTP', () => {
     assert.notEqual(later.body.id, first.body.id, 'after 24 hours the key is new again');
   });
 
+  it('refuses an Idempotency-Key reused with another VIN or body: 422 idempotency_key_reused, nothing enqueued', async () => {
+    await at(3);
+    const vin = uniqueVin();
+    const first = await post(gpsPartner.token, vin, gps(600), { 'idempotency-key': 'order-2' });
+    assert.equal(first.status, 202);
+    const depth = await app.trailwire.intake!.queue.depth();
+    const otherBody = await post(gpsPartner.token, vin, gps(601), { 'idempotency-key': 'order-2' });
+    assertProblem(otherBody, 422);
+    assert.equal(otherBody.body.type, 'https://trailwire.dev/problems/idempotency-key-reused');
+    const otherVin = await post(gpsPartner.token, uniqueVin(), gps(600), { 'idempotency-key': 'order-2' });
+    assertProblem(otherVin, 422);
+    assert.match(otherVin.body.detail, /another VIN/);
+    assert.equal(await app.trailwire.intake!.queue.depth(), depth, 'nothing enqueued');
+    // The same JSON value, re-serialized with other whitespace and key order, is still the same body.
+    const { timestamp, ...rest } = gps(600);
+    const reserialized = JSON.stringify({ ...rest, timestamp }, null, 2);
+    const replay = await post(gpsPartner.token, vin, reserialized, { 'idempotency-key': 'order-2', 'content-type': 'application/json' });
+    assert.equal(replay.status, 202);
+    assert.equal(replay.body.id, first.body.id);
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+  });
+
   it('processes one VIN in arrival order, and derives the trailer status from the tire sensors', async () => {
     await at(30);
     const customer = await customerWithToken(app, 'Status Co');
