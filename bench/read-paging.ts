@@ -58,7 +58,7 @@ export async function runReadPagingBench(options: ReadPagingOptions = {}) {
     // A `next` token 90% into the range: what a client holds after paging 9,000 pages.
     const codec = new CursorCodec(await store.getOrCreateSecret('cursor-hmac', 'unused'));
     const deepSeq = await deepSequence(trailwire, principal.id, trailer.id, range, Math.floor(points * 0.9));
-    const deepToken = codec.encode(`gps:${trailer.id}`, { kind: 'time', after: deepSeq, range });
+    const deepToken = codec.encode(`gps:${trailer.id}`, { kind: 'time', after: deepSeq, range, take: 100 });
     const deepUrl = `${appUrl}/api/v1/trailers/telemetry/gps/${trailer.id}?take=100&next=${encodeURIComponent(deepToken)}`;
 
     const sample = await (await fetch(firstUrl, { headers })).text();

@@ -1,7 +1,10 @@
 /**
  * Paging (contract 5). Lists are keyset pages: a `next` token carries the position after the last
- * record of a page (an id, or a timestamp and sequence) and nothing else about the data, so a page
- * costs the same however deep it is and inserts between pages never duplicate or skip a record.
+ * record of a page (an id, or a timestamp and sequence), so a page costs the same however deep it is
+ * and inserts between pages never duplicate or skip a record. It also carries everything else that
+ * shapes the list — the page size, the `activeOnly` filter, the time range — so that `?next=` alone
+ * continues the same list, and a parameter beside it that says otherwise is refused rather than
+ * silently answered with a page of another list (`agreeWithToken`).
  * Tokens are opaque and tamper-evident: base64url JSON plus an HMAC bound to the list they came from,
  * so a token edited by hand, or replayed on another list, is a 400 rather than a silent wrong page.
  */
@@ -57,10 +60,13 @@ export function parseTimeRange(raw: { from?: string; to?: string }, now: number)
   return { from, to };
 }
 
-/** The position a `next` token resumes after, with the time range it belongs to for telemetry. */
+/**
+ * The position a `next` token resumes after, and the shape of its list: the page size, the
+ * `activeOnly` filter of trailer and device lists, the time range of telemetry lists.
+ */
 export type CursorPosition =
-  | { kind: 'id'; afterId: string | number }
-  | { kind: 'time'; after: TimeKey; range: TimeRange };
+  | { kind: 'id'; afterId: string | number; take: number; activeOnly?: boolean }
+  | { kind: 'time'; after: TimeKey; range: TimeRange; take: number };
 
 /** Encodes and decodes `next` tokens with a server secret. */
 export class CursorCodec {
@@ -105,19 +111,34 @@ function safeEqual(a: string, b: string): boolean {
   return left.length === right.length && timingSafeEqual(left, right);
 }
 
+/**
+ * A query parameter given beside `next` must say what the token says (contract 5): `given` is the
+ * parsed parameter (undefined when absent), `carried` the token's value. Answers the token's value.
+ */
+export function agreeWithToken<T>(path: string, given: T | undefined, carried: T, shown: string = String(carried)): T {
+  if (given !== undefined && given !== carried)
+    throw invalidField(path, `contradicts the \`next\` token, which continues the list with ${path.slice(1)} ${shown}; omit it beside \`next\``);
+  return carried;
+}
+
 // Short keys keep tokens short in URLs.
 function compact(position: CursorPosition): unknown {
   return position.kind === 'id'
-    ? { i: position.afterId }
-    : { t: position.after.timestamp, s: position.after.seq, f: position.range.from, u: position.range.to };
+    ? { i: position.afterId, n: position.take, ...(position.activeOnly === undefined ? {} : { a: position.activeOnly }) }
+    : { t: position.after.timestamp, s: position.after.seq, f: position.range.from, u: position.range.to, n: position.take };
 }
 
 function expand(value: unknown): CursorPosition {
   const v = value as Record<string, unknown>;
-  if (typeof v?.i === 'string' || Number.isSafeInteger(v?.i)) return { kind: 'id', afterId: v.i as string | number };
-  const numbers = [v?.t, v?.s, v?.f, v?.u];
+  const take = v?.n;
+  if (!Number.isInteger(take) || (take as number) < 1 || (take as number) > TAKE_MAX) throw new Error('not a cursor');
+  if (typeof v.i === 'string' || Number.isSafeInteger(v.i)) {
+    if (v.a !== undefined && typeof v.a !== 'boolean') throw new Error('not a cursor');
+    return { kind: 'id', afterId: v.i as string | number, take: take as number, ...(v.a === undefined ? {} : { activeOnly: v.a as boolean }) };
+  }
+  const numbers = [v.t, v.s, v.f, v.u];
   if (numbers.every((n) => Number.isSafeInteger(n)))
-    return { kind: 'time', after: { timestamp: v.t as number, seq: v.s as number }, range: { from: v.f as number, to: v.u as number } };
+    return { kind: 'time', after: { timestamp: v.t as number, seq: v.s as number }, range: { from: v.f as number, to: v.u as number }, take: take as number };
   throw new Error('not a cursor');
 }
 

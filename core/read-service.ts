@@ -6,13 +6,15 @@
 import type { Clock } from './clock.ts';
 import { invalidField, TrailwireError } from './errors.ts';
 import {
+  agreeWithToken,
   type CursorCodec,
   type CursorPosition,
   type Page,
   parseActiveOnly,
   parseTake,
   parseTimeRange,
-  type TimeRange,
+  parseTimestamp,
+  TAKE_DEFAULT,
   toPage,
 } from './paging.ts';
 import type { FleetReadStore, Sequenced, TimePageQuery } from './store.ts';
@@ -55,12 +57,11 @@ export class ReadService {
   }
 
   async listFleets(customerId: string, query: QueryParams): Promise<Page<ReturnType<typeof fleetView>>> {
-    const take = parseTake(single(query, 'take'));
     // The customer is part of the list's name: another customer's token would silently skip records here.
     const scope = `fleets:${customerId}`;
-    const afterId = this.afterId(query, scope, 'number');
+    const { afterId, take } = this.idPage(query, scope, 'number', false);
     const rows = await this.store.listFleets(customerId, { afterId, limit: take + 1 });
-    return toPage(rows, take, fleetView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
+    return toPage(rows, take, fleetView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id, take }));
   }
 
   async getFleet(customerId: string, fleetSegment: string) {
@@ -69,17 +70,15 @@ export class ReadService {
 
   async listTrailers(customerId: string, fleetSegment: string, query: QueryParams) {
     const fleet = await this.ownedFleet(customerId, fleetSegment);
-    const take = parseTake(single(query, 'take'));
-    const activeOnly = parseActiveOnly(single(query, 'activeOnly'));
-    const scope = `trailers:${fleet.id}:${activeOnly}`;
-    const afterId = this.afterId(query, scope, 'string');
+    const scope = `trailers:${fleet.id}`;
+    const { afterId, take, activeOnly } = this.idPage(query, scope, 'string', true);
     const rows = await this.store.listTrailers(customerId, fleet.id, {
       afterId,
       limit: take + 1,
       activeOnly,
       staleBefore: this.staleBefore(),
     });
-    return toPage(rows, take, trailerView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
+    return toPage(rows, take, trailerView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id, take, activeOnly }));
   }
 
   async getTrailer(customerId: string, trailerId: string) {
@@ -93,17 +92,15 @@ export class ReadService {
 
   async listDevices(customerId: string, trailerId: string, query: QueryParams) {
     const trailer = await this.ownedTrailer(customerId, trailerId);
-    const take = parseTake(single(query, 'take'));
-    const activeOnly = parseActiveOnly(single(query, 'activeOnly'));
-    const scope = `devices:${trailer.id}:${activeOnly}`;
-    const afterId = this.afterId(query, scope, 'string');
+    const scope = `devices:${trailer.id}`;
+    const { afterId, take, activeOnly } = this.idPage(query, scope, 'string', true);
     const rows = await this.store.listDevices(customerId, trailer.id, {
       afterId,
       limit: take + 1,
       activeOnly,
       staleBefore: this.staleBefore(),
     });
-    return toPage(rows, take, deviceView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
+    return toPage(rows, take, deviceView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id, take, activeOnly }));
   }
 
   async getDevice(customerId: string, deviceId: string) {
@@ -124,11 +121,10 @@ export class ReadService {
   }
 
   async listCargosafe(customerId: string, query: QueryParams) {
-    const take = parseTake(single(query, 'take'));
     const scope = `cargosafe:${customerId}`;
-    const afterId = this.afterId(query, scope, 'string');
+    const { afterId, take } = this.idPage(query, scope, 'string', false);
     const rows = await this.store.listCargosafe(customerId, { afterId, limit: take + 1 });
-    return toPage(rows, take, cargosafeView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id }));
+    return toPage(rows, take, cargosafeView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id, take }));
   }
 
   async getCargosafe(customerId: string, unitId: string) {
@@ -166,14 +162,27 @@ export class ReadService {
     return this.clock.now() - this.deviceStaleAfterMs;
   }
 
-  /** The id to resume after, from `next`; the token must come from this list and hold an id of `type`. */
-  private afterId(query: QueryParams, scope: string, type: 'number'): number | undefined;
-  private afterId(query: QueryParams, scope: string, type: 'string'): string | undefined;
-  private afterId(query: QueryParams, scope: string, type: 'number' | 'string'): string | number | undefined {
+  /**
+   * The shape of a page of an id-ordered list: from the `next` token when one is given (the token
+   * must come from this list and hold an id of `type`; `take` and, on a `filtered` list, `activeOnly`
+   * beside it must agree with it), else from the query parameters and their defaults.
+   */
+  private idPage<T extends 'number' | 'string'>(
+    query: QueryParams,
+    scope: string,
+    type: T,
+    filtered: boolean,
+  ): { afterId: (T extends 'number' ? number : string) | undefined; take: number; activeOnly: boolean } {
+    const take = optional(query, 'take', parseTake);
+    const activeOnly = filtered ? optional(query, 'activeOnly', parseActiveOnly) : undefined;
     const position = this.position(query, scope);
-    if (position === undefined) return undefined;
-    if (position.kind !== 'id' || typeof position.afterId !== type) throw invalidField('/next', 'is not a paging token of this list');
-    return position.afterId;
+    if (position === undefined) return { afterId: undefined, take: take ?? TAKE_DEFAULT, activeOnly: activeOnly ?? false };
+    if (position.kind !== 'id' || typeof position.afterId !== type || filtered !== (position.activeOnly !== undefined)) throw notThisList();
+    return {
+      afterId: position.afterId as T extends 'number' ? number : string,
+      take: agreeWithToken('/take', take, position.take),
+      activeOnly: filtered ? agreeWithToken('/activeOnly', activeOnly, position.activeOnly!) : false,
+    };
   }
 
   private position(query: QueryParams, scope: string): CursorPosition | undefined {
@@ -182,8 +191,9 @@ export class ReadService {
   }
 
   /**
-   * A page of a time range. The first page fixes the range (defaults resolved against now); `next`
-   * carries it, so following pages read the same range even as time moves on.
+   * A page of a time range. The first page fixes the range (defaults resolved against now) and the
+   * page size; `next` carries both, so following pages read the same range even as time moves on,
+   * and `from`, `to` or `take` beside it must agree with it.
    */
   private async timePage<Row, View>(
     query: QueryParams,
@@ -191,28 +201,23 @@ export class ReadService {
     fetch: (page: TimePageQuery) => Promise<Sequenced<Row>[]>,
     view: (row: Row) => View,
   ): Promise<Page<View>> {
-    const take = parseTake(single(query, 'take'));
-    const raw = { from: single(query, 'from'), to: single(query, 'to') };
     const position = this.position(query, scope);
-    let range: TimeRange;
-    let after;
+    let page: { range: { from: number; to: number }; after?: Sequenced<Row>['key']; take: number };
     if (position === undefined) {
-      range = parseTimeRange(raw, this.clock.now());
+      page = { range: parseTimeRange({ from: single(query, 'from'), to: single(query, 'to') }, this.clock.now()), take: parseTake(single(query, 'take')) };
     } else {
-      if (position.kind !== 'time') throw invalidField('/next', 'is not a paging token of this list');
-      range = position.range;
-      after = position.after;
-      // Explicit bounds next to a token must agree with the token's range, or the caller is confused.
-      const explicit = parseTimeRange({ from: raw.from ?? new Date(range.from).toISOString(), to: raw.to ?? new Date(range.to).toISOString() }, 0);
-      if (explicit.from !== range.from || explicit.to !== range.to)
-        throw invalidField('/next', 'belongs to another time range; omit `from` and `to` when passing `next`');
+      if (position.kind !== 'time') throw notThisList();
+      const { range, after } = position;
+      const bound = (name: 'from' | 'to') => agreeWithToken(`/${name}`, optional(query, name, (raw) => parseTimestamp(raw, `/${name}`)), range[name], new Date(range[name]).toISOString());
+      page = { range: { from: bound('from'), to: bound('to') }, after, take: agreeWithToken('/take', optional(query, 'take', parseTake), position.take) };
     }
+    const { range, after, take } = page;
     const rows = await fetch({ from: range.from, to: range.to, after, limit: take + 1 });
     return toPage(
       rows,
       take,
       (row) => view(row.record),
-      (last) => this.cursors.encode(scope, { kind: 'time', after: last.key, range }),
+      (last) => this.cursors.encode(scope, { kind: 'time', after: last.key, range, take }),
     );
   }
 }
@@ -222,6 +227,16 @@ export function single(query: QueryParams, name: string): string | undefined {
   const value = query[name];
   if (Array.isArray(value)) throw invalidField(`/${name}`, 'must be given at most once');
   return value;
+}
+
+/** A query parameter parsed when given, undefined when absent. */
+function optional<T>(query: QueryParams, name: string, parse: (raw: string) => T): T | undefined {
+  const raw = single(query, name);
+  return raw === undefined ? undefined : parse(raw);
+}
+
+function notThisList(): TrailwireError {
+  return invalidField('/next', 'is not a paging token of this list');
 }
 
 function notFound(kind: string, id: string): TrailwireError {

@@ -65,7 +65,7 @@ const pagingParams = [
     description: `Page size, ${TAKE_DEFAULT} by default.`,
     schema: { type: 'integer', minimum: 1, maximum: TAKE_MAX, default: TAKE_DEFAULT },
   },
-  { name: 'next', in: 'query', description: 'The `next` token of the previous page, passed back unchanged.', schema: { type: 'string' } },
+  { name: 'next', in: 'query', description: 'The `next` token of the previous page, passed back unchanged. It carries the page size, `activeOnly` and the time range of its list, so it may be sent alone; a parameter beside it that contradicts it is a 400.', schema: { type: 'string' } },
 ];
 const activeOnlyParam = {
   name: 'activeOnly',

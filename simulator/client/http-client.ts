@@ -173,7 +173,8 @@ export class TrailwireClient {
   async *paginate<T = unknown>(path: string, query: Record<string, string | number | boolean | undefined> = {}): AsyncGenerator<T> {
     let next: string | undefined;
     do {
-      const page = await this.request<{ data: T[]; next?: string }>('GET', path, { query: next === undefined ? query : { ...query, from: undefined, to: undefined, next } });
+      // `next` carries everything that shapes the list (take, activeOnly, the range): it goes alone.
+      const page = await this.request<{ data: T[]; next?: string }>('GET', path, { query: next === undefined ? query : { next } });
       yield* page.body.data;
       next = page.body.next;
     } while (next !== undefined);

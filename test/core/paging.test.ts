@@ -57,14 +57,16 @@ describe('time ranges', () => {
 
 describe('CursorCodec', () => {
   const codec = new CursorCodec(randomBytes(32));
-  it('round-trips id and time positions', () => {
-    const id = codec.encode('fleets', { kind: 'id', afterId: 42 });
-    assert.deepEqual(codec.decode('fleets', id), { kind: 'id', afterId: 42 });
-    const time = { kind: 'time' as const, after: { timestamp: 5, seq: 9 }, range: { from: 1, to: 10 } };
+  it('round-trips id and time positions with the shape of their list (take, activeOnly, range)', () => {
+    const id = codec.encode('fleets', { kind: 'id', afterId: 42, take: 7 });
+    assert.deepEqual(codec.decode('fleets', id), { kind: 'id', afterId: 42, take: 7 });
+    const filtered = { kind: 'id' as const, afterId: 'abc', take: 3, activeOnly: true };
+    assert.deepEqual(codec.decode('trailers:1', codec.encode('trailers:1', filtered)), filtered);
+    const time = { kind: 'time' as const, after: { timestamp: 5, seq: 9 }, range: { from: 1, to: 10 }, take: 500 };
     assert.deepEqual(codec.decode('gps:t1', codec.encode('gps:t1', time)), time);
   });
   it('rejects a token of another list, a tampered token and garbage', () => {
-    const token = codec.encode('trailers:1:false', { kind: 'id', afterId: 'abc' });
+    const token = codec.encode('trailers:1:false', { kind: 'id', afterId: 'abc', take: 50 });
     assert.equal(fieldOf(() => codec.decode('trailers:2:false', token)), '/next');
     const [body, mac] = token.split('.') as [string, string];
     const forged = Buffer.from(JSON.stringify({ i: 'zzz' })).toString('base64url');
@@ -74,7 +76,7 @@ describe('CursorCodec', () => {
   });
   it('does not accept a token signed with another secret', () => {
     const other = new CursorCodec(randomBytes(32));
-    assert.equal(fieldOf(() => codec.decode('fleets', other.encode('fleets', { kind: 'id', afterId: 1 }))), '/next');
+    assert.equal(fieldOf(() => codec.decode('fleets', other.encode('fleets', { kind: 'id', afterId: 1, take: 50 }))), '/next');
   });
   it('refuses a short secret', () => {
     assert.throws(() => new CursorCodec(randomBytes(16)), /32 bytes/);

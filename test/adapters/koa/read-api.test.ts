@@ -451,15 +451,49 @@ describe('read API: id-ordered lists page by keyset', () => {
     attempts.push(['/api/v1/cargosafe', fleetsNext]);
     attempts.push(['/api/v1/fleets', trailersNext]);
     attempts.push([`/api/v1/trailers/${otherFleetId}`, trailersNext]);
-    attempts.push([`/api/v1/trailers/${fleetId}?activeOnly=true`, trailersNext]);
     attempts.push([`/api/v1/devices/${otherTrailerId}`, devicesNext]);
-    attempts.push([`/api/v1/devices/${trailerId}?activeOnly=true`, devicesNext]);
     attempts.push([`/api/v1/trailers/telemetry/gps/${trailerId}`, trailersNext]);
 
     for (const [path, next] of attempts) {
       const separator = path.includes('?') ? '&' : '?';
       const response = await get(`${path}${separator}next=${encodeURIComponent(next)}`);
       assertProblem(response, 400, '/next');
+    }
+  });
+
+  it('next carries take and activeOnly: `?next=` alone continues the same list; a contradicting parameter is 400', async () => {
+    for (const list of lists()) {
+      const first = await get(`${list.path}?take=7`);
+      const next = `next=${encodeURIComponent(first.body.next)}`;
+      // Alone: the page size of the first page, not the default 50.
+      const { pages } = await walkPages(get, list.path, first.body.next);
+      assert.deepEqual(
+        pages.map((page) => page.length),
+        [7, 7, 2],
+        list.name,
+      );
+      assert.equal((await get(`${list.path}?take=7&${next}`)).status, 200, `${list.name}: an agreeing take is fine`);
+      assertProblem(await get(`${list.path}?take=8&${next}`), 400, '/take');
+      assertProblem(await get(`${list.path}?take=50&${next}`), 400, '/take');
+    }
+    const filtered = [`/api/v1/trailers/${fleetId}`, `/api/v1/devices/${trailerId}`];
+    const trailers = (await get(`${filtered[0]}?take=500`)).body.data as { id: string }[];
+    await app.trailwire.admin.setTrailerActive(trailers[5]!.id, false);
+    try {
+      for (const path of filtered) {
+        const first = await get(`${path}?activeOnly=true&take=4`);
+        const rest = await walkPages(get, path, first.body.next);
+        const all = [...first.body.data, ...rest.items] as { id: string; active: boolean }[];
+        assert.ok(all.every((record) => record.active), `${path}: the token kept activeOnly`);
+        assert.deepEqual(all, (await get(`${path}?activeOnly=true&take=500`)).body.data, path);
+        const next = `next=${encodeURIComponent(first.body.next)}`;
+        assert.equal((await get(`${path}?activeOnly=true&${next}`)).status, 200, 'an agreeing activeOnly is fine');
+        assertProblem(await get(`${path}?activeOnly=false&${next}`), 400, '/activeOnly');
+        const unfiltered = (await get(`${path}?take=4`)).body.next as string;
+        assertProblem(await get(`${path}?activeOnly=true&next=${encodeURIComponent(unfiltered)}`), 400, '/activeOnly');
+      }
+    } finally {
+      await app.trailwire.admin.setTrailerActive(trailers[5]!.id, true);
     }
   });
 
@@ -680,7 +714,28 @@ describe('read API: the telemetry endpoints page a time range', () => {
     const tampered = next.slice(0, 3) + (next[3] === 'A' ? 'B' : 'A') + next.slice(4);
     assertProblem(await get(`${gps!.path}?next=${encodeURIComponent(tampered)}`), 400, '/next');
     // A next beside bounds of another range is a confused client, not a silent other page.
-    assertProblem(await get(`${gps!.path}?next=${encodeURIComponent(next)}&from=2026-01-01T00:00:00Z`), 400, '/next');
+    assertProblem(await get(`${gps!.path}?next=${encodeURIComponent(next)}&from=2026-01-01T00:00:00Z`), 400, '/from');
+  });
+
+  it('next carries the range and take: `?next=` alone continues; a contradicting from, to or take is 400', async () => {
+    const now = app.clock.now();
+    const written = Array.from({ length: 9 }, (_, i) => now - (20 - i) * MINUTE);
+    for (const series of await timeSeries(app.trailwire, fleetId, customer.id)) {
+      await series.write(written);
+      const range = `from=${iso(now - 20 * MINUTE)}&to=${iso(now - 11 * MINUTE)}`;
+      const first = await get(`${series.path}?${range}&take=4`);
+      const rest = await walkPages(get, series.path, first.body.next);
+      assert.deepEqual(
+        rest.pages.map((page) => page.length),
+        [4, 1],
+        series.name,
+      );
+      assert.deepEqual(timestampsOf([...first.body.data, ...rest.items]), written.map(iso), series.name);
+      const next = `next=${encodeURIComponent(first.body.next)}`;
+      assert.equal((await get(`${series.path}?${range}&take=4&${next}`)).status, 200, 'agreeing parameters are fine');
+      assertProblem(await get(`${series.path}?take=5&${next}`), 400, '/take');
+      assertProblem(await get(`${series.path}?to=${iso(now)}&${next}`), 400, '/to');
+    }
   });
 
   it('next keeps the range of the first page even after the clock moves', async (t) => {
