@@ -145,7 +145,8 @@ export class TokenService {
   constructor(
     private readonly keys: SigningKeyRing,
     readonly keyVersions: KeyVersions,
-    private readonly clock: Clock,
+    /** The clock tokens are minted and verified by (a LiveFeed stream ends at `exp` on it too). */
+    readonly clock: Clock,
     options: TokenServiceOptions = {},
   ) {
     const settings = { ...DEFAULTS, ...options };

@@ -16,9 +16,29 @@ export interface GrpcServerOptions extends LiveFeedServiceOptions {
   host?: string;
   /** How long `shutdown()` lets streams finish before closing connections. Default 5,000 ms. */
   shutdownGraceMs?: number;
-  /** Options for the underlying `grpc.Server` (keepalive, message sizes, ...). Default none. */
+  /**
+   * Options for the underlying `grpc.Server`, spread over `DEFAULT_GRPC_SERVER_OPTIONS` (an option
+   * given here wins; `undefined` removes a default). Default: `DEFAULT_GRPC_SERVER_OPTIONS`.
+   */
   serverOptions?: grpc.ServerOptions;
 }
+
+/**
+ * The connection limits the LiveFeed server sets deliberately (docs/operations.md, "LiveFeed
+ * connections", says why each value): grpc-js's own defaults let one connection open any number of
+ * streams, never probe a silent peer, and keep an idle connection forever.
+ */
+export const DEFAULT_GRPC_SERVER_OPTIONS: grpc.ServerOptions = {
+  // Streams one HTTP/2 connection may carry: the per-customer cap's default, so a single connection
+  // cannot hold more streams than a customer may.
+  'grpc.max_concurrent_streams': 100,
+  // Ping a connection after 2 minutes without traffic and drop it when no answer comes in 20 s: a
+  // peer gone without a FIN (NAT timeout, crashed host) then frees its streams and its cap slots.
+  'grpc.keepalive_time_ms': 120_000,
+  'grpc.keepalive_timeout_ms': 20_000,
+  // A connection with no stream for 5 minutes is closed: a LiveFeed client always holds a stream.
+  'grpc.max_connection_idle_ms': 300_000,
+};
 
 export interface RunningGrpcServer {
   server: grpc.Server;
@@ -43,7 +63,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   if (!Number.isInteger(settings.shutdownGraceMs) || settings.shutdownGraceMs < 0)
     throw new TypeError(`startGrpcServer: \`shutdownGraceMs\` must be a non-negative integer, got ${settings.shutdownGraceMs}`);
 
-  const server = new grpc.Server(settings.serverOptions);
+  const server = new grpc.Server({ ...DEFAULT_GRPC_SERVER_OPTIONS, ...settings.serverOptions });
   const liveFeed = addLiveFeedService(server, settings);
   const health = new HealthStatus([LIVE_FEED_SERVICE_NAME]);
   addHealthService(server, health);

@@ -6,8 +6,17 @@
  * the customer; the stream's write buffer is honoured (the hub coalesces while it is full, see
  * `core/live-hub.ts`). Add it to your own server with `addLiveFeedService(server, options)`, or run
  * the whole thing with `startGrpcServer` (`grpc-server.ts`).
+ *
+ * Two limits (contract 8). A stream lives no longer than its token: at the token's `exp` it ends
+ * UNAUTHENTICATED, as on a rotation, and the client subscribes again with a fresh token — otherwise
+ * a token that leaked, or a customer whose access was cut, would keep streaming forever. And a
+ * customer holds at most `maxStreamsPerCustomer` streams in this process: the next is refused
+ * RESOURCE_EXHAUSTED, so that one customer (or one buggy client reconnecting in a loop) cannot
+ * exhaust the memory and file descriptors that every customer's streams share. The count is this
+ * process's: N processes behind a balancer admit up to N times the cap (docs/operations.md).
  */
 import * as grpc from '@grpc/grpc-js';
+import { type Clock, systemClock } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveHub, LiveSubscription, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
@@ -17,11 +26,15 @@ import { grpcStatusOf } from './status-codes.ts';
 
 export interface LiveFeedServiceOptions {
   /** Verifies the bearer tokens (a `TokenService`). */
-  tokens: Pick<TokenService, 'verify' | 'assertNotRevoked'>;
+  tokens: Pick<TokenService, 'verify' | 'assertNotRevoked'> & Partial<Pick<TokenService, 'clock'>>;
   /** Where the updates come from. */
   hub: LiveHub;
   /** Milliseconds between heartbeats; the first is sent as soon as the stream opens. Default 15,000. */
   heartbeatIntervalMs?: number;
+  /** Open streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED. Default 100. */
+  maxStreamsPerCustomer?: number;
+  /** What "now" is when a stream's token expires. Default: the clock of `tokens`, else the system clock. */
+  clock?: Clock;
 }
 
 export interface LiveFeedService {
@@ -37,7 +50,7 @@ export interface LiveFeedService {
   endAllStreams(reason?: TrailwireError): void;
 }
 
-const DEFAULTS = { heartbeatIntervalMs: 15_000 };
+const DEFAULTS = { heartbeatIntervalMs: 15_000, maxStreamsPerCustomer: 100 };
 
 const HEARTBEAT_BYTES = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
 
@@ -46,12 +59,25 @@ type SubscribeCall = grpc.ServerWritableStream<unknown, Buffer>;
 /** Builds the LiveFeed service; nothing runs until a server serves it. */
 export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeedService {
   // An option given as undefined means "the default", as if it were left out.
-  const settings = { ...options, heartbeatIntervalMs: options.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs };
-  if (!Number.isInteger(settings.heartbeatIntervalMs) || settings.heartbeatIntervalMs < 1)
-    throw new TypeError(`createLiveFeedService: \`heartbeatIntervalMs\` must be a positive integer, got ${settings.heartbeatIntervalMs}`);
-  const { tokens, hub, heartbeatIntervalMs } = settings;
+  const settings = {
+    ...options,
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs,
+    maxStreamsPerCustomer: options.maxStreamsPerCustomer ?? DEFAULTS.maxStreamsPerCustomer,
+    clock: options.clock ?? options.tokens.clock ?? systemClock,
+  };
+  for (const name of ['heartbeatIntervalMs', 'maxStreamsPerCustomer'] as const)
+    if (!Number.isInteger(settings[name]) || settings[name] < 1)
+      throw new TypeError(`createLiveFeedService: \`${name}\` must be a positive integer, got ${settings[name]}`);
+  const { tokens, hub, heartbeatIntervalMs, maxStreamsPerCustomer, clock } = settings;
 
   const streams = new Set<LiveStream>();
+  const streamsOf = new Map<string, number>();
+  const release = (stream: LiveStream) => {
+    if (!streams.delete(stream)) return;
+    const left = (streamsOf.get(stream.customerId) ?? 1) - 1;
+    if (left > 0) streamsOf.set(stream.customerId, left);
+    else streamsOf.delete(stream.customerId);
+  };
   // Encoded once per event, whichever stream asks first; the event is dropped with its bytes once
   // no stream's pending updates hold it any more.
   const encoded = new WeakMap<LiveTrailerEvent, Buffer>();
@@ -72,14 +98,17 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
       claims = await tokens.verify(bearerToken(call.metadata));
       requireAudience(claims, 'customers');
       if (closing) throw closing;
+      if ((streamsOf.get(claims.sub) ?? 0) >= maxStreamsPerCustomer)
+        throw new TrailwireError('rate_limited', `This customer already holds ${maxStreamsPerCustomer} LiveFeed streams here, the most allowed; close one first.`);
     } catch (error) {
       endCall(call, error);
       return;
     }
     if (call.cancelled) return;
-    const stream = new LiveStream(call, claims, encode, (which) => streams.delete(which));
+    const stream = new LiveStream(call, claims, encode, release);
     streams.add(stream);
-    stream.open(hub, tokens, heartbeatIntervalMs);
+    streamsOf.set(claims.sub, (streamsOf.get(claims.sub) ?? 0) + 1);
+    stream.open(hub, tokens, heartbeatIntervalMs, clock);
   }
 
   return {
@@ -102,10 +131,14 @@ export function addLiveFeedService(server: grpc.Server, options: LiveFeedService
   return service;
 }
 
-/** One open Subscribe call: the hub's sink, its heartbeat, its revocation check. */
+/** The longest delay `setTimeout` takes (about 24.8 days); a later expiry is re-checked then. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** One open Subscribe call: the hub's sink, its heartbeat, its revocation and expiry checks. */
 class LiveStream {
   private subscription: LiveSubscription | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
+  private expiry: NodeJS.Timeout | undefined;
   private finished = false;
 
   constructor(
@@ -115,7 +148,11 @@ class LiveStream {
     private readonly onFinish: (stream: LiveStream) => void,
   ) {}
 
-  open(hub: LiveHub, tokens: LiveFeedServiceOptions['tokens'], heartbeatIntervalMs: number): void {
+  get customerId(): string {
+    return this.claims.sub;
+  }
+
+  open(hub: LiveHub, tokens: LiveFeedServiceOptions['tokens'], heartbeatIntervalMs: number, clock: Clock): void {
     // 'cancelled' fires whenever the call is over: the client went away, or the status was sent.
     this.call.on('cancelled', () => this.finish(null));
     this.call.write(HEARTBEAT_BYTES);
@@ -129,7 +166,24 @@ class LiveStream {
       if (!this.call.writableNeedDrain) this.call.write(HEARTBEAT_BYTES);
       // Catches a rotation done by another process, once this process's key versions know of it.
       tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
+      // The timer below ends the stream on time; this catches a clock that jumped (or a test's manual clock).
+      this.endIfExpired(clock);
     }, heartbeatIntervalMs);
+    this.scheduleExpiry(clock);
+  }
+
+  /** Ends the stream at its token's `exp`, timed by `clock`. */
+  private scheduleExpiry(clock: Clock): void {
+    if (this.endIfExpired(clock)) return;
+    const delay = Math.min(this.claims.exp * 1000 - clock.now(), MAX_TIMER_MS);
+    this.expiry = setTimeout(() => this.scheduleExpiry(clock), delay);
+    this.expiry.unref();
+  }
+
+  private endIfExpired(clock: Clock): boolean {
+    if (this.finished || clock.now() < this.claims.exp * 1000) return this.finished;
+    this.end(new TrailwireError('invalid_token', 'The token has expired; authenticate again and subscribe with the fresh token.'));
+    return true;
   }
 
   end(reason: unknown): void {
@@ -140,6 +194,7 @@ class LiveStream {
     if (this.finished) return;
     this.finished = true;
     clearInterval(this.heartbeat);
+    clearTimeout(this.expiry);
     this.subscription?.unsubscribe();
     this.onFinish(this);
     if (reason !== null && !this.call.cancelled) endCall(this.call, reason);

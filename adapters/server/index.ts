@@ -59,6 +59,8 @@ export interface ServerOptions {
   grpcPort?: number;
   /** LiveFeed heartbeat interval. Default 15,000 ms. */
   heartbeatIntervalMs?: number;
+  /** LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED. Default 100. */
+  maxStreamsPerCustomer?: number;
   /**
    * Run the intake worker in this process. Default true; false makes a process that only takes
    * intake while others (sharing the store) process it.
@@ -98,6 +100,14 @@ export interface RunningServer {
   /** Stops accepting, finishes in-flight requests and the intake round in hand, closes the store. */
   close(): Promise<void>;
 }
+
+/**
+ * The Node HTTP server's timeouts, set deliberately (docs/operations.md, "HTTP timeouts"): a client
+ * must send its headers within 15 s and its whole request (at most a 256 KiB body) within 30 s, so a
+ * slow-loris client cannot hold sockets open; an idle keep-alive connection is kept 65 s, longer than
+ * the 60 s idle timeout of common load balancers, so the balancer, not the server, closes it.
+ */
+export const HTTP_SERVER_TIMEOUTS = { headersTimeout: 15_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 } as const;
 
 /** Where the embedded store lives unless `db` says otherwise. */
 export { DEFAULT_DB_FILE } from './backends.ts';
@@ -177,8 +187,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
         }
       : undefined,
   });
-  const server: Server = createServer(app.callback());
-  server.keepAliveTimeout = 65_000;
+  const server: Server = createServer(HTTP_SERVER_TIMEOUTS, app.callback());
   server.listen(options.port ?? 8080, options.host);
   try {
     await once(server, 'listening');
@@ -195,6 +204,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       tokens: trailwire.tokens,
       hub: trailwire.live,
       heartbeatIntervalMs: options.heartbeatIntervalMs,
+      maxStreamsPerCustomer: options.maxStreamsPerCustomer,
+      clock: trailwire.clock,
     });
   } catch (error) {
     server.close();

@@ -25,6 +25,7 @@ type ServeArguments = StoreArguments & {
   'intake-worker': boolean;
   'grpc-port': number;
   'heartbeat-ms': number;
+  'max-streams-per-customer': number;
   durability: SqliteDurability;
   workers: number;
   'redis-prefix'?: string;
@@ -48,6 +49,11 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
       .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
       .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
       .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
+      .option('max-streams-per-customer', {
+        type: 'number',
+        default: 100,
+        describe: 'LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
+      })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
       .option('durability', {
         choices: ['process', 'power'] as const,
@@ -193,6 +199,7 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     intakeWorker: args['intake-worker'],
     grpcPort: args['grpc-port'],
     heartbeatIntervalMs: args['heartbeat-ms'],
+    maxStreamsPerCustomer: args['max-streams-per-customer'],
     core: { productLimits: productLimitsOf(args['product-limit']) },
   };
 }

@@ -4,7 +4,13 @@
  * trailer update (decoded to the read API's lowerCamelCase shape, times as epoch ms) to the caller,
  * and reconnects when the stream ends — with exponential backoff and jitter, and a fresh token when
  * the server said UNAUTHENTICATED (the key was rotated, the token expired). PERMISSION_DENIED (a
- * partner token) is not retried: reconnecting cannot cure it. The caller may pause and resume
+ * partner token) is not retried: reconnecting cannot cure it.
+ *
+ * A stream lives no longer than its token (contract 8), so the client renews ahead of `exp`: shortly
+ * before the token expires it fetches a fresh one and opens a second stream, and once that stream
+ * has answered (its first heartbeat comes at once) it cancels the old one. Make before break: no
+ * update falls in a gap, so the subscriber never loses its place; around the switch an update may
+ * arrive twice, which changes nothing since every update carries the trailer's full state. The caller may pause and resume
  * reading, which is how a slow consumer looks to the server (HTTP/2 flow control fills up).
  */
 import { fileURLToPath } from 'node:url';
@@ -57,8 +63,17 @@ export interface LiveFeedOptions {
   target: string;
   /** Answers a customer access token; called for every connection. */
   token: () => Promise<string>;
-  /** Told when the server rejected the token, so the next `token()` fetches a new one. */
+  /** Told when the server rejected the token, or it is about to expire, so the next `token()` fetches a new one. */
   onTokenRejected?: () => void;
+  /**
+   * How long before its token's `exp` a stream is renewed (a new stream with a fresh token, then
+   * the old one closed); a token living less than twice this is renewed at half its remaining life.
+   * 0 turns renewal off (the stream then ends UNAUTHENTICATED at `exp` and the client reconnects).
+   * Default 60,000 ms.
+   */
+  renewBeforeMs?: number;
+  /** The client's clock (epoch ms), against which `exp` is read. Default `Date.now`. */
+  now?: () => number;
   /** First reconnection delay, doubled each failed attempt. Default 250 ms. */
   reconnectBaseMs?: number;
   /** Longest reconnection delay. Default 10,000 ms. */
@@ -80,6 +95,8 @@ export interface LiveFeedSubscription {
   readonly connected: boolean;
   /** How many times the client connected again after a stream ended. */
   readonly reconnects: number;
+  /** How many times a stream was renewed before its token expired. */
+  readonly renewals: number;
   /** Stops reading from the stream (the server sees a slow consumer). */
   pause(): void;
   resume(): void;
@@ -109,7 +126,16 @@ function liveFeedClientClass(): grpc.ServiceClientConstructor {
 
 /** Subscribes to the LiveFeed; updates and heartbeats go to `handlers` until `close()`. */
 export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHandlers): LiveFeedSubscription {
-  const settings = { reconnectBaseMs: 250, reconnectMaxMs: 10_000, jitterMs: 250, maxReconnects: Infinity, random: Math.random, ...options };
+  const settings = {
+    reconnectBaseMs: 250,
+    reconnectMaxMs: 10_000,
+    jitterMs: 250,
+    maxReconnects: Infinity,
+    renewBeforeMs: 60_000,
+    now: Date.now,
+    random: Math.random,
+    ...options,
+  };
   const Client = liveFeedClientClass();
   // A connection of its own: on a shared HTTP/2 connection, a paused subscription would hold back
   // every other stream of the process through the connection's flow-control window.
@@ -118,25 +144,33 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     ...settings.channelOptions,
   });
   let call: grpc.ClientReadableStream<unknown> | undefined;
+  /** The stream opened to replace `call` before its token expires, until it answers. */
+  let renewal: grpc.ClientReadableStream<unknown> | undefined;
+  const retired = new WeakSet<grpc.ClientReadableStream<unknown>>();
   let closed = false;
   let paused = false;
   let reconnects = 0;
+  let renewals = 0;
   let failures = 0;
   let timer: NodeJS.Timeout | undefined;
+  let renewTimer: NodeJS.Timeout | undefined;
 
   const giveUp = (error: Error) => {
     closed = true;
+    clearTimeout(renewTimer);
     client.close();
     handlers.onGiveUp?.(error);
   };
 
-  const connect = async (): Promise<void> => {
+  /** Opens a stream: the first one or a reconnection, or (`renewing`) the successor of `call`. */
+  const connect = async (renewing = false): Promise<void> => {
     if (closed) return;
     let token: string;
     try {
       token = await settings.token();
     } catch (error) {
-      scheduleReconnect(grpc.status.UNAUTHENTICATED, `no token: ${(error as Error).message}`);
+      // A renewal that cannot get a token leaves the current stream to run until it ends.
+      if (!renewing) scheduleReconnect(grpc.status.UNAUTHENTICATED, `no token: ${(error as Error).message}`);
       return;
     }
     if (closed) return;
@@ -144,18 +178,33 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${token}`);
     const current = (client as unknown as { Subscribe(request: object, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown> }).Subscribe({}, metadata);
-    call = current;
+    if (renewing) renewal = current;
+    else call = current;
     if (paused) current.pause();
     current.on('data', (message: RawResponse) => {
+      if (retired.has(current)) return;
+      if (current === renewal) switchTo(current);
       failures = 0;
       if (message.is_heartbeat) handlers.onHeartbeat?.();
       else if (message.live_update) handlers.onUpdate?.(liveUpdateOf(message.live_update));
     });
     let ended = false;
     const onEnd = (code: grpc.status, details: string) => {
-      if (ended) return;
+      if (ended || retired.has(current)) return;
       ended = true;
-      if (call === current) call = undefined;
+      // A renewal that failed before answering: the current stream runs on until it ends.
+      if (current === renewal) {
+        renewal = undefined;
+        return;
+      }
+      if (call !== current) return;
+      // The old stream ended (its token expired) before the renewal answered: the renewal takes over.
+      if (renewal) {
+        switchTo(renewal);
+        return;
+      }
+      call = undefined;
+      clearTimeout(renewTimer);
       if (closed) return;
       if (code === grpc.status.UNAUTHENTICATED) settings.onTokenRejected?.();
       scheduleReconnect(code, details);
@@ -165,6 +214,35 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     current.on('status', (status: grpc.StatusObject) => {
       if (status.code === grpc.status.OK) onEnd(status.code, status.details);
     });
+    scheduleRenewal(current, token);
+  };
+
+  /** Makes the renewal the current stream and cancels the one it replaces. */
+  const switchTo = (successor: grpc.ClientReadableStream<unknown>) => {
+    const previous = call;
+    renewal = undefined;
+    call = successor;
+    renewals++;
+    if (previous && previous !== successor) {
+      retired.add(previous);
+      previous.cancel();
+    }
+  };
+
+  /** Renews `current` ahead of its token's `exp`. */
+  const scheduleRenewal = (current: grpc.ClientReadableStream<unknown>, token: string) => {
+    const exp = expiryOf(token);
+    if (settings.renewBeforeMs <= 0 || exp === undefined) return;
+    const left = exp - settings.now();
+    clearTimeout(renewTimer);
+    renewTimer = setTimeout(
+      () => {
+        if (closed || call !== current || renewal) return;
+        settings.onTokenRejected?.();
+        void connect(true);
+      },
+      Math.max(left - settings.renewBeforeMs, left / 2, 0),
+    );
   };
 
   const scheduleReconnect = (code: grpc.status, details: string) => {
@@ -190,20 +268,30 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     get reconnects() {
       return reconnects;
     },
+    get renewals() {
+      return renewals;
+    },
     pause() {
       paused = true;
       call?.pause();
+      renewal?.pause();
     },
     resume() {
       paused = false;
       call?.resume();
+      renewal?.resume();
     },
     close() {
       if (closed) return;
       closed = true;
       clearTimeout(timer);
-      call?.cancel();
-      call = undefined;
+      clearTimeout(renewTimer);
+      for (const open of [call, renewal]) {
+        if (!open) continue;
+        retired.add(open);
+        open.cancel();
+      }
+      call = renewal = undefined;
       client.close();
     },
   };
@@ -215,6 +303,16 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
  */
 export function subscribeWithClient(client: TrailwireClient, options: Omit<LiveFeedOptions, 'token' | 'onTokenRejected'>, handlers: LiveFeedHandlers): LiveFeedSubscription {
   return subscribeLiveFeed({ ...options, token: () => client.accessToken(), onTokenRejected: () => client.dropToken() }, handlers);
+}
+
+/** The `exp` of a JWT in epoch ms, read without verifying (the server verifies); undefined if unreadable. */
+function expiryOf(token: string): number | undefined {
+  try {
+    const exp = (JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')) as { exp?: unknown }).exp;
+    return typeof exp === 'number' && Number.isFinite(exp) ? exp * 1000 : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 interface RawTimestamp {

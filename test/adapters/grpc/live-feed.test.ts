@@ -10,6 +10,7 @@ import { startGrpcServer, type RunningGrpcServer } from '../../../adapters/grpc/
 import { addLiveFeedService } from '../../../adapters/grpc/live-feed-service.ts';
 import { loadTrailwireProto, PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import * as protoLoader from '@grpc/proto-loader';
+import { systemClock } from '../../../core/clock.ts';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
 import type { Trailer } from '../../../core/model.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
@@ -181,6 +182,83 @@ describe('LiveFeed over gRPC', () => {
     const ended = await stream.ended;
     assert.equal(ended?.code, grpc.status.UNAUTHENTICATED);
     stream.close();
+  });
+
+  it('ends a stream with UNAUTHENTICATED at its token\'s exp, timed by the real clock', { timeout: 20_000 }, async (t) => {
+    // A token minted 2 to 3 s before its 30-minute lifetime runs out (`exp` is in whole seconds): the
+    // server's timer, on the system clock, must end the stream then (not a heartbeat or 30 minutes later).
+    const expiring = await startGrpcServer({
+      port: 0,
+      host: '127.0.0.1',
+      tokens: app.trailwire.tokens,
+      hub: app.trailwire.live,
+      heartbeatIntervalMs: 60_000,
+      clock: systemClock,
+    });
+    const manual = app.clock.now();
+    t.after(async () => {
+      app.clock.set(manual);
+      await expiring.shutdown();
+    });
+    app.clock.set(Date.now() - 1_797_000);
+    const customer = await customerWithToken(app, 'Expiring Co');
+    const opened = Date.now();
+    const stream = subscribe(expiring.port, customer.token);
+    await stream.until((m) => m.length >= 1);
+    const ended = await stream.ended;
+    const lived = Date.now() - opened;
+    assert.equal(ended?.code, grpc.status.UNAUTHENTICATED);
+    assert.match(ended!.details, /expired/);
+    assert.ok(lived >= 1_500 && lived < 10_000, `the stream lived ${lived} ms`);
+    stream.close();
+  });
+
+  it('ends a stream at its token\'s exp on the tokens\' (here manual) clock when it jumps (checked at each heartbeat)', { timeout: 20_000 }, async () => {
+    const onManualClock = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: HEARTBEAT_MS });
+    try {
+      const customer = await customerWithToken(app, 'Clock Jump Co');
+      const stream = subscribe(onManualClock.port, customer.token);
+      await stream.until((m) => m.length >= 3);
+      app.clock.advance(1_800_000);
+      const ended = await stream.ended;
+      assert.equal(ended?.code, grpc.status.UNAUTHENTICATED);
+      stream.close();
+    } finally {
+      await onManualClock.shutdown();
+    }
+  });
+
+  it('caps the streams of one customer: the next is refused RESOURCE_EXHAUSTED, others unaffected, a closed one frees its slot', { timeout: 20_000 }, async () => {
+    const capped = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: 60_000, maxStreamsPerCustomer: 3 });
+    const streams: ReturnType<typeof subscribe>[] = [];
+    try {
+      const customer = await customerWithToken(app, 'Greedy Co');
+      const other = await customerWithToken(app, 'Modest Co');
+      for (let i = 0; i < 3; i++) {
+        streams.push(subscribe(capped.port, customer.token));
+        await streams.at(-1)!.until((m) => m.length >= 1);
+      }
+      const refused = subscribe(capped.port, customer.token);
+      streams.push(refused);
+      const ended = await refused.ended;
+      assert.equal(ended?.code, grpc.status.RESOURCE_EXHAUSTED);
+      assert.match(ended!.details, /3 LiveFeed streams/);
+      assert.equal(refused.messages.length, 0);
+      const modest = subscribe(capped.port, other.token);
+      streams.push(modest);
+      await modest.until((m) => m.length >= 1);
+      assert.equal(capped.liveFeed.openStreams, 4);
+      streams[0]!.close();
+      // The server hears of the cancel asynchronously; a slot frees once it has.
+      const deadline = Date.now() + 5_000;
+      while (capped.liveFeed.openStreams > 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      const again = subscribe(capped.port, customer.token);
+      streams.push(again);
+      await again.until((m) => m.length >= 1);
+    } finally {
+      for (const stream of streams) stream.close();
+      await capped.shutdown();
+    }
   });
 
   it('answers the standard health check, NOT_FOUND for a service it does not serve', async () => {
