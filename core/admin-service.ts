@@ -1,20 +1,25 @@
 /**
  * Operator actions behind the `trailwire` CLI and the demo seed: fleets, trailer registration
  * (a VIN that intake already created unassigned is assigned instead of duplicated), and switching
- * trailers and devices off and on.
+ * trailers and devices off and on. Every change of a trailer is noted in the store's change feed,
+ * which carries it to the LiveFeed subscribers of every serving process (`core/trailer-changes.ts`).
  */
 import type { Clock, IdGenerator } from './clock.ts';
 import { invalidField, TrailwireError } from './errors.ts';
 import type { Fleet, Trailer } from './model.ts';
-import type { FleetAdminStore, PrincipalStore } from './store.ts';
+import type { FleetAdminStore, PrincipalStore, TrailerChangeStore } from './store.ts';
 import { parseVin } from './vin.ts';
 
 export class AdminService {
   constructor(
-    private readonly store: FleetAdminStore & PrincipalStore,
+    private readonly store: FleetAdminStore & PrincipalStore & TrailerChangeStore,
     private readonly clock: Clock,
     private readonly ids: IdGenerator,
-    private readonly options: { verifyVinCheckDigit: boolean } = { verifyVinCheckDigit: true },
+    private readonly options: {
+      verifyVinCheckDigit: boolean;
+      /** Called after a change is noted: this process's change feed reads it at once. */
+      onTrailerChanged?: () => void;
+    } = { verifyVinCheckDigit: true },
   ) {}
 
   async createFleet(input: { customerId: string; name: string }): Promise<Fleet> {
@@ -36,19 +41,30 @@ export class AdminService {
     if (known) {
       if (known.fleetId !== null)
         throw new TrailwireError('conflict', `VIN ${vin} is already registered in fleet ${known.fleetId}.`);
-      return this.store.assignTrailer(known.id, input.fleetId, unitId);
+      return this.changed(await this.store.assignTrailer(known.id, input.fleetId, unitId));
     }
-    return this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() });
+    return this.changed(await this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() }));
   }
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<void> {
     if (!(await this.store.setTrailerActive(trailerId, active))) throw new TrailwireError('not_found', `No trailer ${trailerId}.`);
+    await this.changed({ id: trailerId });
   }
 
   /** Switches a device on or off; its trailer's status is recounted at once. Answers the trailer. */
   async setDeviceActive(deviceId: string, active: boolean): Promise<Trailer> {
     const trailer = await this.store.setDeviceActive(deviceId, active, this.clock.now());
     if (!trailer) throw new TrailwireError('not_found', `No device ${deviceId}.`);
+    return this.changed(trailer);
+  }
+
+  /**
+   * Notes the change for the LiveFeed. After the change's own commit: a crash in between loses the
+   * live notice only (the read API shows the change, and the trailer's next update carries it).
+   */
+  private async changed<T extends { id: string }>(trailer: T): Promise<T> {
+    await this.store.noteTrailerChange(trailer.id, this.clock.now());
+    this.options.onTrailerChanged?.();
     return trailer;
   }
 }

@@ -184,6 +184,14 @@ export class LiveHub {
     if (this.ownsBus) await this.bus.close();
   }
 
+  /**
+   * Hands an event to this hub's subscribers only, not to the bus: for events every process learns
+   * of by itself (the store's change feed, `core/trailer-changes.ts`), which the bus would repeat.
+   */
+  deliverHere(event: LiveTrailerEvent): void {
+    if (!this.closed) this.deliver(event);
+  }
+
   private deliver(event: LiveTrailerEvent): void {
     const subscribers = this.byCustomer.get(event.customerId);
     if (!subscribers) return;

@@ -150,6 +150,31 @@ export interface FleetAdminStore {
   setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null>;
 }
 
+/** One operator change of a trailer, as the change feed tells it: the trailer and its fleet as they are now. */
+export interface TrailerChange {
+  /** The change's place in the feed: increasing, in commit order. */
+  seq: number;
+  trailer: Trailer;
+  fleet: Fleet | null;
+}
+
+/** How long the change feed keeps a note: far longer than any serving process takes to read it. */
+export const TRAILER_CHANGE_RETENTION_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * The operator's changes of trailers (status, fleet, active flag), recorded in the store so that
+ * every process sharing it hears of them — a `trailwire` command in one process, the LiveFeed
+ * subscribers in another (`core/trailer-changes.ts`). Notes are kept a day.
+ */
+export interface TrailerChangeStore {
+  /** Records that the trailer changed at `at`; drops notes older than `TRAILER_CHANGE_RETENTION_MS` before `at`. */
+  noteTrailerChange(trailerId: string, at: number): Promise<void>;
+  /** The `seq` of the latest note, 0 when there is none. */
+  latestTrailerChange(): Promise<number>;
+  /** Notes after `afterSeq`, oldest first, at most `limit`; a note of a trailer that is gone is left out. */
+  trailerChangesAfter(afterSeq: number, limit: number): Promise<TrailerChange[]>;
+}
+
 /** Customer-scoped reads: each answers only what `customerId` owns. */
 export interface FleetReadStore {
   listFleets(customerId: string, page: IdPageQuery<number>): Promise<Fleet[]>;
@@ -198,7 +223,7 @@ export interface AppliedTelemetry {
 }
 
 /** Everything a Trailwire process needs from its store. */
-export interface TrailwireStore extends PrincipalStore, SecretStore, FleetAdminStore, FleetReadStore, TelemetryWriteStore {
+export interface TrailwireStore extends PrincipalStore, SecretStore, FleetAdminStore, TrailerChangeStore, FleetReadStore, TelemetryWriteStore {
   /** Answers when the store can serve queries (for `/readyz`); throws otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -21,6 +21,7 @@ import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
 import { createProductRegistry, type IntakeLimit, type Product, type ProductRegistry } from './products.ts';
 import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
+import { type OperatorChangeOptions, TrailerChangeFeed } from './trailer-changes.ts';
 
 /** A fixed-window limit: `requests` per window of `windowSeconds`. */
 export interface LimitSetting {
@@ -85,6 +86,12 @@ export interface TrailwireOptions {
    * and `onError` (default: ignored). See `core/rotation-feed.ts`.
    */
   rotations?: RotationOptions;
+  /**
+   * How operator changes (a trailer assigned or switched, a device switched) reach the LiveFeed of a
+   * serving process, including changes made by another process on the same store: `pollMs` (how
+   * often the store's change feed is read; default 1,000) and `onError`. See `core/trailer-changes.ts`.
+   */
+  operatorChanges?: OperatorChangeOptions;
 }
 
 export interface Trailwire {
@@ -100,6 +107,11 @@ export interface Trailwire {
   readonly products: ProductRegistry;
   /** Live trailer updates, fanned out per customer (the LiveFeed mounts it). */
   readonly live: LiveHub;
+  /**
+   * The store's operator-change feed, read into `live`. A serving process calls `start()` (the
+   * server does); a one-off command does not need to.
+   */
+  readonly operatorChanges: TrailerChangeFeed;
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
@@ -137,9 +149,10 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   const cursorSecret = await store.getOrCreateSecret('cursor-hmac', randomBytes(32).toString('base64url'));
   const reads = new ReadService(store, new CursorCodec(cursorSecret), clock, options.reads);
   const verifyVinCheckDigit = options.verifyVinCheckDigit ?? true;
-  const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit });
   const products = createProductRegistry(options.products ?? [], { limitOverrides: options.productLimits });
   const live = new LiveHub(options.live);
+  const operatorChanges = new TrailerChangeFeed(store, live, clock, options.operatorChanges);
+  const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit, onTrailerChanged: () => void operatorChanges.poll() });
   const rotationFeed = rotationSettings.feed ?? new MemoryRotationFeed();
   const rotations = new PrincipalRotations({ local: auth, keyVersions, feed: rotationFeed, onError: rotationSettings.onError });
   endStreamsOnRotation(rotations, live);
@@ -171,10 +184,12 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     readLimiter: limiter('read', limits.read),
     products,
     live,
+    operatorChanges,
     intake,
     options: { verifyVinCheckDigit, limits },
     async close() {
       await intake?.worker.stop();
+      await operatorChanges.stop();
       rotations.stop();
       if (rotationSettings.feed === undefined) await rotationFeed.close();
       await live.close();

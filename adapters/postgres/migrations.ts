@@ -230,6 +230,19 @@ export const POSTGRES_STORE_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    // The operator-change feed (core/trailer-changes.ts): one row per change, read by every serving process.
+    name: '0002_trailer_changes',
+    up: `
+      CREATE TABLE trailer_changes (
+        seq        BIGSERIAL PRIMARY KEY,
+        trailer_id TEXT NOT NULL,
+        at         BIGINT NOT NULL
+      );
+      -- Pruning by age, as each note is written, seeks rather than scans.
+      CREATE INDEX trailer_changes_at ON trailer_changes (at);
+    `,
+  },
 ];
 
 /** The component name under which the durable intake queue's migrations are recorded. */

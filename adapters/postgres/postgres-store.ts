@@ -37,8 +37,10 @@ import type {
   StoredSigningKey,
   TelemetryBatch,
   TimePageQuery,
+  TrailerChange,
   TrailwireStore,
 } from '../../core/store.ts';
+import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
 import { createPostgresPool, isSchemaName, queryRow, queryRows, queryRun, quoteSchema, type Statement, withTransaction, writeOrExplain } from './pool.ts';
@@ -245,6 +247,31 @@ class PostgresTrailwireStore implements PostgresStore {
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
     return (await queryRun(this.pool, this.sql.setTrailerActive, [active, trailerId])) > 0;
+  }
+
+  async noteTrailerChange(trailerId: string, at: number): Promise<void> {
+    await withTransaction(this.pool, async (client) => {
+      // Readers take notes after the last seq they saw, so seqs must commit in order: a sequence
+      // hands them out at insert, not at commit. Notes are rare (operator commands): one at a time.
+      await queryRun(client, this.sql.lockTrailerChanges, []);
+      await queryRun(client, this.sql.insertTrailerChange, [trailerId, at]);
+      await queryRun(client, this.sql.pruneTrailerChanges, [at - TRAILER_CHANGE_RETENTION_MS]);
+    });
+  }
+
+  async latestTrailerChange(): Promise<number> {
+    return Number((await queryRow<{ seq: string | null }>(this.pool, this.sql.latestTrailerChange, []))?.seq ?? 0);
+  }
+
+  async trailerChangesAfter(afterSeq: number, limit: number): Promise<TrailerChange[]> {
+    const changes: TrailerChange[] = [];
+    for (const { seq, trailer_id } of await queryRows<{ seq: string; trailer_id: string }>(this.pool, this.sql.trailerChangesAfter, [afterSeq, limit])) {
+      const row = await queryRow<TrailerRow>(this.pool, this.sql.trailerById, [trailer_id]);
+      if (!row) continue;
+      const fleet = row.fleet_id === null ? null : toFleetOrNull(await queryRow<FleetRow>(this.pool, this.sql.fleetById, [row.fleet_id]));
+      changes.push({ seq: Number(seq), trailer: toTrailer(row), fleet });
+    }
+    return changes;
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -638,6 +665,11 @@ export function storeStatements(schema: string) {
     unitsFollowTrailer: `UPDATE ${s}.cargosafe_units SET customer_id = (SELECT customer_id FROM ${s}.fleets WHERE id = $2)
       WHERE trailer_id = $1`,
     setTrailerActive: `UPDATE ${s}.trailers SET active = $1 WHERE id = $2`,
+    lockTrailerChanges: `LOCK TABLE ${s}.trailer_changes IN SHARE ROW EXCLUSIVE MODE`,
+    insertTrailerChange: `INSERT INTO ${s}.trailer_changes (trailer_id, at) VALUES ($1, $2)`,
+    pruneTrailerChanges: `DELETE FROM ${s}.trailer_changes WHERE at < $1`,
+    latestTrailerChange: `SELECT MAX(seq) AS seq FROM ${s}.trailer_changes`,
+    trailerChangesAfter: `SELECT seq, trailer_id FROM ${s}.trailer_changes WHERE seq > $1 ORDER BY seq LIMIT $2`,
     customerTrailer: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id
       WHERE t.id = $1 AND f.customer_id = $2`,
     customerTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t

@@ -146,6 +146,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     // Merged rather than replaced: a caller tuning the hub or the rotation recheck keeps the shared bus and feed.
     live: { ...shared?.coreOptions.live, ...options.core?.live },
     rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
+    operatorChanges: { onError: (error: unknown) => logger.warn({ err: error }, 'operator change feed not read'), ...options.core?.operatorChanges },
     store: backend.store,
     intakeQueue: threadedQueue ?? backend.queue,
   });
@@ -157,6 +158,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await shared?.close();
   };
   try {
+    await trailwire.operatorChanges.start();
     if (useThread) {
       thread = await IntakeThread.start({
         file: sqlite.file,

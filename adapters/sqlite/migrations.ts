@@ -217,4 +217,17 @@ export const STORE_MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // The operator-change feed (core/trailer-changes.ts): one row per change, read by every serving process.
+    name: '0002_trailer_changes',
+    up: `
+      CREATE TABLE trailer_changes (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        trailer_id TEXT NOT NULL,
+        at         INTEGER NOT NULL
+      ) STRICT;
+      -- Pruning by age, as each note is written, seeks rather than scans.
+      CREATE INDEX trailer_changes_at ON trailer_changes (at);
+    `,
+  },
 ];

@@ -37,8 +37,10 @@ import type {
   StoredSigningKey,
   TelemetryBatch,
   TimePageQuery,
+  TrailerChange,
   TrailwireStore,
 } from '../../core/store.ts';
+import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS } from './migrations.ts';
 import {
@@ -144,6 +146,7 @@ const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 class SqliteTrailwireStore implements SqliteStore {
   private readonly applyTelemetryTransaction: Database.Transaction<(batch: TelemetryBatch) => AppliedTelemetry>;
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
+  private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
 
   constructor(
     readonly db: Database.Database,
@@ -152,6 +155,10 @@ class SqliteTrailwireStore implements SqliteStore {
   ) {
     this.applyTelemetryTransaction = db.transaction((batch: TelemetryBatch) => this.writeTelemetry(batch));
     this.setDeviceActiveTransaction = db.transaction((deviceId: string, active: boolean, at: number) => this.switchDevice(deviceId, active, at));
+    this.noteTrailerChangeTransaction = db.transaction((trailerId: string, at: number) => {
+      this.sql.insertTrailerChange.run(trailerId, at);
+      this.sql.pruneTrailerChanges.run(at - TRAILER_CHANGE_RETENTION_MS);
+    });
   }
 
   // --- principals -------------------------------------------------------------------------------
@@ -249,6 +256,24 @@ class SqliteTrailwireStore implements SqliteStore {
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
     return this.sql.setTrailerActive.run(active ? 1 : 0, trailerId).changes > 0;
+  }
+
+  async noteTrailerChange(trailerId: string, at: number): Promise<void> {
+    this.noteTrailerChangeTransaction.immediate(trailerId, at);
+  }
+
+  async latestTrailerChange(): Promise<number> {
+    return this.sql.latestTrailerChange.get()?.seq ?? 0;
+  }
+
+  async trailerChangesAfter(afterSeq: number, limit: number): Promise<TrailerChange[]> {
+    const changes: TrailerChange[] = [];
+    for (const { seq, trailer_id } of this.sql.trailerChangesAfter.all(afterSeq, limit)) {
+      const row = this.sql.trailerById.get(trailer_id);
+      if (!row) continue;
+      changes.push({ seq, trailer: toTrailer(row), fleet: row.fleet_id === null ? null : toFleetOrNull(this.sql.fleetById.get(row.fleet_id)) });
+    }
+    return changes;
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -552,6 +577,12 @@ function prepareStoreStatements(db: Database.Database) {
       `UPDATE trailers SET fleet_id = ?, unit_id = ? WHERE id = ? RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
     ),
     setTrailerActive: db.prepare<[number, string]>('UPDATE trailers SET active = ? WHERE id = ?'),
+    insertTrailerChange: db.prepare<[string, number]>('INSERT INTO trailer_changes (trailer_id, at) VALUES (?, ?)'),
+    pruneTrailerChanges: db.prepare<[number]>('DELETE FROM trailer_changes WHERE at < ?'),
+    latestTrailerChange: db.prepare<[], { seq: number }>('SELECT MAX(seq) AS seq FROM trailer_changes'),
+    trailerChangesAfter: db.prepare<[number, number], { seq: number; trailer_id: string }>(
+      'SELECT seq, trailer_id FROM trailer_changes WHERE seq > ? ORDER BY seq LIMIT ?',
+    ),
     customerTrailer: db.prepare<[string, string], TrailerRow>(
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id WHERE t.id = ? AND f.customer_id = ?`,
     ),

@@ -387,6 +387,49 @@ const STORE_CASES: StoreCase[] = [
     },
   },
 
+  // the operator-change feed --------------------------------------------------------------------------
+  {
+    group: 'operator changes',
+    name: 'notes of trailer changes are read in order after a seq, with the trailer and its fleet as they are now',
+    async run(store) {
+      const { fleet, trailer } = await customerWithTrailer(store);
+      const unassigned = await newTrailer(store, null);
+      const start = await store.latestTrailerChange();
+      assert.ok(Number.isSafeInteger(start) && start >= 0);
+      await store.noteTrailerChange(trailer.id, T0);
+      await store.setTrailerActive(trailer.id, false);
+      await store.noteTrailerChange(unassigned.id, T0 + 1);
+      await store.noteTrailerChange(uid('gone-trailer'), T0 + 2);
+      const mine = (await store.trailerChangesAfter(start, 100)).filter((change) => [trailer.id, unassigned.id].includes(change.trailer.id));
+      assert.deepEqual(
+        mine.map((change) => [change.trailer.id, change.fleet?.id ?? null, change.trailer.active]),
+        [
+          [trailer.id, fleet.id, false],
+          [unassigned.id, null, true],
+        ],
+        'in note order, each trailer as it is now, a note of a trailer that is gone left out',
+      );
+      assert.ok(mine[0]!.seq > start && mine[1]!.seq > mine[0]!.seq);
+      assert.deepEqual(mine[0]!.fleet, fleet);
+      assert.ok((await store.latestTrailerChange()) >= mine[1]!.seq);
+      const afterFirst = (await store.trailerChangesAfter(mine[0]!.seq, 100)).map((change) => change.trailer.id);
+      assert.ok(!afterFirst.includes(trailer.id) && afterFirst.includes(unassigned.id), 'strictly after the seq');
+      assert.equal((await store.trailerChangesAfter(start, 1)).length, 1, 'at most limit');
+    },
+  },
+  {
+    group: 'operator changes',
+    name: 'a note older than a day is dropped when a new one is written',
+    async run(store) {
+      const { trailer } = await customerWithTrailer(store);
+      const start = await store.latestTrailerChange();
+      await store.noteTrailerChange(trailer.id, T0 - 2 * DAY);
+      await store.noteTrailerChange(trailer.id, T0);
+      const mine = (await store.trailerChangesAfter(start, 100)).filter((change) => change.trailer.id === trailer.id);
+      assert.equal(mine.length, 1);
+    },
+  },
+
   // isolation ---------------------------------------------------------------------------------------
   {
     group: 'isolation',

@@ -1,0 +1,90 @@
+/**
+ * Operator changes on the LiveFeed (contract 8): deactivating a device, switching a trailer off or
+ * on, assigning a trailer to a fleet — every change of a trailer's status or fleet reaches the
+ * subscribers, as intake's changes do. An operator command often runs in another process than the
+ * server (`trailwire devices deactivate` beside `trailwire serve` on one SQLite file), with no bus
+ * between them, so the change travels through the store they share: `AdminService` notes each change
+ * in the store's change feed (`TrailerChangeStore`), and every serving process reads the feed
+ * (`TrailerChangeFeed`, every `pollMs`) and hands each change to its own hub's subscribers. Each
+ * process delivers locally rather than publishing on the live bus: every process reads the feed, so
+ * publishing would tell each subscriber once per process. A change made in this process wakes the
+ * feed at once; another process's change is heard within `pollMs` (one indexed read per poll).
+ */
+import type { Clock } from './clock.ts';
+import { type LiveHub, liveEventOf } from './live-hub.ts';
+import type { TrailerChangeStore } from './store.ts';
+
+/** `createTrailwire`'s `operatorChanges` option. */
+export interface OperatorChangeOptions {
+  /** How often a serving process reads the change feed, in ms: the most another process's change waits. Default 1,000. */
+  pollMs?: number;
+  /** Told of a failed read of the feed (it is retried at the next poll). Default: ignored; the server passes its logger's warn. */
+  onError?: (error: unknown) => void;
+}
+
+const DEFAULTS = { pollMs: 1_000, onError: () => {} };
+/** Notes read per query; a longer backlog is read in several. */
+const BATCH = 100;
+
+/** Reads the store's change feed and delivers each change to this process's LiveFeed subscribers. */
+export class TrailerChangeFeed {
+  private readonly settings: Required<OperatorChangeOptions>;
+  private afterSeq = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private reading: Promise<void> = Promise.resolve();
+  private started = false;
+
+  constructor(
+    private readonly store: TrailerChangeStore,
+    private readonly hub: LiveHub,
+    private readonly clock: Clock,
+    options: OperatorChangeOptions = {},
+  ) {
+    this.settings = { ...DEFAULTS, ...options };
+    if (!Number.isInteger(this.settings.pollMs) || this.settings.pollMs < 1)
+      throw new TypeError(`createTrailwire: \`operatorChanges.pollMs\` must be a positive integer, got ${this.settings.pollMs}`);
+  }
+
+  /** Starts reading from the feed's current end (older changes were before this process's subscribers). */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.afterSeq = await this.store.latestTrailerChange();
+    this.started = true;
+    this.schedule();
+  }
+
+  /** Reads what is new now; one read at a time, so changes are delivered once and in order. No-op until started. */
+  poll(): Promise<void> {
+    if (!this.started) return Promise.resolve();
+    this.reading = this.reading.then(() => this.readNew()).catch((error: unknown) => this.settings.onError(error));
+    return this.reading;
+  }
+
+  /** Stops reading; resolves once a read in hand is done. */
+  async stop(): Promise<void> {
+    this.started = false;
+    clearTimeout(this.timer);
+    await this.reading;
+  }
+
+  private schedule(): void {
+    this.timer = setTimeout(() => {
+      void this.poll().then(() => {
+        if (this.started) this.schedule();
+      });
+    }, this.settings.pollMs);
+    this.timer.unref();
+  }
+
+  private async readNew(): Promise<void> {
+    for (;;) {
+      const changes = await this.store.trailerChangesAfter(this.afterSeq, BATCH);
+      for (const change of changes) {
+        this.afterSeq = change.seq;
+        const event = liveEventOf(change, this.clock.now());
+        if (event) this.hub.deliverHere(event);
+      }
+      if (changes.length < BATCH || !this.started) return;
+    }
+  }
+}
