@@ -16,6 +16,7 @@ import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts'
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
 import { openSharedState } from './shared-state.ts';
+import { readableByOthers } from '../sqlite/file-modes.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
 import { builtInProducts } from '../../products/index.ts';
@@ -119,6 +120,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     throw error;
   }
   const sqlite = backend.sqlite;
+  if (sqlite && sqlite.file !== ':memory:') warnIfReadableByOthers(sqlite.file, logger);
   const runWorker = options.intakeWorker ?? true;
   const useThread =
     sqlite !== undefined &&
@@ -220,4 +222,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await closeCore();
     },
   };
+}
+
+/**
+ * An existing database file that other users can read gives away the key hashes and, unless
+ * `signingKeyFile` keeps it elsewhere, the signing key. It is not chmod-ed for the operator (a
+ * backup job or a group may rely on the mode); the warning says how to fix it.
+ */
+function warnIfReadableByOthers(file: string, logger: Logger): void {
+  const exposed = readableByOthers(file);
+  if (exposed.length === 0) return;
+  const fix = `chmod 600 ${exposed.map((entry) => JSON.stringify(entry.file)).join(' ')}`;
+  logger.warn({ files: exposed, fix }, `the database is readable by other users; restrict it with: ${fix}`);
 }

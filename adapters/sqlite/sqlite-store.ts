@@ -7,8 +7,7 @@
  * page is one index range, so its cost does not grow with its depth. Trailer status policy stays in the
  * core: the store counts device states in SQL and calls `deriveTrailerStatus`.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { CanonicalCargosafeReading, CanonicalDeviceReading } from '../../core/canonical.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
@@ -40,6 +39,7 @@ import type {
   TrailwireStore,
 } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
+import { createOwnerOnly, restrictSidecars } from './file-modes.ts';
 import { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS } from './migrations.ts';
 import {
   compareKeys,
@@ -122,12 +122,16 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions): Required
  */
 export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
   const resolved = resolveSqliteStoreOptions(options);
-  if (resolved.file !== ':memory:') mkdirSync(dirname(resolved.file), { recursive: true });
+  const onDisk = resolved.file !== ':memory:';
+  // Owner-only: the file holds key hashes and, by default, the token-signing key (file-modes.ts).
+  const created = onDisk && !existsSync(resolved.file);
+  if (onDisk) createOwnerOnly(resolved.file);
   const db = new Database(resolved.file, { timeout: resolved.busyTimeoutMs });
   try {
     // WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit is safe from a
     // process crash without an fsync; FULL adds the fsync that power loss needs.
     await switchToWal(db, resolved.busyTimeoutMs);
+    if (created) restrictSidecars(resolved.file);
     db.pragma(`synchronous = ${resolved.durability === 'power' ? 'FULL' : 'NORMAL'}`);
     db.pragma('foreign_keys = ON');
     applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
