@@ -67,6 +67,10 @@ import {
   type PrincipalRow,
   type StateCountRow,
   type TrailerRow,
+  SIGNING_KEY_COLUMNS,
+  type SigningKeyRow,
+  signingKeyValues,
+  toStoredSigningKey,
 } from '../sql/rows.ts';
 
 /**
@@ -200,16 +204,21 @@ class SqliteTrailwireStore implements SqliteStore {
   // --- secrets ----------------------------------------------------------------------------------
 
   async listSigningKeys(): Promise<StoredSigningKey[]> {
-    return this.sql.signingKeys.all().map((row) => ({
-      kid: row.kid,
-      alg: row.alg,
-      privateKeyPem: row.private_key_pem,
-      createdAt: row.created_at,
-    }));
+    return this.sql.signingKeys.all().map(toStoredSigningKey);
   }
 
   async saveSigningKey(key: StoredSigningKey): Promise<void> {
-    this.sql.insertSigningKey.run(key.kid, key.alg, key.privateKeyPem, key.createdAt);
+    this.sql.insertSigningKey.run(...signingKeyValues(key));
+  }
+
+  async promoteSigningKey(key: StoredSigningKey, at: number): Promise<void> {
+    this.db.transaction(() => {
+      if (this.sql.insertSigningKey.run(...signingKeyValues(key)).changes === 1) this.sql.retireOtherSigningKeys.run(at, key.kid);
+    }).immediate();
+  }
+
+  async revokeRetiredSigningKeys(at: number): Promise<string[]> {
+    return this.sql.revokeRetiredSigningKeys.all(at).map((row) => row.kid);
   }
 
   async getOrCreateSecret(name: string, candidate: string): Promise<string> {
@@ -528,11 +537,15 @@ function prepareStoreStatements(db: Database.Database) {
       'UPDATE customers SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? AND key_version = ? RETURNING key_version',
     ),
 
-    signingKeys: db.prepare<[], { kid: string; alg: StoredSigningKey['alg']; private_key_pem: string; created_at: number }>(
-      'SELECT kid, alg, private_key_pem, created_at FROM signing_keys ORDER BY created_at, rowid',
+    signingKeys: db.prepare<[], SigningKeyRow>(
+      `SELECT ${SIGNING_KEY_COLUMNS} FROM signing_keys ORDER BY created_at, rowid`,
     ),
-    insertSigningKey: db.prepare<[string, string, string, number]>(
-      'INSERT OR IGNORE INTO signing_keys (kid, alg, private_key_pem, created_at) VALUES (?, ?, ?, ?)',
+    insertSigningKey: db.prepare<[string, string, string | null, string | null, number]>(
+      'INSERT OR IGNORE INTO signing_keys (kid, alg, private_key_pem, public_key_pem, created_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    retireOtherSigningKeys: db.prepare<[number, string]>('UPDATE signing_keys SET retired_at = ? WHERE kid <> ? AND retired_at IS NULL'),
+    revokeRetiredSigningKeys: db.prepare<[number], { kid: string }>(
+      'UPDATE signing_keys SET revoked_at = ? WHERE retired_at IS NOT NULL AND revoked_at IS NULL RETURNING kid',
     ),
     insertSecret: db.prepare<[string, string]>('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)'),
     secretByName: db.prepare<[string], { value: string }>('SELECT value FROM secrets WHERE name = ?'),
