@@ -7,7 +7,10 @@
  * `core/live-hub.ts`). Add it to your own server with `addLiveFeedService(server, options)`, or run
  * the whole thing with `startGrpcServer` (`grpc-server.ts`).
  */
+import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
+import type { Logger } from 'pino';
+import { type AccessLogLevel, millisecondsSince } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveHub, LiveSubscription, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
@@ -22,6 +25,18 @@ export interface LiveFeedServiceOptions {
   hub: LiveHub;
   /** Milliseconds between heartbeats; the first is sent as soon as the stream opens. Default 15,000. */
   heartbeatIntervalMs?: number;
+  /**
+   * Subscribes to events after which every open stream's token is checked again at once rather than
+   * at its next heartbeat: the signing keys changed (a key was revoked). Answers the unsubscribe
+   * function. Default: none (the heartbeat's check only).
+   */
+  recheckOn?: (listener: () => void) => () => void;
+  /**
+   * The access log of streams: a line when a stream opens and one when it closes (with its final
+   * status and duration), at `level` (default `info`); a refused Subscribe writes the close line
+   * only. Default: none.
+   */
+  accessLog?: { logger: Logger; level?: AccessLogLevel };
 }
 
 export interface LiveFeedService {
@@ -64,8 +79,12 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     return bytes;
   };
   let closing: TrailwireError | null = null;
+  const stopRechecks = settings.recheckOn?.(() => {
+    for (const stream of streams) stream.recheck(tokens);
+  });
 
   async function subscribe(call: SubscribeCall): Promise<void> {
+    const log = streamLog(call, settings.accessLog);
     let claims: AccessClaims;
     try {
       if (closing) throw closing;
@@ -74,10 +93,15 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
       if (closing) throw closing;
     } catch (error) {
       endCall(call, error);
+      log.closed(error);
       return;
     }
-    if (call.cancelled) return;
-    const stream = new LiveStream(call, claims, encode, (which) => streams.delete(which));
+    if (call.cancelled) return log.closed(null);
+    log.opened(claims.sub);
+    const stream = new LiveStream(call, claims, encode, (which, reason) => {
+      streams.delete(which);
+      log.closed(reason);
+    });
     streams.add(stream);
     stream.open(hub, tokens, heartbeatIntervalMs);
   }
@@ -90,6 +114,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     },
     endAllStreams(reason = new TrailwireError('unavailable', 'The live feed is shutting down.')) {
       closing = reason;
+      stopRechecks?.();
       for (const stream of [...streams]) stream.end(reason);
     },
   };
@@ -112,7 +137,7 @@ class LiveStream {
     private readonly call: SubscribeCall,
     private readonly claims: AccessClaims,
     private readonly encode: (event: LiveTrailerEvent) => Buffer,
-    private readonly onFinish: (stream: LiveStream) => void,
+    private readonly onFinish: (stream: LiveStream, reason: unknown) => void,
   ) {}
 
   open(hub: LiveHub, tokens: LiveFeedServiceOptions['tokens'], heartbeatIntervalMs: number): void {
@@ -128,8 +153,13 @@ class LiveStream {
       // A full transport means the client is behind, not idle: it needs no keep-alive then.
       if (!this.call.writableNeedDrain) this.call.write(HEARTBEAT_BYTES);
       // Catches a rotation done by another process, once this process's key versions know of it.
-      tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
+      this.recheck(tokens);
     }, heartbeatIntervalMs);
+  }
+
+  /** Ends the stream with UNAUTHENTICATED when its token was revoked (its principal's key rotated, or its signing key revoked). */
+  recheck(tokens: LiveFeedServiceOptions['tokens']): void {
+    tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
   }
 
   end(reason: unknown): void {
@@ -141,9 +171,35 @@ class LiveStream {
     this.finished = true;
     clearInterval(this.heartbeat);
     this.subscription?.unsubscribe();
-    this.onFinish(this);
+    this.onFinish(this, reason);
     if (reason !== null && !this.call.cancelled) endCall(this.call, reason);
   }
+}
+
+const SUBSCRIBE_ROUTE = '/livefeed.v1.LiveFeed/Subscribe';
+const ACCEPTABLE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * The access-log lines of one Subscribe call: `opened` once authenticated, `closed` with the reason
+ * (null: the client went away, CANCELLED). Fields as the HTTP access log's, `access: 'grpc'`.
+ */
+function streamLog(call: SubscribeCall, accessLog: LiveFeedServiceOptions['accessLog']) {
+  const started = process.hrtime.bigint();
+  const [incoming] = call.metadata.get('x-request-id');
+  const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  const fields = { access: 'grpc', requestId, route: SUBSCRIBE_ROUTE, clientAddress: call.getPeer() };
+  let principalId: string | undefined;
+  const write = (line: Record<string, unknown>, message: string) => accessLog?.logger[accessLog.level ?? 'info']({ ...fields, principalId, ...line }, message);
+  return {
+    opened(customerId: string) {
+      principalId = customerId;
+      write({ event: 'stream.open', audience: 'customers' }, 'stream opened');
+    },
+    closed(reason: unknown) {
+      const status = reason === null ? 'CANCELLED' : grpc.status[grpcStatusOf(reason).code];
+      write({ event: 'stream.close', status, durationMs: millisecondsSince(started) }, 'stream closed');
+    },
+  };
 }
 
 /** Ends the call with the status of `error`, after the messages already written. */

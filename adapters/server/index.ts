@@ -7,9 +7,12 @@
  * mounts the adapters instead.
  */
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pino, type Logger } from 'pino';
+import type { AccessLogLevel } from '../../core/audit.ts';
+import { TrailwireError } from '../../core/errors.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
@@ -74,6 +77,14 @@ export interface ServerOptions {
   intakeThread?: boolean;
   /** Product modules installed besides the built-in products (`loadProductModule` specifiers, relative to the working directory). */
   productModules?: readonly string[];
+  /**
+   * A PEM file holding the JWT signing private key (RSA: RS256, EC P-256: ES256), e.g. a mounted
+   * secret: it signs, and the store keeps only its public key. Default: none (a key generated once
+   * and kept in the store). See "Keys and secrets" in docs/operations.md.
+   */
+  signingKeyFile?: string;
+  /** The level of the access-log lines (one per HTTP request, two per LiveFeed stream). Default `info`. */
+  accessLogLevel?: AccessLogLevel;
   /** Trust X-Forwarded-For for client addresses. Default false. */
   trustProxy?: boolean;
   /** Default: pino at `info` on stdout. */
@@ -109,6 +120,8 @@ export { DEFAULT_DB_FILE } from './backends.ts';
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? pino();
+  // Read before anything opens, so that a missing or unreadable file fails the start at once.
+  const signingKeyPem = options.signingKeyFile === undefined ? undefined : readSigningKeyFile(options.signingKeyFile);
   const productModules = options.productModules ?? [];
   const moduleProducts = await Promise.all(productModules.map((specifier) => loadProductModule(specifier)));
   const shared = options.redisUrl ? await openSharedState({ redisUrl: options.redisUrl, keyPrefix: options.redisKeyPrefix, logger }) : undefined;
@@ -138,9 +151,18 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     // Merged rather than replaced: a caller tuning the hub or the rotation recheck keeps the shared bus and feed.
     live: { ...shared?.coreOptions.live, ...options.core?.live },
     rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
+    signingKeys: {
+      onError: (error: unknown) => logger.warn({ err: error }, 'signing keys not re-read; retrying at the next refresh'),
+      ...options.core?.signingKeys,
+      ...(signingKeyPem === undefined ? {} : { privateKeyPem: signingKeyPem }),
+    },
     store: backend.store,
     intakeQueue: threadedQueue ?? backend.queue,
   });
+  // A rotation by `trailwire keys rotate` (another process) reaches this one at a key refresh: say so.
+  trailwire.keys.onChange(() =>
+    logger.info({ audit: true, event: 'signing-keys.changed', keys: trailwire.keys.list().map(({ kid, status }) => ({ kid, status })) }, 'signing keys changed'),
+  );
   backend.onEnqueued(() => (thread ? thread.notify() : trailwire.intake?.worker.notify()));
   const closeCore = async () => {
     await thread?.stop();
@@ -171,6 +193,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     logger,
     trustProxy: options.trustProxy,
     intakeWorkerExpected: runWorker && !useThread,
+    accessLogLevel: options.accessLogLevel,
     readinessChecks: thread
       ? {
           'intake-thread': async () => {
@@ -197,6 +220,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       tokens: trailwire.tokens,
       hub: trailwire.live,
       heartbeatIntervalMs: options.heartbeatIntervalMs,
+      recheckOn: (listener) => trailwire.keys.onChange(listener),
+      accessLog: { logger, level: options.accessLogLevel },
     });
   } catch (error) {
     server.close();
@@ -234,4 +259,12 @@ function warnIfReadableByOthers(file: string, logger: Logger): void {
   if (exposed.length === 0) return;
   const fix = `chmod 600 ${exposed.map((entry) => JSON.stringify(entry.file)).join(' ')}`;
   logger.warn({ files: exposed, fix }, `the database is readable by other users; restrict it with: ${fix}`);
+}
+
+function readSigningKeyFile(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new TrailwireError('validation_failed', `The signing key file ${file} cannot be read: ${(error as Error).message}`, { cause: error });
+  }
 }
