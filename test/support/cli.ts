@@ -16,10 +16,10 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `trailwire <args>` to completion in a child process, as a user runs it. */
-export function runTrailwire(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+/** Runs `trailwire <args>` to completion in a child process, as a user runs it (`node <nodeArgs> dist/bin/trailwire.js <args>`). */
+export function runTrailwire(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TRAILWIRE_BIN, ...args], { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: '1', ...env } });
+    const child = spawn(process.execPath, [...nodeArgs, TRAILWIRE_BIN, ...args], { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: '1', ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
