@@ -23,6 +23,8 @@ export interface AuthLimiters {
 
 export interface Authenticated {
   token: IssuedToken;
+  /** Who authenticated (for the audit trail). */
+  principal: Pick<Principal, 'audience' | 'id'>;
   rateLimit: RateLimitState;
 }
 
@@ -65,7 +67,7 @@ export class AuthService {
       await this.limiters.failedAuthenticatePerAddress.consume(clientAddress);
       throw new TrailwireError('invalid_api_key', `The API key is not a current ${audience.slice(0, -1)} key.`);
     }
-    return { token: this.tokens.mint(principal), rateLimit };
+    return { token: this.tokens.mint(principal), principal: { audience: principal.audience, id: principal.id }, rateLimit };
   }
 
   /**

@@ -1,11 +1,28 @@
 /**
- * The JWT signing key ring. Keys are asymmetric (RS256 by default: cheapest to verify and the most
- * widely supported; ES256 selectable), persisted through the store so tokens survive a restart and
- * every process sharing a store signs with the same key, and published as a JWKS so anyone can verify
- * a token without a shared secret. The `kid` is the key's RFC 7638 thumbprint.
+ * The JWT signing key ring and the lifecycle of its keys (contract 3, issue 17). Keys are asymmetric
+ * (RS256 by default: cheapest to verify and the most widely supported; ES256 selectable), persisted
+ * through the store so tokens survive a restart and every process sharing a store signs with the
+ * same key, and published as a JWKS so anyone can verify a token without a shared secret. The `kid`
+ * is the key's RFC 7638 thumbprint.
+ *
+ * A key is current (it signs), then retired when a newer one is promoted (`rotate`): a retired key
+ * signs nothing new but keeps verifying — and stays in the JWKS — for `retiredGraceMs` after its
+ * retirement, which covers the last token it signed (the token lifetime, plus the time another
+ * process may take to notice the rotation and stop signing with it), so no request fails during a
+ * rollover (RFC 8725 practice). A revoked key (`rotate({ revokePrevious: true })`, for a leaked key)
+ * verifies nothing from that moment.
+ *
+ * The private key can be kept out of the store (`privateKeyPem`, from `--signing-key-file`): then
+ * that key signs and the store keeps only its public key, so that every process, and the JWKS of
+ * each, knows it.
+ *
+ * Other processes learn of a rotation by re-reading the store (`refresh`, every few seconds, see
+ * `createTrailwire`'s `signingKeys.refreshSeconds`): the store is the one thing every process and
+ * the CLI share, whether SQLite or PostgreSQL, with or without Redis.
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import type { Clock } from './clock.ts';
+import { TrailwireError } from './errors.ts';
 import type { SecretStore, StoredSigningKey } from './store.ts';
 
 export type SigningAlgorithm = 'RS256' | 'ES256';
@@ -20,52 +37,206 @@ export interface SigningKey {
 /** A public key in JWK form, as served at `/.well-known/jwks.json`. */
 export type PublicJwk = JsonWebKey & { kid: string; alg: SigningAlgorithm; use: 'sig' };
 
+/** Where a key is in its life, as `trailwire keys list` shows it. */
+export interface SigningKeyStatus {
+  kid: string;
+  alg: SigningAlgorithm;
+  createdAt: number;
+  /** current: signs; previous: verifies until `until`; expired: its tokens have all expired; revoked: verifies nothing. */
+  status: 'current' | 'previous' | 'expired' | 'revoked';
+  /** For a previous key: when it stops verifying (epoch ms). */
+  until?: number;
+  /** For a revoked key: when (epoch ms). */
+  revokedAt?: number;
+  /** Whether the private key is in the store (`database`) or kept outside it (`file`). */
+  storage: 'database' | 'file';
+}
+
+export interface SigningKeyRingOptions {
+  /** The algorithm of a key this ring generates (none exists yet). Default RS256. */
+  algorithm?: SigningAlgorithm;
+  clock: Clock;
+  /**
+   * A private key (PKCS#8 or PKCS#1/SEC1 PEM, RSA or P-256) kept outside the store: it signs, its
+   * algorithm follows from its type, and only its public key is stored. Default: none (the store's).
+   */
+  privateKeyPem?: string;
+  /** How long a retired key keeps verifying, in ms. Required (the token lifetime plus the refresh interval). */
+  retiredGraceMs: number;
+}
+
+interface RingKey {
+  kid: string;
+  alg: SigningAlgorithm;
+  publicKey: KeyObject;
+  privateKey?: KeyObject;
+  retiredAt: number | null;
+  revokedAt: number | null;
+  createdAt: number;
+  inStore: boolean;
+}
+
 export class SigningKeyRing {
-  private readonly byKid: Map<string, SigningKey>;
+  private keys: RingKey[] = [];
+  private signing: RingKey | undefined;
+  private readonly listeners = new Set<() => void>();
+  private readonly fileKey: RingKey | undefined;
+  private readonly algorithm: SigningAlgorithm;
 
   private constructor(
-    readonly current: SigningKey,
-    keys: SigningKey[],
+    private readonly store: SecretStore,
+    private readonly options: SigningKeyRingOptions,
   ) {
-    this.byKid = new Map(keys.map((key) => [key.kid, key]));
+    if (!Number.isFinite(options.retiredGraceMs) || options.retiredGraceMs < 0)
+      throw new TypeError(`SigningKeyRing: \`retiredGraceMs\` must be a finite number >= 0, got ${options.retiredGraceMs}`);
+    this.algorithm = options.algorithm ?? 'RS256';
+    this.fileKey = options.privateKeyPem === undefined ? undefined : fileKeyOf(options.privateKeyPem, options.clock.now());
   }
 
   /**
-   * Loads the persisted keys, creating and saving one of `algorithm` when none exists. When several
-   * processes race on a fresh store they all settle on the oldest saved key of the algorithm.
+   * Loads the persisted keys. With `privateKeyPem`, that key is promoted in the store (once; the key
+   * it replaces retires and keeps verifying); otherwise a key of `algorithm` is created and saved when
+   * none signs yet. When several processes race on a fresh store they all settle on the oldest saved key.
    */
-  static async open(store: SecretStore, algorithm: SigningAlgorithm, clock: Clock): Promise<SigningKeyRing> {
-    let stored = await store.listSigningKeys();
-    if (!stored.some((key) => key.alg === algorithm)) {
-      await store.saveSigningKey(generateSigningKey(algorithm, clock.now()));
-      stored = await store.listSigningKeys();
+  static async open(store: SecretStore, options: SigningKeyRingOptions): Promise<SigningKeyRing> {
+    const ring = new SigningKeyRing(store, options);
+    const fileKey = ring.fileKey;
+    if (fileKey) {
+      const stored = (await store.listSigningKeys()).find((key) => key.kid === fileKey.kid);
+      if (stored?.revokedAt != null) throw new TrailwireError('invalid_token', `The signing key of the key file (kid ${fileKey.kid}) was revoked; give a new key.`);
+      if (!stored) await store.promoteSigningKey(toStored(fileKey), options.clock.now());
+    } else {
+      const stored = await store.listSigningKeys();
+      const signs = stored.some((key) => key.retiredAt == null && key.revokedAt == null && (key.alg === ring.algorithm || key.privateKeyPem === null));
+      if (!signs) await store.saveSigningKey(generateSigningKey(ring.algorithm, options.clock.now()));
     }
-    const keys = stored.map(toSigningKey);
-    const current = keys.find((key) => key.alg === algorithm);
-    if (!current) throw new Error(`no ${algorithm} signing key could be stored`);
-    return new SigningKeyRing(current, keys);
+    await ring.refresh();
+    return ring;
   }
 
-  /** The public key that verifies tokens carrying `kid`, if it is one of ours. */
+  /** The key that signs new tokens. Throws when it is kept in a file this process was not given. */
+  get current(): SigningKey {
+    const key = this.signing;
+    if (!key?.privateKey)
+      throw new TrailwireError('internal', 'The current signing key is kept outside the store (--signing-key-file) and this process was not given it.');
+    return { kid: key.kid, alg: key.alg, privateKey: key.privateKey, publicKey: key.publicKey };
+  }
+
+  /** The public key that verifies tokens carrying `kid`, if it is one of ours and not revoked or past its grace. */
   publicKeyFor(kid: string | undefined): KeyObject | undefined {
-    return kid === undefined ? undefined : this.byKid.get(kid)?.publicKey;
+    if (kid === undefined) return undefined;
+    const key = this.keys.find((candidate) => candidate.kid === kid);
+    return key && this.verifies(key) ? key.publicKey : undefined;
   }
 
   /** The JWKS document: every public key that may still verify a live token. */
   jwks(): { keys: PublicJwk[] } {
     return {
-      keys: [...this.byKid.values()].map((key) => ({
-        ...(key.publicKey.export({ format: 'jwk' }) as JsonWebKey),
-        kid: key.kid,
-        alg: key.alg,
-        use: 'sig' as const,
-      })),
+      keys: this.keys
+        .filter((key) => this.verifies(key))
+        .map((key) => ({ ...(key.publicKey.export({ format: 'jwk' }) as JsonWebKey), kid: key.kid, alg: key.alg, use: 'sig' as const })),
     };
   }
 
   get algorithms(): SigningAlgorithm[] {
-    return [...new Set([...this.byKid.values()].map((key) => key.alg))];
+    return [...new Set(this.keys.filter((key) => key.revokedAt === null).map((key) => key.alg))];
   }
+
+  /** Every key the store holds, oldest first, with its status. */
+  list(): SigningKeyStatus[] {
+    const now = this.options.clock.now();
+    return this.keys.map((key) => {
+      const base = { kid: key.kid, alg: key.alg, createdAt: key.createdAt, storage: key.inStore ? ('database' as const) : ('file' as const) };
+      if (key.revokedAt !== null) return { ...base, status: 'revoked' as const, revokedAt: key.revokedAt };
+      if (key.retiredAt === null) return { ...base, status: 'current' as const };
+      const until = key.retiredAt + this.options.retiredGraceMs;
+      return { ...base, status: until > now ? ('previous' as const) : ('expired' as const), until };
+    });
+  }
+
+  /**
+   * Makes a new key (of `algorithm`, default the current key's) the one that signs, and retires the
+   * others; with `revokePrevious`, revokes every retired key at once (their tokens answer 401 and their
+   * streams end). Other processes follow at their next `refresh`. Refused while the current key is kept
+   * in a file: that one is rotated by giving the servers a new file.
+   */
+  async rotate(options: { algorithm?: SigningAlgorithm; revokePrevious?: boolean } = {}): Promise<{ kid: string; revoked: string[] }> {
+    if (this.fileKey || this.signing?.privateKey === undefined || !this.signing.inStore)
+      throw new TrailwireError(
+        'conflict',
+        'The current signing key is kept in a file (--signing-key-file): rotate it by starting the servers with a new key file.',
+      );
+    const now = this.options.clock.now();
+    const key = generateSigningKey(options.algorithm ?? this.signing.alg, now);
+    await this.store.promoteSigningKey(key, now);
+    const revoked = options.revokePrevious ? await this.store.revokeRetiredSigningKeys(now) : [];
+    await this.refresh();
+    return { kid: key.kid, revoked };
+  }
+
+  /** Re-reads the store: learns of rotations and revocations by other processes. Tells `onChange` listeners when the keys changed. */
+  async refresh(): Promise<void> {
+    const stored = await this.store.listSigningKeys();
+    const before = this.fingerprint();
+    this.keys = stored.map((key) => (key.kid === this.fileKey?.kid ? { ...this.fileKey, ...lifeOf(key) } : toRingKey(key)));
+    if (this.fileKey && !this.keys.some((key) => key.kid === this.fileKey!.kid)) this.keys.push(this.fileKey);
+    this.signing = this.chooseSigningKey() ?? this.signing;
+    if (before !== '' && before !== this.fingerprint()) for (const listener of this.listeners) listener();
+  }
+
+  /** Calls `listener` after a refresh that changed the signing key or revoked one. Answers the unsubscribe function. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private verifies(key: RingKey): boolean {
+    if (key.revokedAt !== null) return false;
+    return key.retiredAt === null || this.options.clock.now() < key.retiredAt + this.options.retiredGraceMs;
+  }
+
+  /** The file's key; else the oldest unretired key we hold the private key of, of our algorithm first. */
+  private chooseSigningKey(): RingKey | undefined {
+    if (this.fileKey) return this.keys.find((key) => key.kid === this.fileKey!.kid);
+    const candidates = this.keys.filter((key) => key.retiredAt === null && key.revokedAt === null);
+    const unsigned = candidates.find((key) => key.privateKey === undefined);
+    if (unsigned) return unsigned;
+    return candidates.find((key) => key.alg === this.algorithm) ?? candidates[0];
+  }
+
+  private fingerprint(): string {
+    if (this.keys.length === 0) return '';
+    return `${this.signing?.kid}|${this.keys.map((key) => `${key.kid}:${key.revokedAt ?? ''}`).join(',')}`;
+  }
+}
+
+/** The algorithm a key's type calls for: RSA → RS256, EC P-256 → ES256. */
+export function algorithmOfKey(key: KeyObject): SigningAlgorithm {
+  if (key.asymmetricKeyType === 'rsa') return 'RS256';
+  if (key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === 'prime256v1') return 'ES256';
+  throw new TrailwireError(
+    'validation_failed',
+    `A signing key must be RSA (RS256) or EC P-256 (ES256), not ${key.asymmetricKeyType}${key.asymmetricKeyDetails?.namedCurve ? ` ${key.asymmetricKeyDetails.namedCurve}` : ''}.`,
+  );
+}
+
+function fileKeyOf(pem: string, now: number): RingKey {
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(pem);
+  } catch (error) {
+    throw new TrailwireError('validation_failed', 'The signing key file does not hold a PEM private key.', { cause: error });
+  }
+  const publicKey = createPublicKey(privateKey);
+  return { kid: thumbprint(publicKey), alg: algorithmOfKey(privateKey), privateKey, publicKey, retiredAt: null, revokedAt: null, createdAt: now, inStore: false };
+}
+
+function toStored(key: RingKey): StoredSigningKey {
+  return { kid: key.kid, alg: key.alg, privateKeyPem: null, publicKeyPem: key.publicKey.export({ format: 'pem', type: 'spki' }).toString(), createdAt: key.createdAt };
+}
+
+function lifeOf(stored: StoredSigningKey): Pick<RingKey, 'retiredAt' | 'revokedAt' | 'createdAt'> {
+  return { retiredAt: stored.retiredAt ?? null, revokedAt: stored.revokedAt ?? null, createdAt: stored.createdAt };
 }
 
 function generateSigningKey(alg: SigningAlgorithm, createdAt: number): StoredSigningKey {
@@ -81,9 +252,10 @@ function generateSigningKey(alg: SigningAlgorithm, createdAt: number): StoredSig
   };
 }
 
-function toSigningKey(stored: StoredSigningKey): SigningKey {
-  const privateKey = createPrivateKey(stored.privateKeyPem);
-  return { kid: stored.kid, alg: stored.alg, privateKey, publicKey: createPublicKey(privateKey) };
+function toRingKey(stored: StoredSigningKey): RingKey {
+  const privateKey = stored.privateKeyPem === null ? undefined : createPrivateKey(stored.privateKeyPem);
+  const publicKey = privateKey ? createPublicKey(privateKey) : createPublicKey(stored.publicKeyPem!);
+  return { kid: stored.kid, alg: stored.alg, privateKey, publicKey, inStore: privateKey !== undefined, ...lifeOf(stored) };
 }
 
 /** RFC 7638: SHA-256 over the required public members in lexicographic order. */

@@ -96,12 +96,23 @@ export interface NewCargosafeUnit {
   createdAt: number;
 }
 
-/** A persisted JWT signing key (the private key as PKCS#8 PEM). */
+/**
+ * A persisted JWT signing key and where it is in its life: current (signing) until a newer key is
+ * promoted, then retired (still verifying the tokens it signed until they expire), or revoked (it
+ * verifies nothing any more).
+ */
 export interface StoredSigningKey {
   kid: string;
   alg: 'RS256' | 'ES256';
-  privateKeyPem: string;
+  /** The private key as PKCS#8 PEM; null when it is kept outside the store (`--signing-key-file`). */
+  privateKeyPem: string | null;
+  /** The public key as SPKI PEM; stored when `privateKeyPem` is null (so every process can verify), else may be omitted. */
+  publicKeyPem?: string | null;
   createdAt: number;
+  /** When a newer key took over signing; null or absent while the key is current. */
+  retiredAt?: number | null;
+  /** When the key was revoked; null or absent while it verifies. */
+  revokedAt?: number | null;
 }
 
 export interface PrincipalStore {
@@ -124,6 +135,14 @@ export interface SecretStore {
   listSigningKeys(): Promise<StoredSigningKey[]>;
   /** Saves a key unless one with the same kid exists. */
   saveSigningKey(key: StoredSigningKey): Promise<void>;
+  /**
+   * Makes `key` the one that signs: saves it and retires at `at` every other key that is not retired
+   * yet, in one transaction (a rotation half done would leave two keys signing). When a key with its
+   * kid exists already nothing changes: a retired or revoked key is never brought back.
+   */
+  promoteSigningKey(key: StoredSigningKey, at: number): Promise<void>;
+  /** Revokes at `at` every retired key not revoked yet; answers their kids. The current key stays. */
+  revokeRetiredSigningKeys(at: number): Promise<string[]>;
   /**
    * Answers the secret stored under `name`, storing `candidate` first if there is none. Several
    * processes racing here all get the same value (the first one stored).

@@ -46,7 +46,9 @@ export interface TokenServiceOptions {
   verifiedCacheSize?: number;
 }
 
-const DEFAULTS = { issuer: 'trailwire', ttlSeconds: 1800, verifiedCacheSize: 50_000 };
+export const DEFAULT_TOKEN_TTL_SECONDS = 1800;
+
+const DEFAULTS = { issuer: 'trailwire', ttlSeconds: DEFAULT_TOKEN_TTL_SECONDS, verifiedCacheSize: 50_000 };
 
 /** The product a partner token is scoped to. */
 export function productOfScope(scope: string | undefined): string | undefined {
@@ -141,6 +143,8 @@ export class TokenService {
   readonly ttlSeconds: number;
   private readonly cacheSize: number;
   private readonly verified = new Map<string, AccessClaims>();
+  /** The `kid` that signed each verified token's claims, so a revoked signing key ends cached tokens and streams too. */
+  private readonly signedBy = new WeakMap<AccessClaims, string>();
 
   constructor(
     private readonly keys: SigningKeyRing,
@@ -210,8 +214,8 @@ export class TokenService {
       return cached;
     }
     const claims = this.checkClaims(this.verifySignature(token));
-    await this.assertNotRevoked(claims);
     this.remember(token, claims);
+    await this.assertNotRevoked(claims);
     return claims;
   }
 
@@ -230,8 +234,14 @@ export class TokenService {
     return claims as AccessClaims;
   }
 
-  /** Throws `invalid_token` when the principal's key was rotated (or the principal removed) since minting. */
+  /**
+   * Throws `invalid_token` when the principal's key was rotated (or the principal removed) since
+   * minting, or when the signing key of a token verified here was revoked (`keys rotate --revoke-previous`).
+   */
   async assertNotRevoked(claims: AccessClaims): Promise<void> {
+    const kid = this.signedBy.get(claims);
+    if (kid !== undefined && this.keys.publicKeyFor(kid) === undefined)
+      throw new TrailwireError('invalid_token', 'The key that signed this token was revoked; authenticate again.');
     const version = await this.keyVersions.current(claims.aud, claims.sub);
     if (version === null || claims.ver < version)
       throw new TrailwireError('invalid_token', 'The token was minted before the key was rotated; authenticate again.');
@@ -249,6 +259,8 @@ export class TokenService {
 
   /** Remembers a verified token; the oldest entry goes when the cache is full. */
   remember(token: string, claims: AccessClaims): void {
+    const kid = jwt.decode(token, { complete: true })?.header.kid;
+    if (kid !== undefined) this.signedBy.set(claims, kid);
     if (this.verified.size >= this.cacheSize) {
       const oldest = this.verified.keys().next().value;
       if (oldest !== undefined) this.verified.delete(oldest);

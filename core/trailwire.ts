@@ -13,7 +13,7 @@ import { ReadService, type ReadServiceOptions } from './read-service.ts';
 import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './rate-limit.ts';
 import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
 import type { TrailwireStore } from './store.ts';
-import { KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
+import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
 import type { IntakeQueue } from './intake-queue.ts';
 import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
@@ -56,8 +56,10 @@ export interface TrailwireOptions {
   clock?: Clock;
   /** Default: random UUIDs. */
   ids?: IdGenerator;
-  /** JWT signing algorithm. Default RS256. */
+  /** JWT signing algorithm of a generated key. Default RS256. */
   signingAlgorithm?: SigningAlgorithm;
+  /** Where the signing key comes from and how soon other processes' rotations are seen. See `SigningKeysOptions`. */
+  signingKeys?: SigningKeysOptions;
   /** Token issuer and lifetime. Defaults: `trailwire`, 1800 s. */
   tokens?: TokenServiceOptions;
   /** Overrides of the default limits, per limit. */
@@ -93,6 +95,25 @@ export interface TrailwireOptions {
    */
   operatorChanges?: OperatorChangeOptions;
 }
+
+export interface SigningKeysOptions {
+  /**
+   * A PEM private key (RSA: RS256, EC P-256: ES256) kept outside the store, e.g. read from a mounted
+   * secret (`--signing-key-file`). It signs; the store keeps only its public key. Default: none (a key
+   * generated and stored in the store).
+   */
+  privateKeyPem?: string;
+  /**
+   * How often the signing keys are re-read from the store, in seconds: how soon a rotation or a
+   * revocation by another process (`trailwire keys rotate`) takes effect here. Also added to the time
+   * a retired key keeps verifying. Default 5.
+   */
+  refreshSeconds?: number;
+  /** Told of a failed refresh (the next one tries again). Default: ignored. */
+  onError?: (error: unknown) => void;
+}
+
+export const DEFAULT_SIGNING_KEY_REFRESH_SECONDS = 5;
 
 export interface Trailwire {
   readonly store: TrailwireStore;
@@ -132,7 +153,19 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
 
   const rotationSettings = resolveRotationOptions(options.rotations);
 
-  const keys = await SigningKeyRing.open(store, options.signingAlgorithm ?? 'RS256', clock);
+  const refreshSeconds = options.signingKeys?.refreshSeconds ?? DEFAULT_SIGNING_KEY_REFRESH_SECONDS;
+  if (typeof refreshSeconds !== 'number' || !(refreshSeconds > 0) || !Number.isFinite(refreshSeconds))
+    throw new TypeError(`createTrailwire: \`signingKeys.refreshSeconds\` must be a positive number, got ${refreshSeconds}`);
+  const keys = await SigningKeyRing.open(store, {
+    algorithm: options.signingAlgorithm ?? 'RS256',
+    clock,
+    privateKeyPem: options.signingKeys?.privateKeyPem,
+    // A token signed just before another process's rotation became visible here lives its whole lifetime after it.
+    retiredGraceMs: ((options.tokens?.ttlSeconds ?? DEFAULT_TOKEN_TTL_SECONDS) + refreshSeconds) * 1000,
+  });
+  const onKeyRefreshError = options.signingKeys?.onError ?? (() => {});
+  const keyRefresh = setInterval(() => keys.refresh().catch(onKeyRefreshError), refreshSeconds * 1000);
+  keyRefresh.unref();
   const keyVersions = new KeyVersions(store, { clock, maxAgeMs: rotationSettings.recheckAfterSeconds * 1000 });
   const tokens = new TokenService(keys, keyVersions, clock, options.tokens);
   const auth = new AuthService(
@@ -188,6 +221,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     intake,
     options: { verifyVinCheckDigit, limits },
     async close() {
+      clearInterval(keyRefresh);
       await intake?.worker.stop();
       await operatorChanges.stop();
       rotations.stop();

@@ -15,8 +15,11 @@
  * exhaust the memory and file descriptors that every customer's streams share. The count is this
  * process's: N processes behind a balancer admit up to N times the cap (docs/operations.md).
  */
+import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, systemClock } from '../../core/clock.ts';
+import type { Logger } from 'pino';
+import { type AccessLogLevel, millisecondsSince } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveHub, LiveSubscription, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
@@ -35,6 +38,18 @@ export interface LiveFeedServiceOptions {
   maxStreamsPerCustomer?: number;
   /** What "now" is when a stream's token expires. Default: the clock of `tokens`, else the system clock. */
   clock?: Clock;
+  /**
+   * Subscribes to events after which every open stream's token is checked again at once rather than
+   * at its next heartbeat: the signing keys changed (a key was revoked). Answers the unsubscribe
+   * function. Default: none (the heartbeat's check only).
+   */
+  recheckOn?: (listener: () => void) => () => void;
+  /**
+   * The access log of streams: a line when a stream opens and one when it closes (with its final
+   * status and duration), at `level` (default `info`); a refused Subscribe writes the close line
+   * only. Default: none.
+   */
+  accessLog?: { logger: Logger; level?: AccessLogLevel };
 }
 
 export interface LiveFeedService {
@@ -90,8 +105,12 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     return bytes;
   };
   let closing: TrailwireError | null = null;
+  const stopRechecks = settings.recheckOn?.(() => {
+    for (const stream of streams) stream.recheck(tokens);
+  });
 
   async function subscribe(call: SubscribeCall): Promise<void> {
+    const log = streamLog(call, settings.accessLog);
     let claims: AccessClaims;
     try {
       if (closing) throw closing;
@@ -102,10 +121,15 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
         throw new TrailwireError('rate_limited', `This customer already holds ${maxStreamsPerCustomer} LiveFeed streams here, the most allowed; close one first.`);
     } catch (error) {
       endCall(call, error);
+      log.closed(error);
       return;
     }
-    if (call.cancelled) return;
-    const stream = new LiveStream(call, claims, encode, release);
+    if (call.cancelled) return log.closed(null);
+    log.opened(claims.sub);
+    const stream = new LiveStream(call, claims, encode, (which, reason) => {
+      release(which);
+      log.closed(reason);
+    });
     streams.add(stream);
     streamsOf.set(claims.sub, (streamsOf.get(claims.sub) ?? 0) + 1);
     stream.open(hub, tokens, heartbeatIntervalMs, clock);
@@ -119,6 +143,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     },
     endAllStreams(reason = new TrailwireError('unavailable', 'The live feed is shutting down.')) {
       closing = reason;
+      stopRechecks?.();
       for (const stream of [...streams]) stream.end(reason);
     },
   };
@@ -145,7 +170,7 @@ class LiveStream {
     private readonly call: SubscribeCall,
     private readonly claims: AccessClaims,
     private readonly encode: (event: LiveTrailerEvent) => Buffer,
-    private readonly onFinish: (stream: LiveStream) => void,
+    private readonly onFinish: (stream: LiveStream, reason: unknown) => void,
   ) {}
 
   get customerId(): string {
@@ -165,7 +190,7 @@ class LiveStream {
       // A full transport means the client is behind, not idle: it needs no keep-alive then.
       if (!this.call.writableNeedDrain) this.call.write(HEARTBEAT_BYTES);
       // Catches a rotation done by another process, once this process's key versions know of it.
-      tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
+      this.recheck(tokens);
       // The timer below ends the stream on time; this catches a clock that jumped (or a test's manual clock).
       this.endIfExpired(clock);
     }, heartbeatIntervalMs);
@@ -186,6 +211,11 @@ class LiveStream {
     return true;
   }
 
+  /** Ends the stream with UNAUTHENTICATED when its token was revoked (its principal's key rotated, or its signing key revoked). */
+  recheck(tokens: LiveFeedServiceOptions['tokens']): void {
+    tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
+  }
+
   end(reason: unknown): void {
     this.finish(reason);
   }
@@ -196,9 +226,35 @@ class LiveStream {
     clearInterval(this.heartbeat);
     clearTimeout(this.expiry);
     this.subscription?.unsubscribe();
-    this.onFinish(this);
+    this.onFinish(this, reason);
     if (reason !== null && !this.call.cancelled) endCall(this.call, reason);
   }
+}
+
+const SUBSCRIBE_ROUTE = '/livefeed.v1.LiveFeed/Subscribe';
+const ACCEPTABLE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * The access-log lines of one Subscribe call: `opened` once authenticated, `closed` with the reason
+ * (null: the client went away, CANCELLED). Fields as the HTTP access log's, `access: 'grpc'`.
+ */
+function streamLog(call: SubscribeCall, accessLog: LiveFeedServiceOptions['accessLog']) {
+  const started = process.hrtime.bigint();
+  const [incoming] = call.metadata.get('x-request-id');
+  const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  const fields = { access: 'grpc', requestId, route: SUBSCRIBE_ROUTE, clientAddress: call.getPeer() };
+  let principalId: string | undefined;
+  const write = (line: Record<string, unknown>, message: string) => accessLog?.logger[accessLog.level ?? 'info']({ ...fields, principalId, ...line }, message);
+  return {
+    opened(customerId: string) {
+      principalId = customerId;
+      write({ event: 'stream.open', audience: 'customers' }, 'stream opened');
+    },
+    closed(reason: unknown) {
+      const status = reason === null ? 'CANCELLED' : grpc.status[grpcStatusOf(reason).code];
+      write({ event: 'stream.close', status, durationMs: millisecondsSince(started) }, 'stream closed');
+    },
+  };
 }
 
 /** Ends the call with the status of `error`, after the messages already written. */

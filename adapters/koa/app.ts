@@ -19,6 +19,8 @@ import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { problemMiddleware } from './problem.ts';
 import { createReadRouter } from './read-routes.ts';
 import { requestIdMiddleware } from './request-id.ts';
+import { accessLogMiddleware } from './access-log.ts';
+import type { AccessLogLevel } from '../../core/audit.ts';
 
 export interface TrailwireAppOptions {
   /** Mount the authentication API. Default true. */
@@ -37,6 +39,11 @@ export interface TrailwireAppOptions {
   trustProxy?: boolean;
   /** Default: pino at `info`. */
   logger?: Logger;
+  /**
+   * The level of the access-log lines, one per request (`access-log.ts`); audit lines are `info`
+   * (limit hits `warn`). Default `info`.
+   */
+  accessLogLevel?: AccessLogLevel;
   /** Where HTTP metrics are registered and `/metrics` reads from. Default: a new registry. */
   registry?: Registry;
   /** Checks `/readyz` runs besides the store's. */
@@ -93,7 +100,7 @@ function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middl
   const metrics = createHttpMetrics(options.registry);
 
   const routers: KoaRouter[] = [];
-  if (mountAuth) routers.push(createAuthRouter(trailwire));
+  if (mountAuth) routers.push(createAuthRouter(trailwire, { auditLogger: logger }));
   if (mountData) routers.push(createReadRouter(trailwire), ...(options.dataRouters ?? []));
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
@@ -125,7 +132,15 @@ function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middl
   for (const router of routers) root.use(router.routes());
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
-    middleware: [requestIdMiddleware(), metrics.middleware, problemMiddleware(logger), root.routes() as Middleware, root.allowedMethods() as Middleware],
+    middleware: [
+      requestIdMiddleware(),
+      // Outside problemMiddleware, so that it logs the status the caller gets.
+      accessLogMiddleware({ logger, level: options.accessLogLevel, clock: trailwire.clock }),
+      metrics.middleware,
+      problemMiddleware(logger),
+      root.routes() as Middleware,
+      root.allowedMethods() as Middleware,
+    ],
     root,
     prefix,
   };

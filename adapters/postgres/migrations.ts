@@ -243,6 +243,17 @@ export const POSTGRES_STORE_MIGRATIONS: readonly PostgresMigration[] = [
       CREATE INDEX trailer_changes_at ON trailer_changes (at);
     `,
   },
+  {
+    // The signing-key lifecycle (issue 17): see the SQLite store's migration of the same name.
+    name: '0003_signing_key_lifecycle',
+    up: `
+      ALTER TABLE signing_keys ALTER COLUMN private_key_pem DROP NOT NULL;
+      ALTER TABLE signing_keys ADD COLUMN public_key_pem TEXT;
+      ALTER TABLE signing_keys ADD COLUMN retired_at BIGINT;
+      ALTER TABLE signing_keys ADD COLUMN revoked_at BIGINT;
+      ALTER TABLE signing_keys ADD CHECK (private_key_pem IS NOT NULL OR public_key_pem IS NOT NULL);
+    `,
+  },
 ];
 
 /** The component name under which the durable intake queue's migrations are recorded. */

@@ -69,6 +69,10 @@ import {
   type PrincipalRow,
   type StateCountRow,
   type TrailerRow,
+  SIGNING_KEY_COLUMNS,
+  type SigningKeyRow,
+  signingKeyValues,
+  toStoredSigningKey,
 } from '../sql/rows.ts';
 
 export interface PostgresStoreOptions {
@@ -192,12 +196,20 @@ class PostgresTrailwireStore implements PostgresStore {
   // --- secrets ----------------------------------------------------------------------------------
 
   async listSigningKeys(): Promise<StoredSigningKey[]> {
-    const rows = await queryRows<SigningKeyRow>(this.pool, this.sql.signingKeys, []);
-    return rows.map((row) => ({ kid: row.kid, alg: row.alg, privateKeyPem: row.private_key_pem, createdAt: row.created_at }));
+    return (await queryRows<SigningKeyRow>(this.pool, this.sql.signingKeys, [])).map(toStoredSigningKey);
   }
 
   async saveSigningKey(key: StoredSigningKey): Promise<void> {
-    await queryRun(this.pool, this.sql.insertSigningKey, [key.kid, key.alg, key.privateKeyPem, key.createdAt]);
+    await queryRun(this.pool, this.sql.insertSigningKey, signingKeyValues(key));
+  }
+
+  async promoteSigningKey(key: StoredSigningKey, at: number): Promise<void> {
+    // One statement, so one transaction: the insert and the retirement of the others commit together.
+    await queryRun(this.pool, this.sql.promoteSigningKey, [...signingKeyValues(key), at]);
+  }
+
+  async revokeRetiredSigningKeys(at: number): Promise<string[]> {
+    return (await queryRows<{ kid: string }>(this.pool, this.sql.revokeRetiredSigningKeys, [at])).map((row) => row.kid);
   }
 
   async getOrCreateSecret(name: string, candidate: string): Promise<string> {
@@ -564,12 +576,6 @@ function timeBounds(page: TimePageQuery): [number, number, number, number] {
 
 // --- statements -----------------------------------------------------------------------------------
 
-interface SigningKeyRow {
-  kid: string;
-  alg: StoredSigningKey['alg'];
-  private_key_pem: string;
-  created_at: number;
-}
 interface TrailerWithFleetRow extends TrailerRow {
   f_customer_id: string | null;
   f_name: string | null;
@@ -639,9 +645,14 @@ export function storeStatements(schema: string) {
     rotateCustomerKey: `UPDATE ${s}.customers SET key_hash = $1, rotated_at = $2, key_version = key_version + 1
       WHERE id = $3 AND key_version = $4 RETURNING key_version`,
 
-    signingKeys: `SELECT kid, alg, private_key_pem, created_at FROM ${s}.signing_keys ORDER BY created_at, position`,
-    insertSigningKey: `INSERT INTO ${s}.signing_keys (kid, alg, private_key_pem, created_at) VALUES ($1, $2, $3, $4)
+    signingKeys: `SELECT ${SIGNING_KEY_COLUMNS} FROM ${s}.signing_keys ORDER BY created_at, position`,
+    insertSigningKey: `INSERT INTO ${s}.signing_keys (kid, alg, private_key_pem, public_key_pem, created_at) VALUES ($1, $2, $3, $4, $5)
       ON CONFLICT (kid) DO NOTHING`,
+    promoteSigningKey: `WITH saved AS (
+        INSERT INTO ${s}.signing_keys (kid, alg, private_key_pem, public_key_pem, created_at) VALUES ($1, $2, $3, $4, $5)
+        ON CONFLICT (kid) DO NOTHING RETURNING kid)
+      UPDATE ${s}.signing_keys SET retired_at = $6 WHERE kid <> $1 AND retired_at IS NULL AND EXISTS (SELECT 1 FROM saved)`,
+    revokeRetiredSigningKeys: `UPDATE ${s}.signing_keys SET revoked_at = $1 WHERE retired_at IS NOT NULL AND revoked_at IS NULL RETURNING kid`,
     insertSecret: `INSERT INTO ${s}.secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
     secretByName: `SELECT value FROM ${s}.secrets WHERE name = $1`,
 

@@ -8,12 +8,15 @@
  * provided each listens in the same order, which `startServer` does (HTTP first, then gRPC).
  *
  * The primary opens no store and serves nothing itself. It waits until every worker reports that it
- * listens (or one fails, which stops the others), forwards SIGTERM/SIGINT so every worker shuts down
- * gracefully, and logs each worker that exits. It does not replace a worker that exits: a worker
- * crashing again and again would be hidden by silent respawns, and the payloads it acknowledged are
- * safe in PostgreSQL, where the surviving workers take them over. The others keep serving the ports;
- * once the last worker is gone the primary ends (status 1 unless asked to stop), so that the
- * supervisor (systemd, Kubernetes, ...) restarts the whole service.
+ * listens (or one fails, which stops the others: a configuration that cannot start is not retried),
+ * forwards SIGTERM/SIGINT so every worker shuts down gracefully, and logs each worker that exits.
+ * Once serving, a worker that exits unexpectedly (a crash, an OOM kill, `kill -9`) is replaced, as a
+ * cluster manager would: after 1 s, doubling with every crash that follows a short life (under
+ * `respawn.stableAfterMs`), up to `respawn.maxDelayMs` (30 s) — so a crash loop costs one fork per
+ * 30 s, not a spinning CPU, and every crash is logged at `error` with the delay before its
+ * replacement. The payloads a crashed worker acknowledged are safe in PostgreSQL, where the others
+ * take them over. A deliberate shutdown (`stop`, SIGINT, SIGTERM) replaces nothing; the primary ends
+ * once the last worker is gone.
  */
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
@@ -27,13 +30,26 @@ export interface ClusterOptions {
   workers: number;
   /** Where the primary reports workers' exits. Required. */
   logger: Logger;
+  /** How a worker that exits unexpectedly is replaced. Defaults as `DEFAULT_RESPAWN`. */
+  respawn?: Partial<RespawnOptions>;
 }
+
+export interface RespawnOptions {
+  /** The wait before the first replacement, in ms. */
+  initialDelayMs: number;
+  /** The longest wait, in ms: the cap of the doubling. */
+  maxDelayMs: number;
+  /** A worker that lived at least this long (ms) before it crashed resets the wait to `initialDelayMs`. */
+  stableAfterMs: number;
+}
+
+export const DEFAULT_RESPAWN: RespawnOptions = { initialDelayMs: 1000, maxDelayMs: 30_000, stableAfterMs: 60_000 };
 
 /** A cluster whose workers all listen. */
 export interface RunningCluster<Ready> {
   /** What each worker reported with `reportReady`, in fork order. */
   readonly ready: readonly Ready[];
-  /** The workers' process ids, in fork order. */
+  /** The process ids of the workers running now (replacements included), in fork order. */
   readonly pids: readonly number[];
   /**
    * Resolves once every worker has exited, with the status the primary should exit with: 0 when
@@ -54,15 +70,23 @@ export async function startCluster<Ready>(options: ClusterOptions): Promise<Runn
   if (!cluster.isPrimary) throw new Error('startCluster: called in a cluster worker');
   if (!Number.isInteger(options.workers) || options.workers < 2)
     throw new TypeError(`startCluster: \`workers\` must be an integer of at least 2, got ${options.workers}`);
+  const respawn = { ...DEFAULT_RESPAWN, ...options.respawn };
+  for (const [field, value] of Object.entries(respawn))
+    if (!Number.isFinite(value) || value < 0) throw new TypeError(`startCluster: \`respawn.${field}\` must be a number >= 0, got ${value}`);
   const { logger } = options;
-  const workers: Worker[] = [];
-  const exitCodes = new Map<Worker, number>();
+  const live = new Set<Worker>();
   let stopping = false;
+  let serving = false;
+  let failures = 0;
+  const pendingRespawns = new Set<NodeJS.Timeout>();
+  let cleanStop = true;
   let resolveExited: (code: number) => void = () => {};
   const exited = new Promise<number>((resolve) => (resolveExited = resolve));
   const stop = (signal: NodeJS.Signals) => {
     stopping = true;
-    for (const worker of workers) if (!exitCodes.has(worker)) worker.process.kill(signal);
+    for (const timer of pendingRespawns) clearTimeout(timer);
+    for (const worker of live) worker.process.kill(signal);
+    if (live.size === 0) resolveExited(cleanStop ? 0 : 1);
   };
   // Listening before the first fork: a signal during start-up must reach the workers too, rather than
   // end the primary and leave them to die abruptly when their IPC channel closes.
@@ -73,18 +97,31 @@ export async function startCluster<Ready>(options: ClusterOptions): Promise<Runn
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
 
-  const starting = Array.from({ length: options.workers }, () => {
+  /** Forks a worker; resolves with its report once it listens, rejects when it fails or exits first. */
+  const fork = (): { worker: Worker; ready: Promise<Ready> } => {
     const worker = cluster.fork();
-    workers.push(worker);
+    const forkedAt = Date.now();
+    live.add(worker);
     worker.on('exit', (code, signal) => {
-      exitCodes.set(worker, code ?? 1);
-      const running = workers.length - exitCodes.size;
-      const fields = { worker: worker.id, pid: worker.process.pid, code, signal, running };
-      if (stopping) logger.info(fields, 'worker stopped');
-      else logger.error(fields, 'worker exited; it is not replaced');
-      if (running === 0) resolveExited(stopping && [...exitCodes.values()].every((status) => status === 0) ? 0 : 1);
+      live.delete(worker);
+      const fields = { worker: worker.id, pid: worker.process.pid, code, signal, running: live.size };
+      if (stopping) {
+        if (code !== 0) cleanStop = false;
+        logger.info(fields, 'worker stopped');
+        if (live.size === 0) resolveExited(cleanStop ? 0 : 1);
+        return;
+      }
+      if (!serving) return; // start-up: startCluster rejects and stops the others
+      failures = Date.now() - forkedAt >= respawn.stableAfterMs ? 1 : failures + 1;
+      const delayMs = Math.min(respawn.initialDelayMs * 2 ** (failures - 1), respawn.maxDelayMs);
+      logger.error({ ...fields, restartInMs: delayMs }, 'worker exited unexpectedly; replacing it');
+      const timer = setTimeout(() => {
+        pendingRespawns.delete(timer);
+        replace(worker.id);
+      }, delayMs);
+      pendingRespawns.add(timer);
     });
-    return new Promise<Ready>((resolve, reject) => {
+    const ready = new Promise<Ready>((resolve, reject) => {
       worker.on('message', (message: WorkerMessage<Ready>) => {
         if (message?.trailwireCluster === 'ready') resolve(message.detail);
         else if (message?.trailwireCluster === 'failed') reject(new TrailwireError(message.code, message.message));
@@ -93,13 +130,35 @@ export async function startCluster<Ready>(options: ClusterOptions): Promise<Runn
         reject(new TrailwireError('internal', `worker ${worker.id} exited (${signal ?? `status ${code}`}) before it was serving`)),
       );
     });
-  });
+    return { worker, ready };
+  };
+
+  // A replacement that fails to start exits, and its exit schedules the next try (with a longer wait).
+  const replace = (replaces: number) => {
+    if (stopping) return;
+    const { worker, ready } = fork();
+    ready.then(
+      () => logger.info({ worker: worker.id, pid: worker.process.pid, replaces, running: live.size }, 'worker replaced'),
+      (error: unknown) => logger.error({ worker: worker.id, err: error }, 'replacement worker failed to start'),
+    );
+  };
+
+  const starting = Array.from({ length: options.workers }, () => fork().ready);
   try {
     const ready = await Promise.all(starting);
-    return { ready, pids: workers.map((worker) => worker.process.pid!), exited, stop };
+    serving = true;
+    return {
+      ready,
+      get pids() {
+        return [...live].map((worker) => worker.process.pid!);
+      },
+      exited,
+      stop,
+    };
   } catch (error) {
     // Promise.all rejects with the first failure; the others' rejections are expected and not news.
     for (const promise of starting) promise.catch(() => {});
+    cleanStop = false;
     stop('SIGTERM');
     await exited;
     throw error;

@@ -7,15 +7,19 @@
  * mounts the adapters instead.
  */
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pino, type Logger } from 'pino';
+import type { AccessLogLevel } from '../../core/audit.ts';
+import { TrailwireError } from '../../core/errors.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
 import { openSharedState } from './shared-state.ts';
+import { readableByOthers } from '../sqlite/file-modes.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
 import { builtInProducts } from '../../products/index.ts';
@@ -75,6 +79,14 @@ export interface ServerOptions {
   intakeThread?: boolean;
   /** Product modules installed besides the built-in products (`loadProductModule` specifiers, relative to the working directory). */
   productModules?: readonly string[];
+  /**
+   * A PEM file holding the JWT signing private key (RSA: RS256, EC P-256: ES256), e.g. a mounted
+   * secret: it signs, and the store keeps only its public key. Default: none (a key generated once
+   * and kept in the store). See "Keys and secrets" in docs/operations.md.
+   */
+  signingKeyFile?: string;
+  /** The level of the access-log lines (one per HTTP request, two per LiveFeed stream). Default `info`. */
+  accessLogLevel?: AccessLogLevel;
   /** Trust X-Forwarded-For for client addresses. Default false. */
   trustProxy?: boolean;
   /** Default: pino at `info` on stdout. */
@@ -118,6 +130,8 @@ export { DEFAULT_DB_FILE } from './backends.ts';
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? pino();
+  // Read before anything opens, so that a missing or unreadable file fails the start at once.
+  const signingKeyPem = options.signingKeyFile === undefined ? undefined : readSigningKeyFile(options.signingKeyFile);
   const productModules = options.productModules ?? [];
   const moduleProducts = await Promise.all(productModules.map((specifier) => loadProductModule(specifier)));
   const shared = options.redisUrl ? await openSharedState({ redisUrl: options.redisUrl, keyPrefix: options.redisKeyPrefix, logger }) : undefined;
@@ -129,6 +143,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     throw error;
   }
   const sqlite = backend.sqlite;
+  if (sqlite && sqlite.file !== ':memory:') warnIfReadableByOthers(sqlite.file, logger);
   const runWorker = options.intakeWorker ?? true;
   const useThread =
     sqlite !== undefined &&
@@ -147,9 +162,18 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     live: { ...shared?.coreOptions.live, ...options.core?.live },
     rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
     operatorChanges: { onError: (error: unknown) => logger.warn({ err: error }, 'operator change feed not read'), ...options.core?.operatorChanges },
+    signingKeys: {
+      onError: (error: unknown) => logger.warn({ err: error }, 'signing keys not re-read; retrying at the next refresh'),
+      ...options.core?.signingKeys,
+      ...(signingKeyPem === undefined ? {} : { privateKeyPem: signingKeyPem }),
+    },
     store: backend.store,
     intakeQueue: threadedQueue ?? backend.queue,
   });
+  // A rotation by `trailwire keys rotate` (another process) reaches this one at a key refresh: say so.
+  trailwire.keys.onChange(() =>
+    logger.info({ audit: true, event: 'signing-keys.changed', keys: trailwire.keys.list().map(({ kid, status }) => ({ kid, status })) }, 'signing keys changed'),
+  );
   backend.onEnqueued(() => (thread ? thread.notify() : trailwire.intake?.worker.notify()));
   const closeCore = async () => {
     await thread?.stop();
@@ -181,6 +205,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     logger,
     trustProxy: options.trustProxy,
     intakeWorkerExpected: runWorker && !useThread,
+    accessLogLevel: options.accessLogLevel,
     readinessChecks: thread
       ? {
           'intake-thread': async () => {
@@ -208,6 +233,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       heartbeatIntervalMs: options.heartbeatIntervalMs,
       maxStreamsPerCustomer: options.maxStreamsPerCustomer,
       clock: trailwire.clock,
+      recheckOn: (listener) => trailwire.keys.onChange(listener),
+      accessLog: { logger, level: options.accessLogLevel },
     });
   } catch (error) {
     server.close();
@@ -233,4 +260,24 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await closeCore();
     },
   };
+}
+
+/**
+ * An existing database file that other users can read gives away the key hashes and, unless
+ * `signingKeyFile` keeps it elsewhere, the signing key. It is not chmod-ed for the operator (a
+ * backup job or a group may rely on the mode); the warning says how to fix it.
+ */
+function warnIfReadableByOthers(file: string, logger: Logger): void {
+  const exposed = readableByOthers(file);
+  if (exposed.length === 0) return;
+  const fix = `chmod 600 ${exposed.map((entry) => JSON.stringify(entry.file)).join(' ')}`;
+  logger.warn({ files: exposed, fix }, `the database is readable by other users; restrict it with: ${fix}`);
+}
+
+function readSigningKeyFile(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new TrailwireError('validation_failed', `The signing key file ${file} cannot be read: ${(error as Error).message}`, { cause: error });
+  }
 }

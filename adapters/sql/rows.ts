@@ -4,13 +4,43 @@
  * (SQLite: 0/1, PostgreSQL: true/false), which `SqlBool` and `isTrue` absorb, so one mapping serves both.
  */
 import type { CargosafeReading, CargosafeUnit, Customer, Device, DeviceState, Fleet, GpsFix, Heading, Partner, Principal, StatusName, Trailer } from '../../core/model.ts';
-import type { TimeKey } from '../../core/store.ts';
+import type { StoredSigningKey, TimeKey } from '../../core/store.ts';
 
 /** A boolean column as a driver returns it. */
 export type SqlBool = boolean | number;
 
 export function isTrue(value: SqlBool | null): boolean {
   return value === true || value === 1;
+}
+
+/** The columns of `signing_keys`, in the order `SIGNING_KEY_COLUMNS` names them. */
+export interface SigningKeyRow {
+  kid: string;
+  alg: StoredSigningKey['alg'];
+  private_key_pem: string | null;
+  public_key_pem: string | null;
+  created_at: number;
+  retired_at: number | null;
+  revoked_at: number | null;
+}
+
+export const SIGNING_KEY_COLUMNS = 'kid, alg, private_key_pem, public_key_pem, created_at, retired_at, revoked_at';
+
+export function toStoredSigningKey(row: SigningKeyRow): StoredSigningKey {
+  return {
+    kid: row.kid,
+    alg: row.alg,
+    privateKeyPem: row.private_key_pem,
+    publicKeyPem: row.public_key_pem,
+    createdAt: row.created_at,
+    retiredAt: row.retired_at,
+    revokedAt: row.revoked_at,
+  };
+}
+
+/** The values of an insert into `signing_keys` (kid, alg, private, public, created_at). */
+export function signingKeyValues(key: StoredSigningKey): [string, string, string | null, string | null, number] {
+  return [key.kid, key.alg, key.privateKeyPem, key.publicKeyPem ?? null, key.createdAt];
 }
 
 export interface PrincipalRow {

@@ -230,4 +230,26 @@ export const STORE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX trailer_changes_at ON trailer_changes (at);
     `,
   },
+  {
+    // The signing-key lifecycle (issue 17): a key kept in a file has no private key here, only its
+    // public key; rotation retires keys and --revoke-previous revokes them. SQLite cannot drop a NOT
+    // NULL, so the small table is rebuilt.
+    name: '0003_signing_key_lifecycle',
+    up: `
+      CREATE TABLE signing_keys_next (
+        kid             TEXT PRIMARY KEY,
+        alg             TEXT NOT NULL CHECK (alg IN ('RS256', 'ES256')),
+        private_key_pem TEXT,
+        public_key_pem  TEXT,
+        created_at      INTEGER NOT NULL,
+        retired_at      INTEGER,
+        revoked_at      INTEGER,
+        CHECK (private_key_pem IS NOT NULL OR public_key_pem IS NOT NULL)
+      ) STRICT;
+      INSERT INTO signing_keys_next (rowid, kid, alg, private_key_pem, created_at)
+        SELECT rowid, kid, alg, private_key_pem, created_at FROM signing_keys;
+      DROP TABLE signing_keys;
+      ALTER TABLE signing_keys_next RENAME TO signing_keys;
+    `,
+  },
 ];

@@ -7,8 +7,7 @@
  * page is one index range, so its cost does not grow with its depth. Trailer status policy stays in the
  * core: the store counts device states in SQL and calls `deriveTrailerStatus`.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { CanonicalCargosafeReading, CanonicalDeviceReading } from '../../core/canonical.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
@@ -42,6 +41,7 @@ import type {
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
+import { createOwnerOnly, restrictSidecars } from './file-modes.ts';
 import { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS } from './migrations.ts';
 import {
   compareKeys,
@@ -69,6 +69,10 @@ import {
   type PrincipalRow,
   type StateCountRow,
   type TrailerRow,
+  SIGNING_KEY_COLUMNS,
+  type SigningKeyRow,
+  signingKeyValues,
+  toStoredSigningKey,
 } from '../sql/rows.ts';
 
 /**
@@ -124,12 +128,16 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions): Required
  */
 export async function openSqliteStore(options: SqliteStoreOptions): Promise<SqliteStore> {
   const resolved = resolveSqliteStoreOptions(options);
-  if (resolved.file !== ':memory:') mkdirSync(dirname(resolved.file), { recursive: true });
+  const onDisk = resolved.file !== ':memory:';
+  // Owner-only: the file holds key hashes and, by default, the token-signing key (file-modes.ts).
+  const created = onDisk && !existsSync(resolved.file);
+  if (onDisk) createOwnerOnly(resolved.file);
   const db = new Database(resolved.file, { timeout: resolved.busyTimeoutMs });
   try {
     // WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit is safe from a
     // process crash without an fsync; FULL adds the fsync that power loss needs.
     await switchToWal(db, resolved.busyTimeoutMs);
+    if (created) restrictSidecars(resolved.file);
     db.pragma(`synchronous = ${resolved.durability === 'power' ? 'FULL' : 'NORMAL'}`);
     db.pragma('foreign_keys = ON');
     applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
@@ -203,16 +211,21 @@ class SqliteTrailwireStore implements SqliteStore {
   // --- secrets ----------------------------------------------------------------------------------
 
   async listSigningKeys(): Promise<StoredSigningKey[]> {
-    return this.sql.signingKeys.all().map((row) => ({
-      kid: row.kid,
-      alg: row.alg,
-      privateKeyPem: row.private_key_pem,
-      createdAt: row.created_at,
-    }));
+    return this.sql.signingKeys.all().map(toStoredSigningKey);
   }
 
   async saveSigningKey(key: StoredSigningKey): Promise<void> {
-    this.sql.insertSigningKey.run(key.kid, key.alg, key.privateKeyPem, key.createdAt);
+    this.sql.insertSigningKey.run(...signingKeyValues(key));
+  }
+
+  async promoteSigningKey(key: StoredSigningKey, at: number): Promise<void> {
+    this.db.transaction(() => {
+      if (this.sql.insertSigningKey.run(...signingKeyValues(key)).changes === 1) this.sql.retireOtherSigningKeys.run(at, key.kid);
+    }).immediate();
+  }
+
+  async revokeRetiredSigningKeys(at: number): Promise<string[]> {
+    return this.sql.revokeRetiredSigningKeys.all(at).map((row) => row.kid);
   }
 
   async getOrCreateSecret(name: string, candidate: string): Promise<string> {
@@ -549,11 +562,15 @@ function prepareStoreStatements(db: Database.Database) {
       'UPDATE customers SET key_hash = ?, rotated_at = ?, key_version = key_version + 1 WHERE id = ? AND key_version = ? RETURNING key_version',
     ),
 
-    signingKeys: db.prepare<[], { kid: string; alg: StoredSigningKey['alg']; private_key_pem: string; created_at: number }>(
-      'SELECT kid, alg, private_key_pem, created_at FROM signing_keys ORDER BY created_at, rowid',
+    signingKeys: db.prepare<[], SigningKeyRow>(
+      `SELECT ${SIGNING_KEY_COLUMNS} FROM signing_keys ORDER BY created_at, rowid`,
     ),
-    insertSigningKey: db.prepare<[string, string, string, number]>(
-      'INSERT OR IGNORE INTO signing_keys (kid, alg, private_key_pem, created_at) VALUES (?, ?, ?, ?)',
+    insertSigningKey: db.prepare<[string, string, string | null, string | null, number]>(
+      'INSERT OR IGNORE INTO signing_keys (kid, alg, private_key_pem, public_key_pem, created_at) VALUES (?, ?, ?, ?, ?)',
+    ),
+    retireOtherSigningKeys: db.prepare<[number, string]>('UPDATE signing_keys SET retired_at = ? WHERE kid <> ? AND retired_at IS NULL'),
+    revokeRetiredSigningKeys: db.prepare<[number], { kid: string }>(
+      'UPDATE signing_keys SET revoked_at = ? WHERE retired_at IS NOT NULL AND revoked_at IS NULL RETURNING kid',
     ),
     insertSecret: db.prepare<[string, string]>('INSERT OR IGNORE INTO secrets (name, value) VALUES (?, ?)'),
     secretByName: db.prepare<[string], { value: string }>('SELECT value FROM secrets WHERE name = ?'),

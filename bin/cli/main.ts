@@ -7,6 +7,7 @@ import yargs from 'yargs';
 import { DEFAULT_DB_FILE } from '../../adapters/server/defaults.ts';
 import { usageFailure } from './output.ts';
 import { provisionCommands } from './provision-commands.ts';
+import { keysCommand } from './keys-commands.ts';
 import { queueCommand } from './queue-commands.ts';
 import { serveCommand } from './serve-command.ts';
 
@@ -42,6 +43,7 @@ export async function main(argv: string[]): Promise<void> {
     .command(serveCommand)
     .command(provisionCommands)
     .command(queueCommand)
+    .command(keysCommand)
     .command((await import('./simulate-command.ts')).simulateCommand)
     .demandCommand(1, 'Choose a command; see --help')
     // Not `.strict()`: it would count TRAILWIRE_* variables meant for another command as unknown options.

@@ -7,6 +7,7 @@
 import type { IntakeQueue } from '../../core/intake-queue.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import type { StoreBackend } from '../../adapters/server/backends.ts';
+import { printFailure } from './output.ts';
 
 /** The global options every command shares, as yargs parses them. */
 export interface StoreArguments {
@@ -51,4 +52,13 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
 /** Runs `work` with the configured backend's intake queue. */
 export function withQueue<T>(args: StoreArguments, work: (queue: IntakeQueue) => Promise<T>): Promise<T> {
   return withCore(args, (_trailwire, backend) => work(backend.queue));
+}
+
+/** Runs a command's `work` with a core (`withCore`), reporting a failure as every command does. */
+export async function runWithCore(args: StoreArguments & { json: boolean }, work: Parameters<typeof withCore>[1]): Promise<void> {
+  try {
+    await withCore(args, work);
+  } catch (error) {
+    printFailure(args, error);
+  }
 }

@@ -6,8 +6,9 @@
 import type { Argv, CommandModule } from 'yargs';
 import { invalidField, TrailwireError } from '../../core/errors.ts';
 import { BUILT_IN_PRODUCT_NAMES } from '../../products/built-in-names.ts';
-import { withCore, type StoreArguments } from './open-core.ts';
-import { printFailure, printResult } from './output.ts';
+import { auditOperatorCommand } from './audit.ts';
+import { runWithCore, type StoreArguments } from './open-core.ts';
+import { printResult } from './output.ts';
 
 type Common = StoreArguments & { json: boolean };
 
@@ -27,9 +28,10 @@ function switchCommand(kind: 'trailer' | 'device', active: boolean): CommandModu
     describe: `${active ? 'Activate' : 'Deactivate'} a ${kind}`,
     builder: (yargs: Argv<Common>) => yargs.positional('id', { type: 'string', demandOption: true, describe: `${kind} id` }),
     handler: (args) =>
-      run(args, async (trailwire) => {
+      runWithCore(args, async (trailwire) => {
         if (kind === 'trailer') await trailwire.admin.setTrailerActive(args.id, active);
         else await trailwire.admin.setDeviceActive(args.id, active);
+        await auditOperatorCommand(`${kind}s ${active ? 'activate' : 'deactivate'}`, { [`${kind}Id`]: args.id });
         printResult(args, { id: args.id, active }, `${kind} ${args.id} ${active ? 'activated' : 'deactivated'}`);
       }),
   };
@@ -47,13 +49,14 @@ const partnersCreate: CommandModule<Common, Common & { name: string; product: st
         describe: `The product the key is scoped to: ${BUILT_IN_PRODUCT_NAMES.join(', ')}, or one of --product-module`,
       }),
   handler: (args) =>
-    run(args, async (trailwire) => {
+    runWithCore(args, async (trailwire) => {
       const installed = trailwire.products.list().map((product) => product.name).sort();
       if (!installed.includes(args.product))
         throw new TrailwireError('validation_failed', `No product "${args.product}" is installed; choose one of ${installed.join(', ')} (or add its module with --product-module).`, {
           errors: [{ path: '/product', message: `must be one of ${installed.join(', ')}` }],
         });
       const { principal, apiKey } = await trailwire.auth.createPartner({ name: nonEmpty(args.name, '/name'), product: args.product });
+      await auditOperatorCommand('partners create', { partnerId: principal.id, product: args.product });
       printResult(args, { id: principal.id, apiKey }, `partner ${principal.id} (${args.product})\napi key (shown once): ${apiKey}`);
     }),
 };
@@ -63,8 +66,9 @@ const customersCreate: CommandModule<Common, Common & { name: string }> = {
   describe: 'Issue a customer API key',
   builder: (yargs: Argv<Common>) => yargs.option('name', { type: 'string', demandOption: true, describe: 'Customer name' }),
   handler: (args) =>
-    run(args, async (trailwire) => {
+    runWithCore(args, async (trailwire) => {
       const { principal, apiKey } = await trailwire.auth.createCustomer({ name: nonEmpty(args.name, '/name') });
+      await auditOperatorCommand('customers create', { customerId: principal.id });
       printResult(args, { id: principal.id, apiKey }, `customer ${principal.id}\napi key (shown once): ${apiKey}`);
     }),
 };
@@ -77,8 +81,9 @@ const fleetsCreate: CommandModule<Common, Common & { customer: string; name: str
       .option('customer', { type: 'string', demandOption: true, describe: 'Customer id' })
       .option('name', { type: 'string', demandOption: true, describe: 'Fleet name' }),
   handler: (args) =>
-    run(args, async (trailwire) => {
+    runWithCore(args, async (trailwire) => {
       const fleet = await trailwire.admin.createFleet({ customerId: args.customer, name: args.name });
+      await auditOperatorCommand('fleets create', { fleetId: fleet.id, customerId: args.customer });
       printResult(args, { id: fleet.id }, `fleet ${fleet.id} (${fleet.name})`);
     }),
 };
@@ -92,9 +97,11 @@ const trailersCreate: CommandModule<Common, Common & { fleet: number; vin: strin
       .option('vin', { type: 'string', demandOption: true, describe: 'VIN (17 characters, check digit verified)' })
       .option('unit-id', { type: 'string', describe: 'Unit or asset tag' }),
   handler: (args) =>
-    run(args, async (trailwire) => {
+    runWithCore(args, async (trailwire) => {
       if (!Number.isInteger(args.fleet) || args.fleet < 1) throw invalidField('/fleet', 'must be a positive integer');
       const trailer = await trailwire.admin.registerTrailer({ fleetId: args.fleet, vin: args.vin, unitId: args.unitId ?? null });
+      // "create" also assigns a VIN intake already met (contract 9): the audit line says which trailer.
+      await auditOperatorCommand('trailers create', { trailerId: trailer.id, fleetId: trailer.fleetId });
       printResult(args, { id: trailer.id }, `trailer ${trailer.id} (${trailer.vin}) in fleet ${trailer.fleetId}`);
     }),
 };
@@ -106,14 +113,6 @@ export const provisionCommands = [
   group('trailers', 'Manage trailers', [trailersCreate, switchCommand('trailer', true), switchCommand('trailer', false)]),
   group('devices', 'Manage devices', [switchCommand('device', true), switchCommand('device', false)]),
 ];
-
-async function run(args: Common, work: Parameters<typeof withCore>[1]): Promise<void> {
-  try {
-    await withCore(args, work);
-  } catch (error) {
-    printFailure(args, error);
-  }
-}
 
 function nonEmpty(value: string, path: string): string {
   const trimmed = value.trim();

@@ -7,6 +7,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeQueue } from '../../core/intake-queue.ts';
 import { type StoreArguments, withQueue as withConfiguredQueue } from './open-core.ts';
+import { auditOperatorCommand } from './audit.ts';
 import { printFailure, printResult } from './output.ts';
 
 type Common = StoreArguments & { json: boolean };
@@ -48,6 +49,7 @@ const retry: CommandModule<Common, Common & { id: string }> = {
   handler: (args) =>
     withQueue(args, async (queue) => {
       if (!(await queue.requeue(args.id, Date.now()))) throw new TrailwireError('not_found', `No failed payload ${args.id}.`);
+      await auditOperatorCommand('queue retry', { intakeId: args.id });
       printResult(args, { id: args.id, status: 'queued' }, `payload ${args.id} re-queued`);
     }),
 };

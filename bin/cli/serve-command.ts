@@ -12,6 +12,7 @@ import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
 import type { DemoSeed, DemoPrincipal } from '../../simulator/demo-seed.ts';
 import type { RunningServer, ServerOptions } from '../../adapters/server/index.ts';
+import { ACCESS_LOG_LEVELS, type AccessLogLevel } from '../../core/audit.ts';
 import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
 import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
@@ -31,6 +32,9 @@ type ServeArguments = StoreArguments & {
   'redis-prefix'?: string;
   'abandoned-check-ms'?: number;
   'product-limit': string[];
+  // Keys, secrets and the audit trail (issue 17).
+  'signing-key-file'?: string;
+  'access-log-level': AccessLogLevel;
 };
 
 /** What a started server prints (and, from a cluster worker, what it reports to the primary). */
@@ -86,6 +90,17 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
         array: true,
         default: [] as string[],
         describe: 'Override a product\'s intake limit per VIN: NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS; repeatable (env TRAILWIRE_PRODUCT_LIMIT)',
+      })
+      // Keys, secrets and the audit trail (issue 17), kept together.
+      .option('signing-key-file', {
+        type: 'string',
+        describe:
+          'PEM file of the token-signing private key (RSA: RS256, EC P-256: ES256), kept out of the database; without it the database keeps a generated key (env TRAILWIRE_SIGNING_KEY_FILE)',
+      })
+      .option('access-log-level', {
+        choices: ACCESS_LOG_LEVELS,
+        default: 'info' as AccessLogLevel,
+        describe: 'Level of the access-log lines (one per HTTP request, two per LiveFeed stream); below --log-level they are not written (env TRAILWIRE_ACCESS_LOG_LEVEL)',
       })
       .option('log-level', {
         type: 'string',
@@ -200,6 +215,8 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     grpcPort: args['grpc-port'],
     heartbeatIntervalMs: args['heartbeat-ms'],
     maxStreamsPerCustomer: args['max-streams-per-customer'],
+    signingKeyFile: args['signing-key-file'] || undefined,
+    accessLogLevel: args['access-log-level'],
     core: { productLimits: productLimitsOf(args['product-limit']) },
   };
 }

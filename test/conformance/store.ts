@@ -272,10 +272,40 @@ const STORE_CASES: StoreCase[] = [
       await store.saveSigningKey({ kid: older, alg: 'RS256', privateKeyPem: 'PEM-OLDER', createdAt: T0 });
       await store.saveSigningKey({ kid: older, alg: 'RS256', privateKeyPem: 'PEM-REPLACED', createdAt: T0 + 2 });
       const mine = (await store.listSigningKeys()).filter((key) => key.kid === older || key.kid === newer);
+      const life = { publicKeyPem: null, retiredAt: null, revokedAt: null };
       assert.deepEqual(mine, [
-        { kid: older, alg: 'RS256', privateKeyPem: 'PEM-OLDER', createdAt: T0 },
-        { kid: newer, alg: 'ES256', privateKeyPem: 'PEM-NEWER', createdAt: T0 + 1 },
+        { kid: older, alg: 'RS256', privateKeyPem: 'PEM-OLDER', createdAt: T0, ...life },
+        { kid: newer, alg: 'ES256', privateKeyPem: 'PEM-NEWER', createdAt: T0 + 1, ...life },
       ]);
+    },
+  },
+  {
+    group: 'secrets',
+    name: 'promoting a signing key retires every other, once; revoking ends only the retired ones',
+    async run(store) {
+      const [first, second, third] = [uid('kid'), uid('kid'), uid('kid')];
+      await store.saveSigningKey({ kid: first, alg: 'RS256', privateKeyPem: 'PEM-1', createdAt: T0 });
+      await store.promoteSigningKey({ kid: second, alg: 'RS256', privateKeyPem: 'PEM-2', createdAt: T0 + MINUTE }, T0 + MINUTE);
+      // A key kept outside the store: only its public key is stored.
+      await store.promoteSigningKey({ kid: third, alg: 'ES256', privateKeyPem: null, publicKeyPem: 'PUBLIC-3', createdAt: T0 + HOUR }, T0 + HOUR);
+      // Promoting a key that exists changes nothing: a retired key is never brought back.
+      await store.promoteSigningKey({ kid: first, alg: 'RS256', privateKeyPem: 'PEM-1', createdAt: T0 }, T0 + DAY);
+      const life = async () =>
+        Object.fromEntries(
+          (await store.listSigningKeys())
+            .filter((key) => [first, second, third].includes(key.kid))
+            .map((key) => [key.kid, { retiredAt: key.retiredAt, revokedAt: key.revokedAt, privateKeyPem: key.privateKeyPem, publicKeyPem: key.publicKeyPem }]),
+        );
+      assert.deepEqual(await life(), {
+        [first]: { retiredAt: T0 + MINUTE, revokedAt: null, privateKeyPem: 'PEM-1', publicKeyPem: null },
+        [second]: { retiredAt: T0 + HOUR, revokedAt: null, privateKeyPem: 'PEM-2', publicKeyPem: null },
+        [third]: { retiredAt: null, revokedAt: null, privateKeyPem: null, publicKeyPem: 'PUBLIC-3' },
+      });
+      const revoked = await store.revokeRetiredSigningKeys(T0 + 2 * DAY);
+      for (const kid of [first, second]) assert.ok(revoked.includes(kid), `${kid} was retired, so it is revoked`);
+      assert.ok(!revoked.includes(third), 'the current key is not revoked');
+      assert.deepEqual(await store.revokeRetiredSigningKeys(T0 + 3 * DAY), [], 'a revoked key is revoked once');
+      assert.equal((await life())[first]!.revokedAt, T0 + 2 * DAY);
     },
   },
 

@@ -16,7 +16,16 @@ function memoryStore() {
   const store: SecretStore & Pick<PrincipalStore, 'getPrincipal'> = {
     listSigningKeys: async () => [...keys],
     saveSigningKey: async (key) => {
-      if (!keys.some((k) => k.kid === key.kid)) keys.push(key);
+      if (!keys.some((k) => k.kid === key.kid)) keys.push({ ...key });
+    },
+    promoteSigningKey: async (key, at) => {
+      if (!keys.some((k) => k.kid === key.kid)) keys.push({ ...key });
+      for (const other of keys) if (other.kid !== key.kid && other.retiredAt == null) other.retiredAt = at;
+    },
+    revokeRetiredSigningKeys: async (at) => {
+      const revoked = keys.filter((k) => k.retiredAt != null && k.revokedAt == null);
+      for (const key of revoked) key.revokedAt = at;
+      return revoked.map((key) => key.kid);
     },
     getOrCreateSecret: async (_name, candidate) => candidate,
     getPrincipal: async (audience, id) => {
@@ -31,7 +40,7 @@ function memoryStore() {
 async function setup(algorithm: 'RS256' | 'ES256' = 'RS256') {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const { store, versions } = memoryStore();
-  const ring = await SigningKeyRing.open(store, algorithm, clock);
+  const ring = await SigningKeyRing.open(store, { algorithm, clock, retiredGraceMs: 1805_000 });
   const keyVersions = new KeyVersions(store);
   const tokens = new TokenService(ring, keyVersions, clock);
   versions.set('customers:c1', 1);
@@ -97,9 +106,9 @@ describe('TokenService', () => {
     await rejectsWith(tokens.verify(`${header}.${payload}.${flipped}`), 'invalid_token');
     const [key] = await store.listSigningKeys();
     const claims = jwt.decode(good) as jwt.JwtPayload;
-    const foreign = jwt.sign({ ...claims, iss: 'someone-else' }, key!.privateKeyPem, { algorithm: 'RS256', keyid: key!.kid });
+    const foreign = jwt.sign({ ...claims, iss: 'someone-else' }, key!.privateKeyPem!, { algorithm: 'RS256', keyid: key!.kid });
     await rejectsWith(tokens.verify(foreign), 'invalid_token');
-    const unknownKid = jwt.sign({ ...claims }, key!.privateKeyPem, { algorithm: 'RS256', keyid: 'nope' });
+    const unknownKid = jwt.sign({ ...claims }, key!.privateKeyPem!, { algorithm: 'RS256', keyid: 'nope' });
     await rejectsWith(tokens.verify(unknownKid), 'invalid_token');
     await rejectsWith(tokens.verify('not.a.jwt'), 'invalid_token');
     assert.ok(clock.now() > 0);
@@ -127,7 +136,7 @@ describe('TokenService', () => {
 describe('SigningKeyRing', () => {
   it('persists its key: a second ring over the same store signs with the same kid', async () => {
     const { store, ring, clock } = await setup();
-    const again = await SigningKeyRing.open(store, 'RS256', clock);
+    const again = await SigningKeyRing.open(store, { algorithm: 'RS256', clock, retiredGraceMs: 1805_000 });
     assert.equal(again.current.kid, ring.current.kid);
   });
 });

@@ -3,7 +3,7 @@
  * Redis prefix serve one fleet. An intake taken by A reaches a LiveFeed subscriber of B; a product's
  * per-VIN limit holds across both; and when A is killed (SIGKILL, no shutdown hook) right after its
  * 202s, B processes every payload A acknowledged. Then `serve --workers 2` runs two cluster workers
- * behind one pair of ports and stops them all on SIGTERM (and refuses to, without PostgreSQL and
+ * behind one pair of ports, replaces one killed with SIGKILL, and stops them all on SIGTERM (and refuses to, without PostgreSQL and
  * Redis: that case needs neither). Needs `TRAILWIRE_TEST_DATABASE_URL` and
  * `TRAILWIRE_TEST_REDIS_URL`; the schema (`tw_test_<hex>`, dropped at the end) and the Redis prefix
  * (`tw_test_<hex>:`, whose counters expire with their window) are this run's own.
@@ -228,8 +228,24 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
     } finally {
       subscription.close();
     }
+    // A worker killed outright is replaced (after the first backoff, 1 s), and the crash is logged.
+    const logged = (message: string) => cluster.stderr.filter((line) => line.includes(`"${message}"`)).map((line) => JSON.parse(line));
+    process.kill(pids[0]!, 'SIGKILL');
+    await until(() => logged('worker exited unexpectedly; replacing it').length === 1, 'the crash to be logged');
+    const [crash] = logged('worker exited unexpectedly; replacing it');
+    assert.equal(crash.pid, pids[0]);
+    assert.equal(crash.signal, 'SIGKILL');
+    assert.equal(crash.restartInMs, 1000);
+    assert.equal(crash.level, 50);
+    await until(() => logged('worker replaced').length === 1, 'the replacement to serve');
+    const replacement = logged('worker replaced')[0].pid as number;
+    assert.ok(!pids.includes(replacement), 'a new process');
+    assert.equal((await fetch(`${cluster.url}/readyz`)).status, 200);
+    // A deliberate stop replaces nothing.
     assert.equal(await stopped(cluster.child, 'SIGTERM'), 0);
-    for (const pid of pids) assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `worker ${pid} is gone`);
+    for (const pid of [...pids, replacement]) assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, `worker ${pid} is gone`);
+    assert.equal(logged('worker replaced').length, 1);
+    assert.equal(logged('worker exited unexpectedly; replacing it').length, 1);
   });
 });
 

@@ -13,22 +13,12 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { startServer, type RunningServer } from '../../adapters/server/index.ts';
 import { withCheckDigit } from '../../core/vin.ts';
-import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { runTrailwire, TRAILWIRE_BIN } from '../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = TRAILWIRE_BIN;
 
-function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const runCli = (args: string[]) => runTrailwire(args);
 
 /** The one JSON document on stdout. */
 function report(stdout: string): any {

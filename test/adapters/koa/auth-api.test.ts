@@ -253,7 +253,7 @@ describe('Bearer tokens', () => {
     const base = decodeComplete(customer.token).payload;
     // A claim set to undefined is left out.
     const payload = Object.fromEntries(Object.entries({ ...base, jti: randomUUID(), ...claims }).filter(([, value]) => value !== undefined));
-    return jwt.sign(payload, createPrivateKey(stored.privateKeyPem), {
+    return jwt.sign(payload, createPrivateKey(stored.privateKeyPem!), {
       algorithm: 'RS256',
       keyid: stored.kid,
       header: { alg: 'RS256', ...header } as jwt.JwtHeader,

@@ -14,29 +14,14 @@ import { after, before, describe, it } from 'node:test';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
-import { TRAILWIRE_BIN, TS_LOADER } from '../../support/cli.ts';
+import { type CliResult, runTrailwire, TRAILWIRE_BIN, TS_LOADER } from '../../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const BIN = TRAILWIRE_BIN;
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 /** Runs `trailwire <args>` to completion (`node <nodeArgs> dist/bin/trailwire.js <args>`). */
-function runCli(args: string[], nodeArgs: readonly string[] = []): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { cwd: ROOT, env: { ...process.env, NO_COLOR: '1' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const runCli = (args: string[], nodeArgs: readonly string[] = []): Promise<CliResult> => runTrailwire(args, {}, nodeArgs);
 
 /** The one JSON document a `--json` command printed: stdout is exactly one line of JSON. */
 function jsonDocument(result: CliResult): any {

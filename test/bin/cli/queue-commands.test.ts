@@ -14,23 +14,13 @@ import { fileURLToPath } from 'node:url';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
-import { TRAILWIRE_BIN } from '../../support/cli.ts';
+import { TRAILWIRE_BIN, runTrailwire } from '../../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const BIN = TRAILWIRE_BIN;
 const env = { ...process.env, NO_COLOR: '1', TRAILWIRE_GRPC_PORT: '0', TRAILWIRE_LOG_LEVEL: 'error' };
 
-function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const runCli = (args: string[]) => runTrailwire(args, env);
 
 describe('trailwire queue', () => {
   let dir: string;

@@ -1,0 +1,154 @@
+/**
+ * `trailwire keys list` and `keys rotate [--revoke-previous]` (issue 17) run as separate processes
+ * beside a running server on the same store — the SQLite file, and PostgreSQL when
+ * TRAILWIRE_TEST_DATABASE_URL is set: the server picks the new key up at its next key refresh, the
+ * tokens it minted before keep working, the new ones carry the new kid, and --revoke-previous ends the
+ * previous key's tokens (401) and LiveFeed streams (UNAUTHENTICATED). Needs `npm run build`.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import jwt from 'jsonwebtoken';
+import pg from 'pg';
+import { pino } from 'pino';
+import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
+import { startServer, type ServerOptions } from '../../../adapters/server/index.ts';
+import { runTrailwire } from '../../support/cli.ts';
+
+const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
+const livefeed = (
+  grpc.loadPackageDefinition(protoLoader.loadSync('livefeed/v1/livefeed.proto', { keepCase: true, includeDirs: [PROTO_ROOT] })) as any
+).livefeed.v1;
+const kidOf = (token: string): string => jwt.decode(token, { complete: true })!.header.kid!;
+
+async function until<T>(probe: () => Promise<T | undefined>, what: string, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+interface Backend {
+  name: string;
+  skip?: string;
+  open(): { server: Partial<ServerOptions>; cli: string[]; cleanup(): Promise<void> };
+}
+
+const directory = mkdtempSync(join(tmpdir(), 'trailwire-keys-'));
+after(() => rmSync(directory, { recursive: true, force: true }));
+
+const BACKENDS: Backend[] = [
+  {
+    name: 'the SQLite file',
+    open() {
+      const db = join(directory, `${randomBytes(4).toString('hex')}.db`);
+      return { server: { db }, cli: ['--db', db], cleanup: async () => {} };
+    },
+  },
+  {
+    name: 'PostgreSQL',
+    skip: DATABASE_URL ? undefined : 'TRAILWIRE_TEST_DATABASE_URL is not set',
+    open() {
+      const schema = `tw_keys_${randomBytes(6).toString('hex')}`;
+      return {
+        server: { databaseUrl: DATABASE_URL, databaseSchema: schema },
+        cli: ['--database-url', DATABASE_URL!, '--database-schema', schema],
+        async cleanup() {
+          const client = new pg.Client({ connectionString: DATABASE_URL });
+          await client.connect();
+          await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+          await client.end();
+        },
+      };
+    },
+  },
+];
+
+for (const backend of BACKENDS) {
+  describe(`trailwire keys beside a running server on ${backend.name}`, { skip: backend.skip }, () => {
+    it('rotates without a failed request, then revokes the previous key, its tokens and its streams', async () => {
+      const { server: where, cli, cleanup } = backend.open();
+      const server = await startServer({
+        ...where,
+        port: 0,
+        grpcPort: 0,
+        host: '127.0.0.1',
+        intakeWorker: false,
+        logger: pino({ level: 'silent' }),
+        core: { signingKeys: { refreshSeconds: 0.2 }, limits: { read: { requests: 1_000_000, windowSeconds: 60 } } },
+      });
+      try {
+        const { apiKey } = await server.trailwire.auth.createCustomer({ name: 'Acme' });
+        const authenticate = async (): Promise<string> =>
+          (await (await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } })).json()).access_token;
+        const fleets = async (token: string): Promise<number> =>
+          (await fetch(`${server.url}/api/v1/fleets`, { headers: { authorization: `Bearer ${token}` } })).status;
+
+        const first = await authenticate();
+        const listed = await runTrailwire(['keys', 'list', '--json', ...cli]);
+        assert.equal(listed.code, 0, listed.stderr);
+        assert.deepEqual(JSON.parse(listed.stdout).data.map((key: any) => [key.kid, key.alg, key.status, key.storage]), [[kidOf(first), 'RS256', 'current', 'database']]);
+
+        // Requests keep flowing with the first token while another process rotates.
+        let load = true;
+        const statuses: number[] = [];
+        const during = (async () => {
+          while (load) statuses.push(await fleets(first));
+        })();
+        const rotated = await runTrailwire(['keys', 'rotate', '--json', ...cli]);
+        assert.equal(rotated.code, 0, rotated.stderr);
+        const { kid: second, revoked, previous } = JSON.parse(rotated.stdout);
+        assert.deepEqual(revoked, []);
+        assert.equal(previous[0].kid, kidOf(first));
+        const audit = JSON.parse(rotated.stderr.trim().split('\n').at(-1)!);
+        assert.equal(audit.audit, true);
+        assert.equal(audit.command, 'keys rotate');
+        assert.equal(audit.kid, second);
+        const renewed = await until(async () => {
+          const token = await authenticate();
+          return kidOf(token) === second ? token : undefined;
+        }, 'the server to sign with the new key');
+        load = false;
+        await during;
+        assert.ok(statuses.length > 0 && statuses.every((status) => status === 200), `no request failed during the rollover: ${statuses}`);
+        assert.equal(await fleets(first), 200, 'a token of the previous key still works');
+        const jwks = await (await fetch(`${server.url}/.well-known/jwks.json`)).json();
+        assert.deepEqual(jwks.keys.map((key: any) => key.kid).sort(), [kidOf(first), second].sort());
+        const statusesAfter = JSON.parse((await runTrailwire(['keys', 'list', '--json', ...cli])).stdout).data;
+        assert.deepEqual(statusesAfter.map((key: any) => key.status), ['previous', 'current']);
+        assert.ok(Date.parse(statusesAfter[0].until) > Date.now() + 1700_000, 'previous until its last token expires');
+
+        // A stream opened with a token of the (now previous) second key ends when it is revoked.
+        const client = new livefeed.LiveFeed(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
+        const metadata = new grpc.Metadata();
+        metadata.set('authorization', `Bearer ${renewed}`);
+        const stream = client.Subscribe({}, metadata);
+        const ended = new Promise<grpc.ServiceError>((resolve) => stream.on('error', resolve));
+        await new Promise((resolve) => stream.once('data', resolve));
+
+        const third = await runTrailwire(['keys', 'rotate', '--revoke-previous', '--json', ...cli]);
+        assert.equal(third.code, 0, third.stderr);
+        const revokedNow = JSON.parse(third.stdout).revoked as string[];
+        assert.deepEqual(revokedNow.sort(), [kidOf(first), second].sort());
+        assert.equal((await ended).code, grpc.status.UNAUTHENTICATED, 'the stream of a revoked key ends');
+        client.close();
+        assert.equal(await fleets(renewed), 401);
+        assert.equal(await fleets(first), 401);
+        const fresh = await authenticate();
+        assert.equal(kidOf(fresh), JSON.parse(third.stdout).kid);
+        assert.equal(await fleets(fresh), 200);
+      } finally {
+        await server.close();
+        await cleanup();
+      }
+    });
+  });
+}
