@@ -110,7 +110,10 @@ describe('IntakeService', () => {
 
   it('lets one of several concurrent requests with one key store its payload; the others answer it', async () => {
     clock.set(T0 + 3 * 3_600_000);
-    const results = await Promise.all(Array.from({ length: 2 }, () => accept({ vin: uniqueVin(), body: gps(), idempotencyKey: 'race' })));
+    // The same payload sent twice at once (a client's retry racing its first try): one is stored.
+    const vin = uniqueVin();
+    const body = gps();
+    const results = await Promise.all(Array.from({ length: 2 }, () => accept({ vin, body, idempotencyKey: 'race' })));
     assert.equal(results[0]!.record.id, results[1]!.record.id);
     assert.deepEqual(results.map((result) => result.replayed).sort(), [false, true]);
   });
