@@ -12,7 +12,7 @@
  * documents every option and its default; `DEFAULT_LIMITS` are the auth/rotate/read limits
  * (`LimitSettings`, each a `LimitSetting` of `requests` per `windowSeconds`).
  */
-export { createTrailwire, DEFAULT_LIMITS, type LimitSetting, type LimitSettings, type Trailwire, type TrailwireOptions } from './trailwire.ts';
+export { createTrailwire, DEFAULT_LIMITS, type LimitSetting, type LimitSettings, type SigningKeysOptions, type Trailwire, type TrailwireOptions } from './trailwire.ts';
 
 // ── Errors (contract 6) ──────────────────────────────────────────────────────────────────────────
 /**
@@ -87,7 +87,7 @@ export { parseVin, vinCheckDigit, withCheckDigit } from './vin.ts';
  * (`RotationListener` hears rotations).
  */
 export { type AccessClaims, type IssuedToken, productOfScope, requireAudience, TokenService, type TokenServiceOptions } from './tokens.ts';
-export { SigningKeyRing, type SigningAlgorithm } from './signing-keys.ts';
+export { SigningKeyRing, type SigningAlgorithm, type SigningKeyStatus } from './signing-keys.ts';
 export { AuthService, type RotationListener } from './auth-service.ts';
 /** The customer read API (`ReadService`, `ReadServiceOptions`, `QueryParams`) and the operator's writes (`AdminService`: fleets, trailers, activation). */
 export { ReadService, type QueryParams, type ReadServiceOptions } from './read-service.ts';

@@ -214,8 +214,8 @@ export class TokenService {
       return cached;
     }
     const claims = this.checkClaims(this.verifySignature(token));
-    this.remember(token, claims);
     await this.assertNotRevoked(claims);
+    this.remember(token, claims);
     return claims;
   }
 

@@ -7,7 +7,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -152,3 +153,27 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('serve --signing-key-file', () => {
+  it('signs with the key of the file, which keys list shows as kept in a file and keys rotate refuses to replace', async () => {
+    const keyFile = join(directory, 'jwt.pem');
+    const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    writeFileSync(keyFile, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600 });
+    const db = join(directory, 'file-key.db');
+    await assert.rejects(startServer({ db, signingKeyFile: join(directory, 'missing.pem'), port: 0, grpcPort: 0, logger: pino({ level: 'silent' }) }), /cannot be read/);
+    const server = await startServer({ db, signingKeyFile: keyFile, port: 0, grpcPort: 0, host: '127.0.0.1', intakeWorker: false, logger: pino({ level: 'silent' }) });
+    try {
+      const { apiKey } = await server.trailwire.auth.createCustomer({ name: 'Acme' });
+      const response = await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
+      const { header } = jwt.decode((await response.json()).access_token, { complete: true })!;
+      assert.equal(header.alg, 'ES256');
+      const listed = await runTrailwire(['keys', 'list', '--json', '--db', db]);
+      assert.deepEqual(JSON.parse(listed.stdout).data.map((key: any) => [key.kid, key.status, key.storage]), [[header.kid, 'current', 'file']]);
+      const refused = await runTrailwire(['keys', 'rotate', '--json', '--db', db]);
+      assert.equal(refused.code, 1);
+      assert.equal(JSON.parse(refused.stdout).error.code, 'conflict');
+    } finally {
+      await server.close();
+    }
+  });
+});
