@@ -17,8 +17,8 @@ export interface GrpcServerOptions extends LiveFeedServiceOptions {
   /** How long `shutdown()` lets streams finish before closing connections. Default 5,000 ms. */
   shutdownGraceMs?: number;
   /**
-   * Options for the underlying `grpc.Server`, spread over `DEFAULT_GRPC_SERVER_OPTIONS` (an option
-   * given here wins; `undefined` removes a default). Default: `DEFAULT_GRPC_SERVER_OPTIONS`.
+   * Options for the underlying `grpc.Server`, spread over `DEFAULT_GRPC_SERVER_OPTIONS` below (an
+   * option given here wins). Default: those.
    */
   serverOptions?: grpc.ServerOptions;
 }
@@ -28,7 +28,7 @@ export interface GrpcServerOptions extends LiveFeedServiceOptions {
  * connections", says why each value): grpc-js's own defaults let one connection open any number of
  * streams, never probe a silent peer, and keep an idle connection forever.
  */
-export const DEFAULT_GRPC_SERVER_OPTIONS: grpc.ServerOptions = {
+const DEFAULT_GRPC_SERVER_OPTIONS: grpc.ServerOptions = {
   // Streams one HTTP/2 connection may carry: the per-customer cap's default, so a single connection
   // cannot hold more streams than a customer may.
   'grpc.max_concurrent_streams': 100,

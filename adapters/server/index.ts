@@ -119,7 +119,7 @@ export interface RunningServer {
  * slow-loris client cannot hold sockets open; an idle keep-alive connection is kept 65 s, longer than
  * the 60 s idle timeout of common load balancers, so the balancer, not the server, closes it.
  */
-export const HTTP_SERVER_TIMEOUTS = { headersTimeout: 15_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 } as const;
+const HTTP_SERVER_TIMEOUTS = { headersTimeout: 15_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 } as const;
 
 /** Where the embedded store lives unless `db` says otherwise. */
 export { DEFAULT_DB_FILE } from './backends.ts';

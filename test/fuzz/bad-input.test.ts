@@ -139,7 +139,12 @@ describe('bad input, generated: every endpoint answers with a documented problem
           assert.equal(typeof response.body.type, 'string');
           assert.equal(typeof response.body.title, 'string');
           const documented = Object.keys(openapi.paths[endpoint.template]?.[endpoint.method.toLowerCase()]?.responses ?? {});
-          assert.ok(documented.includes(String(response.status)), `${endpoint.method} ${endpoint.template}: ${response.status} is not documented (${documented})`);
+          // An empty id makes the path another route's, or none (`.../intake/status/` is the intake
+          // POST route with VIN "status"; `.../intake/` is no route): 404 or 405 with Allow, the
+          // documented answers of such paths (`not_found`, `method_not_allowed`).
+          const otherRoute = ['', '.', '..'].includes(segment) && (response.status === 404 || (response.status === 405 && response.headers.get('allow') !== null));
+          assert.ok(otherRoute || documented.includes(String(response.status)),
+            `${endpoint.method} ${endpoint.template}: ${response.status} is not documented (${documented})`);
         } else if (endpoint.auth === 'customer') {
           // Never a record of another tenant: no id of the other customer's appears in the answer.
           const foreign = auth === 'other-tenant' ? ownIds : rivalIds;
