@@ -17,7 +17,7 @@ import type { Audience } from '../core/model.ts';
 import type { Trailwire } from '../core/trailwire.ts';
 import type { Region } from './demo-geography.ts';
 import { cargoReadings, tireReadings, warningFor, type TireCondition } from './demo-sensors.ts';
-import { planTrailerDay, type TrailerDay } from './demo-trips.ts';
+import { planTrailerDay } from './demo-trips.ts';
 import { fakeVin } from './vins.ts';
 
 export interface DemoPrincipal {
@@ -98,29 +98,22 @@ export async function seedDemo(trailwire: Trailwire, options: DemoSeedOptions): 
   const start = end - DAY;
   const perFleet = options.trailersPerFleet ?? 6;
   const fleets = [
-    ...MAIN_FLEETS.map((spec) => ({ spec, customerId: demo.principal.id, trailers: perFleet })),
-    { spec: OTHER_FLEET, customerId: other.principal.id, trailers: OTHER_FLEET_TRAILERS },
+    ...MAIN_FLEETS.map((spec) => ({ spec, customerId: demo.principal.id, plans: trailerPlans(faker, perFleet) })),
+    { spec: OTHER_FLEET, customerId: other.principal.id, plans: trailerPlans(faker, OTHER_FLEET_TRAILERS) },
   ];
-  // Some trailers of every fleet stand parked all day; the others drive.
-  const days = fleets.map(({ spec, trailers }) => {
-    const parked = new Set(faker.helpers.shuffle([...Array(trailers).keys()]).slice(0, parkedCount(trailers)));
-    return Array.from({ length: trailers }, (_, i) => planTrailerDay(faker, { region: spec.region, start, end, parked: parked.has(i) }));
-  });
   // The main customer's trailers show one fault and a few warnings; the rest are fine.
-  const mainDays = days.slice(0, MAIN_FLEETS.length).flat();
-  const conditions = tireConditions(faker, mainDays, end);
+  assignTireTrouble(faker, fleets.slice(0, MAIN_FLEETS.length).flatMap((fleet) => fleet.plans));
 
   let trailerNumber = 0;
-  for (const [f, { spec, customerId }] of fleets.entries()) {
+  for (const { spec, customerId, plans } of fleets) {
     const fleet = await trailwire.admin.createFleet({ customerId, name: spec.name });
-    for (const day of days[f]!) {
+    for (const plan of plans) {
       trailerNumber++;
-      const trailer = await trailwire.admin.registerTrailer({
-        fleetId: fleet.id,
-        vin: fakeVin(faker),
-        unitId: `TR-${String(1000 + trailerNumber)}`,
-      });
-      const condition = conditions.get(day) ?? 'ok';
+      const trailer = await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: plan.vin, unitId: `TR-${String(1000 + trailerNumber)}` });
+      faker.seed(plan.daySeed);
+      const day = planTrailerDay(faker, { region: spec.region, start, end, parked: plan.parked });
+      const condition: TireCondition = plan.trouble === 'fault' ? 'slow-leak' : plan.trouble === 'warning' ? warningFor(day, end) : 'ok';
+      faker.seed(plan.sensorSeed);
       await store.applyTelemetry({
         vin: trailer.vin,
         at: end,
@@ -135,23 +128,42 @@ export async function seedDemo(trailwire: Trailwire, options: DemoSeedOptions): 
   return { created: true, seed, principals };
 }
 
-/** A third of a fleet parked, at least one trailer of any fleet with two or more. */
-function parkedCount(trailers: number): number {
-  return trailers < 2 ? 0 : Math.max(1, Math.round(trailers / 3));
+/**
+ * What the demo seed decides about one trailer. All of it is drawn up front, in a fixed order, and
+ * each trailer's day and sensors draw from seeds of their own: the same demo seed gives the same
+ * trailers, routes and troubles at whatever time of day it is seeded.
+ */
+interface TrailerPlan {
+  vin: string;
+  parked: boolean;
+  daySeed: number;
+  sensorSeed: number;
+  trouble: 'none' | 'fault' | 'warning';
+}
+
+/** A fleet's trailers, a third of them (at least one of two or more) parked all day. */
+function trailerPlans(faker: Faker, trailers: number): TrailerPlan[] {
+  const parkedCount = trailers < 2 ? 0 : Math.max(1, Math.round(trailers / 3));
+  const parked = new Set(faker.helpers.shuffle([...Array(trailers).keys()]).slice(0, parkedCount));
+  return Array.from({ length: trailers }, (_, i) => ({
+    vin: fakeVin(faker),
+    parked: parked.has(i),
+    daySeed: faker.number.int(MAX_DEMO_SEED),
+    sensorSeed: faker.number.int(MAX_DEMO_SEED),
+    trouble: 'none',
+  }));
 }
 
 /**
- * One trailer with a slow leak (a fault), about one in four with a warning of the kind it can show
- * now, the others fine; with fewer than three trailers there is no room for all three states.
+ * One trailer with a fault, about one in four with a warning, the others fine; with fewer than three
+ * trailers there is no room for all three states.
  */
-function tireConditions(faker: Faker, days: TrailerDay[], now: number): Map<TrailerDay, TireCondition> {
-  const conditions = new Map<TrailerDay, TireCondition>();
-  const shuffled = faker.helpers.shuffle([...days]);
-  if (shuffled.length === 0) return conditions;
-  conditions.set(shuffled[0]!, 'slow-leak');
+function assignTireTrouble(faker: Faker, plans: TrailerPlan[]): void {
+  const shuffled = faker.helpers.shuffle([...plans]);
+  if (shuffled.length === 0) return;
+  shuffled[0]!.trouble = 'fault';
   const warnings = Math.min(shuffled.length - 2, Math.max(1, Math.floor(shuffled.length / 4)));
-  for (const day of shuffled.slice(1, 1 + warnings)) conditions.set(day, warningFor(day, now));
-  return conditions;
+  for (const plan of shuffled.slice(1, 1 + warnings)) plan.trouble = 'warning';
 }
 
 async function reissueDemoKeys(trailwire: Trailwire): Promise<DemoPrincipal[]> {

@@ -62,9 +62,9 @@ before(() => {
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Seeds a demo into a fresh store at `NOW` and reads back everything its customers see. */
-async function seeded(seed: number | undefined, trailersPerFleet?: number): Promise<SeededDemo> {
+async function seeded(seed: number | undefined, trailersPerFleet?: number, now = NOW): Promise<SeededDemo> {
   const store = await openSqliteStore({ file: join(dir, `demo-${++stores}.db`) });
-  const trailwire = await createTrailwire({ store, clock: new ManualClock(NOW) });
+  const trailwire = await createTrailwire({ store, clock: new ManualClock(now) });
   try {
     const result = await seedDemo(trailwire, { products: PRODUCTS, ...(seed === undefined ? {} : { seed }), ...(trailersPerFleet ? { trailersPerFleet } : {}) });
     const fleets: DemoFleet[] = [];
@@ -73,10 +73,10 @@ async function seeded(seed: number | undefined, trailersPerFleet?: number): Prom
       for (const fleet of await store.listFleets(customer.id, { limit: 100 })) {
         const trailers: DemoTrailer[] = [];
         for (const trailer of await store.listTrailers(customer.id, fleet.id, { limit: 100, activeOnly: false, staleBefore: 0 })) {
-          const fixes = (await store.listGps(customer.id, trailer.id, { from: NOW - 25 * HOUR, to: NOW + 1, limit: 10_000 })).map((row) => row.record);
+          const fixes = (await store.listGps(customer.id, trailer.id, { from: now - 25 * HOUR, to: now + 1, limit: 10_000 })).map((row) => row.record);
           const unit = units.find((candidate) => candidate.trailerId === trailer.id);
           const cargo = unit
-            ? (await store.listCargosafeReadings(customer.id, unit.id, { from: NOW - 25 * HOUR, to: NOW + 1, limit: 10_000 })).map((row) => row.record)
+            ? (await store.listCargosafeReadings(customer.id, unit.id, { from: now - 25 * HOUR, to: now + 1, limit: 10_000 })).map((row) => row.record)
             : [];
           trailers.push({ label: `${fleet.name} ${trailer.unitId}`, vin: trailer.vin, statusName: trailer.statusName, fixes, cargo });
         }
@@ -230,6 +230,11 @@ describe('a demo that looks like a real fleet', () => {
     assert.equal(first.seed.seed, 123);
     assert.ok(sameDemo(await seeded(123), first), 'seed 123 twice: the same demo');
     assert.ok(!sameDemo(await seeded(124), first), 'seeds 123 and 124: two demos');
+    // Seeded at another time of day, the day shows other hours of the same trailers' routes.
+    const later = await seeded(123, undefined, NOW + 7 * HOUR);
+    const trailers = (demo: SeededDemo) =>
+      demo.fleets.flatMap((fleet) => fleet.trailers.map((trailer) => `${trailer.label} ${trailer.vin} ${trailer.statusName === 'Faulted'}`)).sort();
+    assert.deepEqual(trailers(later), trailers(first), 'the same trailers and the same faulted one, seven hours later');
   });
 
   it('without a seed every fresh demo is a new one, and the seed it reports gives it again', async () => {
