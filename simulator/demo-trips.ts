@@ -21,10 +21,10 @@ const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 
 /** How often the tracker reports a fix, and the step of the simulation. */
-export const FIX_INTERVAL_MS = 5 * MINUTE;
+const FIX_INTERVAL_MS = 5 * MINUTE;
 
 /** The hours-of-service limits the demo drivers keep. */
-export const HOURS_OF_SERVICE = Object.freeze({
+const HOURS_OF_SERVICE = Object.freeze({
   /** Per duty period and, in the demo, per any 24 hours. */
   maxDrivingMs: 11 * HOUR,
   /** From the start of a duty period; no driving after it. */
@@ -114,7 +114,8 @@ function drivingDay(faker: Faker, { region, start, end }: TrailerDayOptions): Tr
     duty = null;
     stop = { kind: 'off-duty', until: nextDutyStart };
   } else {
-    // Joined mid-shift: it has driven about three quarters of the time since the shift began.
+    // Joined mid-shift: it has driven about three quarters of the time since the shift began, and has
+    // at least two hours of driving left.
     const drivenMs = Math.min(duty.drivingLeftMs - 2 * HOUR, steps(sinceShiftStart * 0.75));
     duty.drivingLeftMs -= Math.max(0, drivenMs);
     drivenSinceBreakMs = steps(faker.number.float({ min: 0, max: Math.min(Math.max(0, drivenMs), 4 * HOUR) }));
