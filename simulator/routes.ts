@@ -1,11 +1,9 @@
 /**
- * Plausible trailer movement for demo data and simulated traffic: a trailer drives between waypoints
- * at highway speed with small variations, and stops now and then. Positions move by what the speed
+ * Plausible trailer movement for simulated traffic: a trailer drives between waypoints at highway
+ * speed with small variations, and stops now and then. Positions move by what the speed
  * and elapsed time allow, so the history looks like a truck on a road, not random dots.
  */
 import type { Faker } from '@faker-js/faker';
-import { cardinalHeading } from '../core/heading.ts';
-import type { GpsFix } from '../core/model.ts';
 
 const EARTH_RADIUS_MILES = 3958.8;
 const DEG = Math.PI / 180;
@@ -53,22 +51,6 @@ export function advanceRoute(faker: Faker, state: RouteState, elapsedMs: number)
   return { lat: lat2 / DEG, long: (((lon2 / DEG + 540) % 360) - 180), bearingDeg, speedMph };
 }
 
-/** The canonical GPS fix of a route state at `timestamp`. */
-export function fixOf(state: RouteState, timestamp: number): GpsFix {
-  return {
-    timestamp,
-    lat: round(state.lat, 6),
-    long: round(state.long, 6),
-    speed: round(state.speedMph, 1),
-    heading: cardinalHeading(state.bearingDeg),
-  };
-}
-
 function clamp(value: number, min: number, max: number): number {
   return Math.min(max, Math.max(min, value));
-}
-
-function round(value: number, digits: number): number {
-  const factor = 10 ** digits;
-  return Math.round(value * factor) / factor;
 }

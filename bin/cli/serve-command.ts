@@ -22,6 +22,7 @@ type ServeArguments = StoreArguments & {
   port: number;
   host?: string;
   demo: boolean;
+  'demo-seed'?: number;
   'log-level': string;
   'intake-worker': boolean;
   'grpc-port': number;
@@ -65,6 +66,10 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
         describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
       })
       .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
+      .option('demo-seed', {
+        type: 'number',
+        describe: 'With --demo on a fresh store: the seed of the demo data, 0 to 4294967295; the same seed gives the same demo (env TRAILWIRE_DEMO_SEED). Default: a new demo each time',
+      })
       .option('intake-worker', {
         type: 'boolean',
         default: true,
@@ -122,28 +127,29 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
  * starts: `trailwire --help` and the provisioning commands answer without loading them.
  */
 async function serverModules() {
-  const [{ pino }, { startServer }, { reportFailure, reportReady, startCluster }, { seedDemo }, { builtInProducts }] = await Promise.all([
+  const [{ pino }, { startServer }, { reportFailure, reportReady, startCluster }, { seedDemo, checkDemoSeed }, { builtInProducts }] = await Promise.all([
     import('pino'),
     import('../../adapters/server/index.ts'),
     import('../../adapters/server/cluster.ts'),
     import('../../simulator/demo-seed.ts'),
     import('../../products/index.ts'),
   ]);
-  const seedDemoOf = (server: RunningServer) => seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) });
-  return { pino, startServer, reportFailure, reportReady, startCluster, seedDemoOf };
+  const seedDemoOf = (server: RunningServer, seed: number | undefined) => seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name), seed });
+  return { pino, startServer, reportFailure, reportReady, startCluster, seedDemoOf, checkDemoSeed };
 }
 
 async function serve(args: ServeArguments): Promise<void> {
-  const { pino, startServer, seedDemoOf } = await serverModules();
+  const { pino, startServer, seedDemoOf, checkDemoSeed } = await serverModules();
   // Logs go to stderr so that stdout carries only what a user reads (or the --json document).
   const logger = pino({ level: args['log-level'] }, pino.destination(2));
   if (cluster.isWorker) return serveAsWorker(args, logger.child({ worker: cluster.worker!.id }));
   // Checked here, before any worker is forked: a bad option is reported once, not by every worker.
   const workers = workersOf(args);
   const options = serverOptionsOf(args, logger);
+  checkDemoSeed(args['demo-seed']);
   if (workers > 1) return serveAsPrimary(args, workers, logger);
   const server = await startServer(options);
-  const demo = args.demo ? await seedDemoOf(server) : null;
+  const demo = args.demo ? await seedDemoOf(server, args['demo-seed']) : null;
   printStarted(args, reportOf(server, demo), 1);
   logger.info({ url: server.url, store: server.storeDescription }, 'trailwire serving');
   stopOnSignals(logger, () => server.close());
@@ -167,7 +173,7 @@ async function serveAsWorker(args: ServeArguments, logger: Logger): Promise<void
   try {
     const server = await startServer(serverOptionsOf(args, logger));
     stopOnSignals(logger, () => server.close());
-    const demo = args.demo && cluster.worker!.id === 1 ? await seedDemoOf(server) : null;
+    const demo = args.demo && cluster.worker!.id === 1 ? await seedDemoOf(server, args['demo-seed']) : null;
     await reportReady<ServeReport>(reportOf(server, demo));
     logger.info({ url: server.url }, 'trailwire worker serving');
   } catch (error) {
