@@ -31,3 +31,10 @@ export interface CanonicalTelemetry {
   devices: CanonicalDeviceReading[];
   cargosafe: CanonicalCargosafeReading[];
 }
+
+/**
+ * How far a reading's own time may lie after the server's clock (contract 4: 5 minutes). Beyond it
+ * the reading is refused (at intake, or dead-lettered when only a transform can date it), and no
+ * store lets it become a latest state.
+ */
+export const MAX_READING_LEAD_MS = 5 * 60_000;
