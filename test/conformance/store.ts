@@ -738,7 +738,7 @@ const STORE_CASES: StoreCase[] = [
       const [device] = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
       const readings = await store.listDeviceReadings(customer.id, device!.id, { ...ALL_TIME, limit: 10 });
       assert.deepEqual(readings.map((row) => row.record.state), [FAULT], 'the device reading is replaced');
-      assert.deepEqual([device!.isFault, (await store.getTrailer(customer.id, trailer.id))?.statusName], [true, 'Faulted'], 'and so is its state');
+      assert.deepEqual([device!.state.isFault, (await store.getTrailer(customer.id, trailer.id))?.statusName], [true, 'Faulted'], 'and so is its state');
       const [unit] = await store.listCargosafe(customer.id, { limit: 10 });
       assert.deepEqual(
         (await store.listCargosafeReadings(customer.id, unit!.id, { ...ALL_TIME, limit: 10 })).map((row) => row.record.loadPercent),
@@ -804,13 +804,13 @@ const STORE_CASES: StoreCase[] = [
     name: "the trailer's latest fix never moves back",
     async run(store) {
       const { customer, trailer } = await customerWithTrailer(store);
-      let applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 2 * MINUTE, 2), fix(T0 + 3 * MINUTE, 3), fix(T0 + MINUTE, 1)] });
+      let applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + 2 * MINUTE, 2), fix(T0 + 3 * MINUTE, 3), fix(T0 + MINUTE, 1)] });
       assert.deepEqual(applied.trailer.telemetry, fix(T0 + 3 * MINUTE, 3), 'the newest fix of the batch, wherever it sits');
-      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0, 0)] });
+      applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0, 0)] });
       assert.deepEqual(applied.trailer.telemetry, fix(T0 + 3 * MINUTE, 3), 'an older fix is stored but does not move it back');
-      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 3 * MINUTE, 99)] });
+      applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + 3 * MINUTE, 99)] });
       assert.equal(applied.trailer.telemetry?.lat, 99, 'a second fix at the same instant replaces it (last received wins)');
-      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 9 * MINUTE, 9)] });
+      applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + 9 * MINUTE, 9)] });
       assert.deepEqual(applied.trailer.telemetry, fix(T0 + 9 * MINUTE, 9));
       assert.deepEqual((await store.getTrailer(customer.id, trailer.id))?.telemetry, fix(T0 + 9 * MINUTE, 9));
       assert.equal((await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 })).length, 5);
