@@ -156,7 +156,7 @@ describe('partner intake over HTTP', () => {
     assertProblem(await post(gpsPartner.token, vin, gps(4), { 'idempotency-key': 'x'.repeat(256) }), 400, '/headers/idempotency-key');
     assertProblem(await app.call('GET', '/api/v1/telemetry/intake/status/no-such-id', { token: gpsPartner.token }), 404);
     const db = (app.trailwire.store as SqliteStore).db;
-    assert.equal(db.prepare('SELECT COUNT(*) FROM intake_queue WHERE vin = ?').pluck().get(vin), 1, 'only the accepted payload was stored');
+    assert.equal(db.prepare('SELECT COUNT(*) FROM intake_log WHERE vin = ?').pluck().get(vin), 1, 'only the accepted payload was stored');
   });
 
   it('answers 401 without a valid partner token and 403 for a customer token', async () => {
