@@ -1,6 +1,8 @@
 /**
  * Canonical telemetry: what every product transformation produces from a partner's payload, and
  * what the store writes. A product knows its partner's JSON; nothing after the transform does.
+ * Also the one rule on how far ahead of the server's clock a reading may be dated, which intake
+ * (on a product's declared reading times) and the worker (on canonical timestamps) both apply.
  */
 import type { DeviceState, GpsFix } from './model.ts';
 
@@ -33,8 +35,13 @@ export interface CanonicalTelemetry {
 }
 
 /**
- * How far a reading's own time may lie after the server's clock (contract 4: 5 minutes). Beyond it
- * the reading is refused (at intake, or dead-lettered when only a transform can date it), and no
- * store lets it become a latest state.
+ * How far after the server's clock a reading may be dated: 5 minutes (contract 4, "Time sanity").
+ * Device clocks drift by seconds, not minutes; a reading further ahead comes from a wrong clock, and
+ * stored as the latest state it would hide every correct reading after it until that date.
  */
 export const MAX_READING_LEAD_MS = 5 * 60_000;
+
+/** Whether a reading dated `timestamp` (epoch ms) lies more than `MAX_READING_LEAD_MS` after `now`. */
+export function isAheadOfClock(timestamp: number, now: number): boolean {
+  return timestamp - now > MAX_READING_LEAD_MS;
+}

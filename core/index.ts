@@ -35,13 +35,18 @@ export { type Clock, type IdGenerator, ManualClock, randomIds, systemClock } fro
  */
 export type * from './model.ts';
 export { HEADINGS } from './model.ts';
-/** What a product's transform answers: `CanonicalTelemetry` of GPS fixes, device and cargosafe readings. */
+/**
+ * What a product's transform answers: `CanonicalTelemetry` of GPS fixes, device and cargosafe
+ * readings. `MAX_READING_LEAD_MS` (5 minutes) is how far after the server's clock a reading may be dated.
+ */
 export type * from './canonical.ts';
+export { MAX_READING_LEAD_MS } from './canonical.ts';
 
 // ── Products (contract 4 and 10) ─────────────────────────────────────────────────────────────────
 /**
  * Writing a product: `export default defineProduct<Payload>({ name, description, schema, limit,
- * examples, transform, validate? })` (`ProductDefinition`, `ProductSchema`, `IntakeLimit`) answers a
+ * examples, transform, validate?, readingTimes? })` (`ProductDefinition`, `ProductSchema`,
+ * `IntakeLimit`, `ReadingTime`) answers a
  * checked, frozen `Product`; see docs/writing-a-product.md. `checkCanonicalTelemetry` lists what is
  * wrong with a transform's output; `EXAMPLE_VIN` and `EXAMPLE_RECEIVED_AT` are the inputs
  * `defineProduct` and the conformance suite run the examples with; `PRODUCT_NAME_PATTERN` and
@@ -66,6 +71,7 @@ export {
   type ProductDefinition,
   type ProductRegistryOptions,
   type ProductSchema,
+  type ReadingTime,
 } from './products.ts';
 /**
  * Helpers a transform may use: `parseRfc3339` turns an RFC 3339 `date-time` (the strict format product

@@ -1,10 +1,11 @@
 /**
  * The accept path of partner intake (contract 4 and 7), independent of HTTP: the VIN, the token's
- * product, the payload against that product's schema, an idempotency key replay, the per-(product,
- * VIN) fixed-window limit, and then the durable enqueue. By the time `accept` resolves the payload
+ * product, the payload against that product's schema, the payload's own times against the clock, an
+ * idempotency key replay, the per-(product, VIN) fixed-window limit, and then the durable enqueue. By the time `accept` resolves the payload
  * is stored; the transport answers 202. Reading the body (size, type, JSON) is the transport's job.
  */
 import { isDeepStrictEqual } from 'node:util';
+import { MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock, IdGenerator } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord } from './intake-queue.ts';
@@ -83,13 +84,20 @@ export class IntakeService {
     const errors = products.validate(productName, input.body);
     if (errors.length > 0)
       throw new TrailwireError('validation_failed', `The payload does not match the ${productName} schema.`, { errors });
+    const now = clock.now();
+    // A reading from a device whose clock is wrong would become the latest state and hide every
+    // correct reading after it (contract 4, "Time sanity"): refused here, where the partner sees why.
+    const ahead = products.readingsAhead(productName, input.body, now);
+    if (ahead.length > 0)
+      throw new TrailwireError('validation_failed', `The payload is dated more than ${MAX_READING_LEAD_MS / 60_000} minutes after the server's clock.`, {
+        errors: ahead,
+      });
     const idempotencyKey = input.idempotencyKey ?? null;
     if (idempotencyKey !== null && !IDEMPOTENCY_KEY.test(idempotencyKey))
       throw new TrailwireError('validation_failed', 'Idempotency-Key must be 1 to 255 visible ASCII characters.', {
         errors: [{ path: '/headers/idempotency-key', message: 'must be 1 to 255 visible ASCII characters' }],
       });
 
-    const now = clock.now();
     const limiter = this.limiterOf(productName);
     if (idempotencyKey !== null) {
       const earlier = await queue.findByIdempotencyKey(input.claims.sub, idempotencyKey, now - IDEMPOTENCY_WINDOW_MS);

@@ -22,7 +22,7 @@
  * never holds requests back for longer than one batch. Processed payloads are trimmed after
  * `retentionMs`.
  */
-import { type CanonicalTelemetry, MAX_READING_LEAD_MS } from './canonical.ts';
+import { type CanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock } from './clock.ts';
 import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeQueue } from './intake-queue.ts';
 import { liveEventOf, type LiveTrailerEvent } from './live-hub.ts';
@@ -237,9 +237,8 @@ export class IntakeWorker {
 
   private transform(entry: IntakeEntry): CanonicalTelemetry {
     const telemetry = this.deps.products.transform(entry.product, entry.vin, JSON.parse(entry.payload), entry.receivedAt);
-    const latestAllowed = entry.receivedAt + MAX_READING_LEAD_MS;
     for (const reading of [...telemetry.gps, ...telemetry.devices, ...telemetry.cargosafe])
-      if (reading.timestamp > latestAllowed) throw new FutureReadingError(reading.timestamp, entry.receivedAt);
+      if (isAheadOfClock(reading.timestamp, entry.receivedAt)) throw new FutureReadingError(reading.timestamp, entry.receivedAt);
     return telemetry;
   }
 

@@ -6,12 +6,13 @@
  * `defineProduct` checks the whole definition at start-up and throws a `TypeError` naming the product
  * and the bad field, so a broken plugin never reaches a request. The `ProductRegistry` is what the
  * intake and the workers use: it refuses duplicates, answers an unknown product with a `forbidden`
- * error, validates bodies into precise field errors, applies operator limit overrides, and checks
- * that what a transform produced is valid canonical data before anything is written.
+ * error, validates bodies into precise field errors, refuses readings dated too far after the
+ * server's clock at the fields a product declares as its times, applies operator limit overrides, and
+ * checks that what a transform produced is valid canonical data before anything is written.
  */
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { CanonicalTelemetry } from './canonical.ts';
+import { isAheadOfClock, MAX_READING_LEAD_MS, type CanonicalTelemetry } from './canonical.ts';
 import { TrailwireError, type FieldError } from './errors.ts';
 import {
   compileJsonSchema,
@@ -59,6 +60,14 @@ export interface ProductSchema extends JsonSchemaObject {
   description?: string;
 }
 
+/** One time a payload states: where it is, and what it says. */
+export interface ReadingTime {
+  /** The JSON pointer of the field that holds the time, e.g. `/readAt`: a refusal names it. */
+  pointer: string;
+  /** The time, in integer epoch ms: the timestamp the transform gives the records this field dates. */
+  at: number;
+}
+
 /** What a product author writes. `Payload` is the TypeScript shape of a payload the schema accepts. */
 export interface ProductDefinition<Payload> {
   /** The product's name, matching `PRODUCT_NAME_PATTERN`; partner tokens carry it as `product:<name>`. */
@@ -87,6 +96,15 @@ export interface ProductDefinition<Payload> {
    * with JSON pointer paths into the body, or `[]`. Must be pure like `transform`.
    */
   validate?(payload: Payload): FieldError[];
+  /**
+   * Optional, and recommended whenever the payload carries its own time: where the payload states
+   * the times its records are dated with, each as the epoch ms the transform derives from it. Intake
+   * refuses a payload with any of them more than `MAX_READING_LEAD_MS` (5 minutes) after the server's
+   * clock — 400 with a field error at that pointer — instead of queuing it. Without it, only the
+   * transform dates a payload, and such a payload is dead-lettered by the worker instead. Runs only
+   * on valid payloads; must be pure like `transform`, and agree with it (the conformance suite checks).
+   */
+  readingTimes?(payload: Payload): ReadingTime[];
 }
 
 const PRODUCT_BRAND = Symbol.for('trailwire.product');
@@ -105,6 +123,11 @@ export interface Product<Payload = unknown> {
   parse(payload: unknown): Payload;
   /** The definition's transform, unchanged: call it only with a payload that validated. */
   transform(vin: string, payload: Payload, receivedAt: number): CanonicalTelemetry;
+  /**
+   * The definition's `readingTimes`, its answer checked (a `TypeError` naming the product when it is
+   * malformed); absent when the product declares none. Call it only with a payload that validated.
+   */
+  readonly readingTimes?: (payload: Payload) => ReadingTime[];
 }
 
 /** Whether `value` is a product made by `defineProduct` (of this or any other copy of Trailwire). */
@@ -115,13 +138,14 @@ export function isProduct(value: unknown): value is Product {
 /**
  * Checks a product definition and answers the product. Throws a `TypeError` naming the product and
  * the bad field when the name, description, schema (must compile in Ajv strict mode), limit,
- * transform, validate hook or an example is wrong — or when the transform throws on an example or
- * turns it into invalid canonical data.
+ * transform, validate or readingTimes hook or an example is wrong — or when the transform throws on
+ * an example or turns it into invalid canonical data, or `readingTimes` throws on one or answers
+ * something other than a list of `{ pointer, at }`.
  */
 export function defineProduct<Payload>(definition: ProductDefinition<Payload>): Product<Payload> {
   if (typeof definition !== 'object' || definition === null)
     throw new TypeError('defineProduct: the definition must be an object');
-  const { name, description, schema, limit, transform, examples, validate: extraRules } = definition;
+  const { name, description, schema, limit, transform, examples, validate: extraRules, readingTimes: declaredTimes } = definition;
   if (typeof name !== 'string' || !PRODUCT_NAME_PATTERN.test(name))
     throw new TypeError(
       `defineProduct: product name ${JSON.stringify(name)} must match ${PRODUCT_NAME_PATTERN} (it becomes the token scope "product:<name>")`,
@@ -136,6 +160,17 @@ export function defineProduct<Payload>(definition: ProductDefinition<Payload>): 
   if (typeof transform !== 'function') fail('transform', 'must be a function (vin, payload, receivedAt) => CanonicalTelemetry');
   if (extraRules !== undefined && typeof extraRules !== 'function')
     fail('validate', 'must be a function (payload) => FieldError[] when present');
+  if (declaredTimes !== undefined && typeof declaredTimes !== 'function')
+    fail('readingTimes', 'must be a function (payload) => Array<{ pointer, at }> when present');
+  const readingTimes =
+    declaredTimes === undefined
+      ? undefined
+      : (payload: Payload): ReadingTime[] => {
+          const times: unknown = declaredTimes.call(definition, payload);
+          const problem = problemOfReadingTimes(times);
+          if (problem !== null) throw new TypeError(`product "${name}": \`readingTimes\` ${problem}`);
+          return times as ReadingTime[];
+        };
 
   const validatePayload = (payload: unknown): FieldError[] => {
     const schemaErrors = schemaValidator(payload);
@@ -158,6 +193,16 @@ export function defineProduct<Payload>(definition: ProductDefinition<Payload>): 
     }
     const problems = checkCanonicalTelemetry(telemetry);
     if (problems.length > 0) fail('transform', `turns examples[${index}] into invalid canonical telemetry: ${describeErrors(problems)}`);
+    if (declaredTimes !== undefined) {
+      let times: unknown;
+      try {
+        times = declaredTimes.call(definition, structuredClone(example));
+      } catch (cause) {
+        return fail('readingTimes', `throws on examples[${index}]: ${messageOf(cause)}`, cause);
+      }
+      const problem = problemOfReadingTimes(times);
+      if (problem !== null) fail('readingTimes', `${problem} (on examples[${index}])`);
+    }
   });
 
   const product: Product<Payload> = {
@@ -175,8 +220,25 @@ export function defineProduct<Payload>(definition: ProductDefinition<Payload>): 
       return payload as Payload;
     },
     transform: (vin, payload, receivedAt) => transform.call(definition, vin, payload, receivedAt),
+    ...(readingTimes === undefined ? {} : { readingTimes }),
   };
   return Object.freeze(product);
+}
+
+/** The largest epoch ms a `Date` holds (year 275760): a reading time beyond it cannot be shown. */
+const LATEST_DATE_MS = 8.64e15;
+
+/** What is wrong with an answer of `readingTimes`, or `null` when it is a list of `{ pointer, at }`. */
+function problemOfReadingTimes(times: unknown): string | null {
+  if (!Array.isArray(times)) return `must answer an array of { pointer, at }, got ${describeValue(times)}`;
+  for (const [index, time] of times.entries()) {
+    if (!isPlainObject(time)) return `must answer objects { pointer, at }; [${index}] is ${describeValue(time)}`;
+    if (typeof time.pointer !== 'string' || !(time.pointer === '' || time.pointer.startsWith('/')))
+      return `[${index}].pointer must be a JSON pointer into the payload ("" or starting with "/"), got ${JSON.stringify(time.pointer)}`;
+    if (typeof time.at !== 'number' || !Number.isSafeInteger(time.at) || time.at < 0 || time.at > LATEST_DATE_MS)
+      return `[${index}].at must be an integer of epoch milliseconds, at least 0, got ${String(time.at)}`;
+  }
+  return null;
 }
 
 function checkSchema(schema: unknown, fail: (field: string, problem: string, cause?: unknown) => never): SchemaValidator {
@@ -360,6 +422,34 @@ export class ProductRegistry {
   /** Every problem of an untrusted intake body for the product (`[]` when valid). */
   validate(name: string, payload: unknown): FieldError[] {
     return this.get(name).validate(payload);
+  }
+
+  /**
+   * The field errors of a valid payload's declared reading times (`readingTimes`) that lie more than
+   * `MAX_READING_LEAD_MS` after `now` (contract 4, "Time sanity"), one per pointer; `[]` when none
+   * does, or when the product declares none (then only its transform dates the payload, and the worker
+   * judges that). Throws `internal` naming the product when its `readingTimes` throws or answers
+   * malformed entries: a plugin bug, never the partner's.
+   */
+  readingsAhead(name: string, payload: unknown, now: number): FieldError[] {
+    const product = this.get(name);
+    if (product.readingTimes === undefined) return [];
+    let times: ReadingTime[];
+    try {
+      times = product.readingTimes(payload);
+    } catch (cause) {
+      throw new TrailwireError('internal', `product "${name}" failed to read the payload's times: ${messageOf(cause)}`, { cause });
+    }
+    // One error per field: the latest time a field states is the one that decides.
+    const latestByPointer = new Map<string, number>();
+    for (const { pointer, at } of times)
+      if (isAheadOfClock(at, now)) latestByPointer.set(pointer, Math.max(at, latestByPointer.get(pointer) ?? at));
+    return [...latestByPointer]
+      .slice(0, MAX_FIELD_ERRORS)
+      .map(([path, at]) => ({
+        path,
+        message: `is ${new Date(at).toISOString()}, more than ${MAX_READING_LEAD_MS / 60_000} minutes after the server's clock (${new Date(now).toISOString()}): check the device's clock`,
+      }));
   }
 
   /**

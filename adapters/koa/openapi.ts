@@ -343,7 +343,7 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
         post: {
           tags: ['Partner intake'],
           summary: 'Send one telemetry payload for a vehicle',
-          description: `The payload's schema is the one of the product in the partner token (\`scope: product:<name>\`). Installed: ${describeProducts || 'none'}. 202 means durably queued, not processed; follow \`Location\`. Limited per product and per VIN in fixed windows.`,
+          description: `The payload's schema is the one of the product in the partner token (\`scope: product:<name>\`). Installed: ${describeProducts || 'none'}. 202 means durably queued, not processed; follow \`Location\`. A payload dated more than 5 minutes after the server's clock is a 400 naming its time field (every product that declares its time fields, the built-in ones included). Limited per product and per VIN in fixed windows.`,
           security: [{ partnerToken: [] }],
           parameters: [
             pathParam('VIN', '17 characters of the VIN alphabet, check digit verified; lower case is upper-cased.'),

@@ -151,7 +151,23 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 /** Far enough in the past that no device is stale: a device read without `staleBefore`. */
 const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 
+/** A trailer a batch write touches: its id, and what to do once its items are written. */
+interface TouchedTrailer {
+  id: string;
+  created: boolean;
+  /** Its devices changed: recount its status after the batch. */
+  recount: boolean;
+  /** The processing time of its last item. */
+  at: number;
+  /** Its row as the last fix move returned it, while nothing else changed it. */
+  row: TrailerRow | undefined;
+}
+
+/** Ids compare by UTF-16 code unit: SQLite's BINARY collation for ASCII. */
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 class SqliteTrailwireStore implements SqliteStore {
+  private readonly trailerIdsByVin = new Map<string, string>();
   private readonly applyTelemetryTransaction: Database.Transaction<(items: readonly TelemetryBatch[]) => Map<string, AppliedTelemetry>>;
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
@@ -396,14 +412,19 @@ class SqliteTrailwireStore implements SqliteStore {
    */
   private writeTelemetry(items: readonly TelemetryBatch[]): Map<string, AppliedTelemetry> {
     const { sql } = this;
-    const touched = new Map<string, { id: string; created: boolean; recount: boolean; at: number }>();
-    for (const { vin, at, telemetry } of items) {
-      let trailer = touched.get(vin);
-      if (!trailer) {
-        const row = sql.trailerByVin.get(vin);
-        trailer = row ? { id: row.id, created: false, recount: false, at } : { id: sql.insertTrailer.get(this.ids(), null, null, vin, at, at)!.id, created: true, recount: false, at };
-        touched.set(vin, trailer);
-      }
+    const touched = new Map<string, TouchedTrailer>();
+    for (const { vin, at } of items) {
+      if (touched.has(vin)) continue;
+      const known = this.trailerIdsByVin.get(vin) ?? sql.trailerIdByVin.get(vin)?.id;
+      const trailerId = known ?? sql.insertTrailer.get(this.ids(), null, null, vin, at, at)!.id;
+      this.rememberTrailerId(vin, trailerId);
+      touched.set(vin, { id: trailerId, created: known === undefined, recount: false, at, row: undefined });
+    }
+    // In trailer order (each VIN's items keeping theirs): neighbouring writes then land on
+    // neighbouring index pages, which halves the cost of a batch of many trailers.
+    const ordered = [...items].sort((a, b) => byCodeUnit(touched.get(a.vin)!.id, touched.get(b.vin)!.id));
+    for (const { vin, at, telemetry } of ordered) {
+      const trailer = touched.get(vin)!;
       trailer.at = at;
       const trailerId = trailer.id;
       const latestAllowed = at + MAX_READING_LEAD_MS;
@@ -414,7 +435,7 @@ class SqliteTrailwireStore implements SqliteStore {
         // The last of equal timestamps wins, as in the history; a fix from the future never becomes latest.
         if (fix.timestamp <= latestAllowed && (!newest || fix.timestamp >= newest.timestamp)) newest = fix;
       }
-      if (newest) sql.moveLatestFix.run(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailerId, newest.timestamp);
+      if (newest) trailer.row = sql.moveLatestFix.get(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailerId, newest.timestamp) ?? trailer.row;
 
       if (telemetry.devices.length > 0) {
         const deviceIds = new Map<string, string>();
@@ -438,13 +459,15 @@ class SqliteTrailwireStore implements SqliteStore {
           if (reading.timestamp <= latestAllowed) sql.moveUnitLatest.run(reading.timestamp, ...values, unitId, reading.timestamp);
         }
       }
+      if (telemetry.devices.length > 0 || telemetry.cargosafe.length > 0) trailer.row = undefined;
     }
 
     const applied = new Map<string, AppliedTelemetry>();
     const fleets = new Map<number, Fleet | null>();
     for (const [vin, trailer] of touched) {
       if (trailer.recount) this.recountTrailerStatus(trailer.id, trailer.at);
-      const after = sql.trailerById.get(trailer.id)!;
+      // The row the last fix move returned is current unless something else changed it since.
+      const after = (!trailer.recount && trailer.row) || sql.trailerById.get(trailer.id)!;
       let fleet: Fleet | null = null;
       if (after.fleet_id !== null) {
         if (!fleets.has(after.fleet_id)) fleets.set(after.fleet_id, toFleetOrNull(sql.fleetById.get(after.fleet_id)));
@@ -453,6 +476,15 @@ class SqliteTrailwireStore implements SqliteStore {
       applied.set(vin, { trailer: toTrailer(after), fleet, createdTrailer: trailer.created });
     }
     return applied;
+  }
+
+  /**
+   * A VIN's trailer id never changes and trailers are never deleted, so the batch write remembers
+   * them rather than look each up again (bounded: forgotten all at once past a million).
+   */
+  private rememberTrailerId(vin: string, trailerId: string): void {
+    if (this.trailerIdsByVin.size >= 1_000_000) this.trailerIdsByVin.clear();
+    this.trailerIdsByVin.set(vin, trailerId);
   }
 
   private findOrCreateDevice(cache: Map<string, string>, trailerId: string, reading: CanonicalDeviceReading, at: number): string {
@@ -595,6 +627,7 @@ function prepareStoreStatements(db: Database.Database) {
 
     trailerById: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.id = ?`),
     trailerByVin: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.vin = ?`),
+    trailerIdByVin: db.prepare<[string], { id: string }>('SELECT id FROM trailers WHERE vin = ?'),
     insertTrailer: db.prepare<[string, number | null, string | null, string, number, number], TrailerRow>(
       `INSERT INTO trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
        VALUES (?, ?, ?, ?, 'OK', ?, ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
@@ -621,9 +654,9 @@ function prepareStoreStatements(db: Database.Database) {
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
        WHERE t.fleet_id = ? AND f.customer_id = ? AND t.active = 1 AND t.id > ? ORDER BY t.id LIMIT ?`,
     ),
-    moveLatestFix: db.prepare<[number, number, number, number, string, string, number]>(
+    moveLatestFix: db.prepare<[number, number, number, number, string, string, number], TrailerRow>(
       `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
-       WHERE id = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?)`,
+       WHERE id = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
     ),
     updateTrailerStatus: db.prepare<[string, number, number, number, string]>(
       'UPDATE trailers SET status_name = ?, status_date = ?, faulted_devices = ?, warning_devices = ? WHERE id = ?',

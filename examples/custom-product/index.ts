@@ -33,6 +33,8 @@ export default defineProduct<ReeferPayload>({
     },
   },
   examples: [{ reeferId: 'RF-2231', reportedAt: '2026-01-01T12:00:00Z', setpointC: -18, returnAirC: -16.5, fuelPercent: 64 }],
+  // The report states its own time: intake refuses one dated more than 5 minutes ahead, at /reportedAt.
+  readingTimes: (payload) => [{ pointer: '/reportedAt', at: parseRfc3339(payload.reportedAt)! }],
   transform(_vin, payload) {
     // Cargo drifting more than 5 °C off its setpoint is spoiling; 2 °C, or a nearly empty tank, needs attention.
     const drift = Math.abs(payload.returnAirC - payload.setpointC);

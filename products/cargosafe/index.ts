@@ -8,7 +8,9 @@
  * Each payload yields one cargosafe reading of the unit `unitSerial` (the unit is created on first
  * sight and bound to the payload's trailer): `doorOpen` from `door`, and the three measurements
  * unchanged. The unit reports no position — the trailer's GPS product does — so no GPS fix is
- * produced. `recordedAt` must fall from 2000 up to 2100 UTC, like every product's timestamps.
+ * produced. `recordedAt` must fall from 2000 up to 2100 UTC, like every product's timestamps, and is
+ * declared as the reading's time, so intake refuses a reading dated more than 5 minutes after the
+ * server's clock at `/recordedAt`.
  */
 import type { CanonicalTelemetry } from '../../core/canonical.ts';
 import type { FieldError } from '../../core/errors.ts';
@@ -73,6 +75,8 @@ export default defineProduct<CargosafePayload>({
       return [{ path: '/recordedAt', message: 'must be from 2000-01-01T00:00:00Z up to 2100-01-01T00:00:00Z' }];
     return [];
   },
+  // validate() guarantees the date parses.
+  readingTimes: (payload) => [{ pointer: '/recordedAt', at: parseRfc3339(payload.recordedAt)! }],
   transform(_vin, payload): CanonicalTelemetry {
     return {
       gps: [],

@@ -8,9 +8,11 @@
  * speed is good to a few tenths of a km/h, so further digits are noise and would only make the API's
  * numbers unstable), and the bearing as an 8-point cardinal heading (`cardinalHeading`).
  * Timestamps must fall from 2000-01-01T00:00:00Z up to, not including, 2100-01-01T00:00:00Z: that
- * rejects unset device clocks (0, negative) and millisecond timestamps sent as seconds. Nothing is
- * compared with the server's clock — the schema is static (it is published and the examples must stay
- * valid) and trackers legitimately upload buffered fixes late.
+ * rejects unset device clocks (0, negative) and millisecond timestamps sent as seconds. The schema is
+ * static (it is published and the examples must stay valid), so the server's clock is not in it:
+ * `timestamp` is declared as the fix's reading time, and intake refuses a fix dated more than
+ * 5 minutes after the server's clock at `/timestamp`. Late fixes are fine: trackers upload buffered
+ * fixes after a coverage gap.
  */
 import type { CanonicalTelemetry } from '../../core/canonical.ts';
 import { cardinalHeading } from '../../core/heading.ts';
@@ -31,6 +33,11 @@ export const LATEST_TIMESTAMP_EXCLUSIVE = Date.UTC(2100, 0, 1) / 1000;
 
 /** Kilometres per mile (international mile, exact). */
 export const KM_PER_MILE = 1.609344;
+
+/** The fix's time in integer epoch ms: fractional seconds keep their milliseconds. */
+function fixTime(payload: GpsBasicPayload): number {
+  return Math.round(payload.timestamp * 1000);
+}
 
 /** Km/h to mph, rounded to 0.1 mph. */
 export function kphToMph(kph: number): number {
@@ -75,12 +82,12 @@ export default defineProduct<GpsBasicPayload>({
     { timestamp: 1767268800, position: { latitude: 41.8781, longitude: -87.6298 }, speedKph: 88.5, bearingDeg: 271 },
     { timestamp: 1767268860.5, position: { latitude: -33.8688, longitude: 151.2093 }, speedKph: 0, bearingDeg: 360 },
   ],
+  readingTimes: (payload) => [{ pointer: '/timestamp', at: fixTime(payload) }],
   transform(_vin, payload): CanonicalTelemetry {
     return {
       gps: [
         {
-          // Fractional seconds keep their milliseconds; the store wants integer epoch ms.
-          timestamp: Math.round(payload.timestamp * 1000),
+          timestamp: fixTime(payload),
           lat: payload.position.latitude,
           long: payload.position.longitude,
           speed: kphToMph(payload.speedKph),

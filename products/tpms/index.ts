@@ -10,7 +10,9 @@
  * 95 °C; otherwise it warns below 90 or above 125 psi, or above 75 °C; a fault is never also a
  * warning. Every threshold is strict: exactly 70, 90 or 125 psi and exactly 75 or 95 °C are OK.
  * One payload carries 1 to 32 sensors with distinct `sensorId`s, and `readAt` must fall from 2000 up
- * to 2100 UTC (an unset device clock is rejected, not stored in 1970).
+ * to 2100 UTC (an unset device clock is rejected, not stored in 1970). `readAt` is declared as the
+ * reading time of every sensor, so intake refuses a reading dated more than 5 minutes after the
+ * server's clock at `/readAt`.
  */
 import type { CanonicalTelemetry } from '../../core/canonical.ts';
 import type { FieldError } from '../../core/errors.ts';
@@ -128,6 +130,8 @@ export default defineProduct<TpmsPayload>({
     });
     return errors;
   },
+  // validate() guarantees the date parses.
+  readingTimes: (payload) => [{ pointer: '/readAt', at: parseRfc3339(payload.readAt)! }],
   transform(_vin, payload): CanonicalTelemetry {
     // validate() guarantees the date parses.
     const timestamp = parseRfc3339(payload.readAt)!;

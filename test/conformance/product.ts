@@ -2,7 +2,9 @@
  * The one conformance suite every product plugin must pass (STYLE.md "One conformance suite per
  * interface"): the definition is valid and registers; every example validates and transforms into
  * valid canonical telemetry; the transform is deterministic, reads neither the clock nor randomness,
- * and neither mutates nor aliases its input; and the schema rejects bad input precisely — bodies that
+ * and neither mutates nor aliases its input; the reading times it declares (what intake checks against
+ * the clock) name fields of the payload and are exactly the times its transform dates records with;
+ * and the schema rejects bad input precisely — bodies that
  * are not objects, an empty object, unknown properties at every level, a wrong type in every field,
  * missing fields at their own paths, hostile bodies, and the product's own invalid payloads at the
  * paths the product names. A product's test file calls `runProductConformance(product, options)`.
@@ -117,6 +119,37 @@ export function runProductConformance(product: Product<any>, options: ProductCon
       }
     });
 
+    it(
+      'declares where its payload states its times, agreeing with the transform',
+      {
+        skip:
+          product.readingTimes === undefined
+            ? 'the product declares no readingTimes: intake cannot date its payloads, only its transform does'
+            : false,
+      },
+      () => {
+        examples.forEach((example, index) => {
+          const times = product.readingTimes!(structuredClone(example));
+          const fields = new Set(nodesOf(example).map((node) => node.pointer));
+          for (const { pointer } of times) assert.ok(fields.has(pointer), `examples[${index}]: the declared time ${JSON.stringify(pointer)} is not a field of the payload`);
+          const declared = distinct(times.map((time) => time.at));
+          // Received long after every declared time: a timestamp equal to receivedAt is the transform
+          // dating an undated reading by its arrival (never ahead of the clock); every other timestamp
+          // comes from the payload and must be declared, or a future-dated one would pass intake.
+          const receivedAt = Math.max(EXAMPLE_RECEIVED_AT, ...declared) + 86_400_000;
+          const telemetry = transform(structuredClone(example), EXAMPLE_VIN, receivedAt);
+          const dated = distinct(
+            [...telemetry.gps, ...telemetry.devices, ...telemetry.cargosafe].map((record) => record.timestamp).filter((timestamp) => timestamp !== receivedAt),
+          );
+          assert.deepEqual(
+            dated.map(iso),
+            declared.map(iso),
+            `examples[${index}]: the transform's timestamps (left) are the declared reading times (right)`,
+          );
+        });
+      },
+    );
+
     it('rejects a body that is not a JSON object, at the root', () => {
       for (const body of [null, [], [examples[0]], 'text', 42, true]) {
         const errors = validateSafely(product, body);
@@ -192,6 +225,15 @@ export function runProductConformance(product: Product<any>, options: ProductCon
       },
     );
   });
+}
+
+function distinct(timestamps: number[]): number[] {
+  return [...new Set(timestamps)].sort((a, b) => a - b);
+}
+
+function iso(timestamp: number): string {
+  const date = new Date(timestamp);
+  return Number.isNaN(date.getTime()) ? String(timestamp) : date.toISOString();
 }
 
 function validateSafely(product: Product<any>, body: unknown): FieldError[] {

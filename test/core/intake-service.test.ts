@@ -1,12 +1,13 @@
 /**
  * The accept path of intake without HTTP: what is stored, every refusal (which stores and counts
- * nothing), idempotency keys (a replay answers the original and counts nothing, even once the
+ * nothing, a reading dated too far after the clock included), idempotency keys (a replay answers the original and counts nothing, even once the
  * window is used up), the per-(product, VIN) windows, and the status view a partner reads.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
+import { MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { ManualClock } from '../../core/clock.ts';
 import { isTrailwireError } from '../../core/errors.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
@@ -77,6 +78,36 @@ describe('IntakeService', () => {
     await assert.rejects(accept({ vin, body: gps(), idempotencyKey: 'k'.repeat(256) }), rejectsWith('validation_failed'));
     assert.equal(await trailwire.intake!.queue.depth(), depth);
     assert.equal((await accept({ vin, body: gps() })).rateLimit?.remaining, 1, 'none of the refusals used the window');
+  });
+
+  it('refuses a reading dated more than 5 minutes after its clock at the field that dates it, storing and counting nothing', async () => {
+    const now = T0 + 5 * 3_600_000;
+    clock.set(now);
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const cases = [
+      { product: 'gps-basic', path: '/timestamp', at: (ms: number) => gps(0, ms / 1000) },
+      { product: 'tpms', path: '/readAt', at: (ms: number) => ({ readAt: iso(ms), sensors: [{ sensorId: 'S1', wheel: 'LF', pressurePsi: 100, temperatureC: 30 }] }) },
+      { product: 'cargosafe', path: '/recordedAt', at: (ms: number) => ({ unitSerial: 'CS-1', recordedAt: iso(ms), door: 'closed', loadPercent: 50, temperatureC: 4, humidityPercent: 60 }) },
+    ];
+    for (const { product, path, at } of cases) {
+      const vin = uniqueVin();
+      const claims = claimsOf('partner-1', product);
+      const depth = await trailwire.intake!.queue.depth();
+      for (const lead of [MAX_READING_LEAD_MS + 1_000, MAX_READING_LEAD_MS + 1, 72 * 365 * 86_400_000])
+        await assert.rejects(
+          accept({ vin, body: at(now + lead), claims }),
+          rejectsWith('validation_failed', (e) => {
+            assert.deepEqual(e.errors?.map((x) => x.path), [path], `${product} ${lead} ms ahead`);
+            assert.match(JSON.stringify(e.errors), /more than 5 minutes after the server's clock \(2026-06-01T17:00:00\.000Z\)/);
+          }),
+        );
+      assert.equal(await trailwire.intake!.queue.depth(), depth, `${product}: nothing stored`);
+      const accepted = await accept({ vin, body: at(now + MAX_READING_LEAD_MS), claims });
+      assert.equal(accepted.record.status, 'queued', `${product}: exactly 5 minutes ahead is accepted`);
+      assert.equal(accepted.rateLimit.remaining, accepted.rateLimit.limit - 1, `${product}: the refusals used none of the window`);
+      await accept({ vin, body: at(now - 86_400_000), claims });
+      assert.equal(await trailwire.intake!.queue.depth(), depth + 2, `${product}: a late reading is fine`);
+    }
   });
 
   it('limits each (product, VIN) in its own fixed window', async () => {

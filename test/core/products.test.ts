@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import type { CanonicalTelemetry } from '../../core/canonical.ts';
+import { MAX_READING_LEAD_MS, type CanonicalTelemetry } from '../../core/canonical.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import {
   checkCanonicalTelemetry,
@@ -108,6 +108,15 @@ describe('defineProduct', () => {
     ['a window in milliseconds', { limit: { requests: 1, windowSeconds: 300_000 } }, /`limit.windowSeconds` must be at most 86400 \(one day\), got 300000: seconds, not milliseconds/],
     ['a transform that is not a function', { transform: 'x' as never }, /product "meter": `transform` must be a function/],
     ['a validate hook that is not a function', { validate: {} as never }, /product "meter": `validate` must be a function/],
+    ['a readingTimes hook that is not a function', { readingTimes: '/at' as never }, /product "meter": `readingTimes` must be a function/],
+    [
+      'a readingTimes hook that throws on an example',
+      { readingTimes: () => { throw new Error('no clock'); } },
+      /product "meter": `readingTimes` throws on examples\[0\]: no clock/,
+    ],
+    ['reading times that are not a list', { readingTimes: (p) => ({ pointer: '/at', at: p.at }) as never }, /`readingTimes` must answer an array of \{ pointer, at \}, got a value of type object \(on examples\[0\]\)/],
+    ['a reading time without a JSON pointer', { readingTimes: (p) => [{ pointer: 'at', at: p.at }] }, /`readingTimes` \[0\]\.pointer must be a JSON pointer into the payload/],
+    ['a reading time in seconds with a fraction', { readingTimes: (p) => [{ pointer: '/at', at: p.at / 1000 + 0.5 }] }, /`readingTimes` \[0\]\.at must be an integer of epoch milliseconds, at least 0, got 1\.5/],
     ['no examples', { examples: [] as never }, /product "meter": `examples` must be an array of at least one valid payload/],
     [
       'an invalid example',
@@ -172,6 +181,57 @@ describe('Product.validate and parse', () => {
   it('refuses a validate hook that does not answer an array', () => {
     const product = defineProduct(meterDefinition({ validate: (p) => (p.value === 7 ? (undefined as never) : []) }));
     assert.throws(() => product.validate({ meterId: 'm', value: 7, at: 1 }), { name: 'TypeError', message: /`validate` must answer an array/ });
+  });
+});
+
+describe('ProductRegistry.readingsAhead', () => {
+  const NOW = Date.UTC(2026, 5, 1, 12, 0, 0);
+  const dated = defineProduct(meterDefinition({ readingTimes: (p) => [{ pointer: '/at', at: p.at }] }));
+  const registry = createProductRegistry([dated]);
+  const reading = (at: number) => ({ meterId: 'm', value: 1, at });
+
+  it('accepts a reading dated up to exactly 5 minutes after the clock, and any time before it', () => {
+    assert.equal(MAX_READING_LEAD_MS, 300_000);
+    for (const at of [NOW + MAX_READING_LEAD_MS, NOW, NOW - 365 * 86_400_000, 0]) assert.deepEqual(registry.readingsAhead('meter', reading(at), NOW), [], new Date(at).toISOString());
+  });
+
+  it('refuses a reading dated more than 5 minutes after the clock at its pointer, naming both times', () => {
+    assert.deepEqual(registry.readingsAhead('meter', reading(NOW + MAX_READING_LEAD_MS + 1), NOW), [
+      { path: '/at', message: "is 2026-06-01T12:05:00.001Z, more than 5 minutes after the server's clock (2026-06-01T12:00:00.000Z): check the device's clock" },
+    ]);
+  });
+
+  it('reports each field once, with the latest time it states', () => {
+    const batch = createProductRegistry([
+      defineProduct(meterDefinition({ readingTimes: (p) => [{ pointer: '/at', at: p.at }, { pointer: '/at', at: p.at + 60_000 }, { pointer: '/value', at: NOW }] })),
+    ]);
+    const errors = batch.readingsAhead('meter', reading(NOW + 3_600_000), NOW);
+    assert.deepEqual(errors.map((e) => e.path), ['/at']);
+    assert.match(errors[0]!.message, /^is 2026-06-01T13:01:00\.000Z/);
+  });
+
+  it('checks nothing for a product that declares no reading times (its transform alone dates a payload)', () => {
+    assert.deepEqual(createProductRegistry([defineProduct(meterDefinition())]).readingsAhead('meter', reading(NOW + 86_400_000), NOW), []);
+  });
+
+  it('reports a readingTimes hook that fails on a valid payload as internal, naming the product', () => {
+    const fragile = defineProduct(
+      meterDefinition({
+        readingTimes: (p) => {
+          if (p.value === 13) throw new Error('unlucky');
+          return p.value === 14 ? [{ pointer: '/at', at: Number.NaN }] : [];
+        },
+      }),
+    );
+    const fragileRegistry = createProductRegistry([fragile]);
+    assert.throws(() => fragileRegistry.readingsAhead('meter', { ...reading(1), value: 13 }, NOW), {
+      code: 'internal',
+      message: `product "meter" failed to read the payload's times: unlucky`,
+    });
+    assert.throws(() => fragileRegistry.readingsAhead('meter', { ...reading(1), value: 14 }, NOW), {
+      code: 'internal',
+      message: /product "meter" failed to read the payload's times: product "meter": `readingTimes` \[0\]\.at must be an integer of epoch milliseconds/,
+    });
   });
 });
 
@@ -428,6 +488,17 @@ runProductConformance(defineProduct({ ...base, name: 'lax', schema: { ...base.sc
 runProductConformance(defineProduct({ ...base, name: 'loose-types', schema: { ...base.schema, properties: loose } }));
 runProductConformance(defineProduct({ ...base, name: 'optional', schema: { ...base.schema, required: [] } }));
 runProductConformance(defineProduct({ ...base, name: 'wrong-path' }), { invalidPayloads: [{ payload: { id: 'a', metrics: { value: -1 } }, path: '/metrics' }] });
+runProductConformance(defineProduct({ ...base, name: 'receipt-dated', readingTimes: () => [] }));
+const dated = { ...base,
+  schema: { ...base.schema, required: [...base.schema.required, 'at'], properties: { ...base.schema.properties, at: { type: 'integer', minimum: 0 } } },
+  examples: [{ id: 'a', metrics: { value: 1 }, at: 1767268800000 }],
+  transform: (_vin, p) => ({ gps: [], devices: [{ kind: 'k', serial: p.id, position: null, timestamp: p.at,
+    metrics: { value: p.metrics.value }, state: { isWarning: false, isFault: false } }], cargosafe: [] }),
+  readingTimes: (p) => [{ pointer: '/at', at: p.at }] };
+runProductConformance(defineProduct({ ...dated, name: 'dated' }));
+runProductConformance(defineProduct({ ...dated, name: 'misdated', readingTimes: (p) => [{ pointer: '/at', at: p.at - 1000 }] }));
+runProductConformance(defineProduct({ ...dated, name: 'undeclared-time', readingTimes: () => [] }));
+runProductConformance(defineProduct({ ...dated, name: 'wrong-time-field', readingTimes: (p) => [{ pointer: '/when', at: p.at }] }));
 `,
   );
 
@@ -452,6 +523,11 @@ runProductConformance(defineProduct({ ...base, name: 'wrong-path' }), { invalidP
     'loose-types': ['rejects a wrong type in every field, at its path'],
     optional: ['rejects an empty object'],
     'wrong-path': ['rejects its own invalid payloads at the expected paths'],
+    'receipt-dated': [],
+    dated: [],
+    misdated: ['declares where its payload states its times, agreeing with the transform'],
+    'undeclared-time': ['declares where its payload states its times, agreeing with the transform'],
+    'wrong-time-field': ['declares where its payload states its times, agreeing with the transform'],
   };
   for (const [name, cases] of Object.entries(expected))
     it(`${cases.length === 0 ? 'passes a sound product' : `fails "${name}" on: ${cases.join('; ')}`}`, () => {

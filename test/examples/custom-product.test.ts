@@ -1,9 +1,10 @@
 /**
  * examples/custom-product works as docs/writing-a-product.md says: it passes the product conformance
  * suite from `trailwire/testing`, loads by path next to the built-in products, and goes through a
- * server end to end — a partner key for `product:reefer`, intake (202, and a 400 naming the field),
- * processing, and the reefer device and the trailer status in the customer's read API. Like a user's
- * test, it imports only the package's public entries.
+ * server end to end — a partner key for `product:reefer`, intake (202, a 400 naming the field, and
+ * a 400 at `/reportedAt` for a report dated ahead of the server's clock), processing, and the reefer
+ * device and the trailer status in the customer's read API. Like a user's test, it imports only the
+ * package's public entries.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -73,6 +74,9 @@ describe('the custom product example', () => {
       const refused = await send({ ...report, fuelPercent: 120 });
       assert.equal(refused.status, 400);
       assert.ok(refused.body.errors.some((e: { path: string }) => e.path === '/fuelPercent'), JSON.stringify(refused.body));
+      const ahead = await send({ ...report, reportedAt: new Date(Date.now() + 3_600_000).toISOString() });
+      assert.equal(ahead.status, 400, 'a report dated an hour ahead');
+      assert.deepEqual(ahead.body.errors.map((e: { path: string }) => e.path), ['/reportedAt']);
 
       // 2.5 °C off the setpoint: a warning.
       const accepted = await send({ ...report, returnAirC: -15.5 });

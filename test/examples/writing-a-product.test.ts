@@ -3,8 +3,8 @@
  * are taken verbatim from the guide's code blocks into a scratch folder inside the package (so that
  * `trailwire/...` resolves as it does for the guide's reader), the guide's test runs, and the product
  * is installed on a server both ways §6 says (the `trailwire` command with `--product-module`, and
- * `startServer` from code) and driven through the calls of §7, checking what the guide shows them
- * answering. Edit the guide and this test follows.
+ * `startServer` from code) and driven through the calls of §7 (and §4's refusal of a payload dated
+ * ahead), checking what the guide shows them answering. Edit the guide and this test follows.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -67,6 +67,12 @@ async function followSection7(url: string, keys: { partner: string; customer: st
   const refused = await send({ ...JSON.parse(intakeBody!), axles: [{ axle: 1, loadKg: 25000 }] });
   assert.equal(refused.status, 400);
   assert.deepEqual(refused.body.errors, [{ path: '/axles/0/loadKg', message: 'must be at most 20000' }]);
+  // §4: dated too far ahead, refused at the time field the module declares, as the guide shows it.
+  const ahead = await send({ ...JSON.parse(intakeBody!), measuredAt: '2099-01-01T00:00:00Z' });
+  assert.equal(ahead.status, 400);
+  const shown = JSON.parse(only('json', '"/measuredAt"'));
+  const withoutClock = (error: { path: string; message: string }) => ({ ...error, message: error.message.replace(/\(.*\)/, '(<clock>)') });
+  assert.deepEqual(ahead.body.errors.map(withoutClock), [withoutClock(shown)]);
 
   const token = (await call(`${url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': keys.customer } })).body.access_token;
   const auth = { authorization: `Bearer ${token}` };

@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 const CORE = [
   'AdminService', 'AuthService', 'CursorCodec', 'DEFAULT_INTAKE_WORKER_OPTIONS', 'DEFAULT_LIMITS', 'ERROR_CODES', 'ERROR_DESCRIPTIONS',
   'EXAMPLE_RECEIVED_AT', 'EXAMPLE_VIN', 'FixedWindowLimiter', 'HEADINGS', 'HTTP_STATUS_BY_CODE', 'IDEMPOTENCY_WINDOW_MS', 'INTAKE_STATUSES',
-  'IntakeService', 'IntakeWorker', 'JSON_SCHEMA_DIALECT', 'LiveHub', 'MAX_WINDOW_SECONDS', 'ManualClock', 'MemoryLiveBus',
+  'IntakeService', 'IntakeWorker', 'JSON_SCHEMA_DIALECT', 'LiveHub', 'MAX_READING_LEAD_MS', 'MAX_WINDOW_SECONDS', 'ManualClock', 'MemoryLiveBus',
   'MemoryWindowCounter', 'PRODUCT_NAME_PATTERN', 'ProductRegistry', 'ReadService', 'SigningKeyRing', 'TAKE_DEFAULT', 'TAKE_MAX',
   'TokenService', 'TrailwireError', 'cardinalHeading', 'checkCanonicalTelemetry', 'createProductRegistry', 'createTrailwire',
   'defineProduct', 'deriveTrailerStatus', 'invalidField', 'isProduct', 'isTrailwireError', 'loadProductModule', 'parseRfc3339',

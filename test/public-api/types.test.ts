@@ -22,6 +22,7 @@ import {
   type LiveBus,
   type Product,
   type ProductDefinition,
+  type ReadingTime,
   type Trailwire,
   type TrailwireOptions,
   TrailwireError,
@@ -91,7 +92,12 @@ function productsThatMustNotCompile(): void {
     // @ts-expect-error a GPS heading is one of the eight cardinal points
     transform: () => ({ gps: [{ timestamp: 0, lat: 0, long: 0, speed: 0, heading: 'North' }], devices: [], cargosafe: [] }),
   });
+  // @ts-expect-error a reading time is epoch ms, not the payload's text
+  defineProduct<DoorPayload>({ ...doorDefinition, readingTimes: () => [{ pointer: '/at', at: '2026-01-01T00:00:00Z' }] });
 }
+// A readingTimes hook says where the payload states its times; the product keeps it, typed by the payload.
+const datedDoor = defineProduct<DoorPayload>({ ...doorDefinition, readingTimes: (payload) => [{ pointer: '/at', at: payload.at }] });
+assertType<Equals<typeof datedDoor.readingTimes, ((payload: DoorPayload) => ReadingTime[]) | undefined>>();
 // A validate hook answers field errors.
 defineProduct<DoorPayload>({ ...doorDefinition, validate: (payload) => (payload.doorId === 'X' ? [{ path: '/doorId', message: 'not X' }] : []) });
 assertType<Equals<Heading, 'N' | 'NE' | 'E' | 'SE' | 'S' | 'SW' | 'W' | 'NW'>>();

@@ -99,6 +99,41 @@ describe('partner intake over HTTP', () => {
     assert.equal(await app.trailwire.intake!.queue.depth(), before);
   });
 
+  it("refuses a reading dated more than 5 minutes after the server's clock: 400 at its time field, for each built-in product, nothing enqueued", async () => {
+    await at(0.25);
+    const now = app.clock.now();
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const cargosafePartner = await partnerWithToken(app, 'cargosafe', 'Cargo Co');
+    const cases = [
+      { partner: gpsPartner, path: '/timestamp', body: (ms: number) => gps((ms - T0) / 1000) },
+      { partner: tpmsPartner, path: '/readAt', body: (ms: number) => tpms([100], iso(ms)) },
+      {
+        partner: cargosafePartner,
+        path: '/recordedAt',
+        body: (ms: number) => ({ unitSerial: 'CS-9', recordedAt: iso(ms), door: 'open', loadPercent: 10, temperatureC: 5, humidityPercent: 50 }),
+      },
+    ];
+    for (const { partner, path, body } of cases) {
+      const vin = uniqueVin();
+      const depth = await app.trailwire.intake!.queue.depth();
+      for (const ahead of [5 * 60_000 + 1_000, Date.UTC(2098, 0, 1) - now]) {
+        const refused = await post(partner.token, vin, body(now + ahead));
+        assertProblem(refused, 400, path);
+        assert.equal(refused.body.errors.length, 1);
+        assert.equal(
+          refused.body.errors[0].message,
+          `is ${iso(now + ahead)}, more than 5 minutes after the server's clock (${iso(now)}): check the device's clock`,
+        );
+        assert.match(refused.body.detail, /dated more than 5 minutes after the server's clock/);
+        assert.equal(refused.headers.get('location'), null);
+      }
+      assert.equal(await app.trailwire.intake!.queue.depth(), depth, `${path}: nothing enqueued`);
+      const accepted = await post(partner.token, vin, body(now + 5 * 60_000));
+      assert.equal(accepted.status, 202, `${path}: exactly 5 minutes ahead is accepted`);
+      assert.equal(accepted.headers.get('ratelimit-remaining'), String(Number(accepted.headers.get('ratelimit-limit')) - 1), 'the refusals used none of the window');
+    }
+  });
+
   it('reads the body itself: charset parameters, compressed or chunked oversized bodies, header checks', async () => {
     await at(0.5);
     const vin = uniqueVin();
@@ -121,7 +156,7 @@ describe('partner intake over HTTP', () => {
     assertProblem(await post(gpsPartner.token, vin, gps(4), { 'idempotency-key': 'x'.repeat(256) }), 400, '/headers/idempotency-key');
     assertProblem(await app.call('GET', '/api/v1/telemetry/intake/status/no-such-id', { token: gpsPartner.token }), 404);
     const db = (app.trailwire.store as SqliteStore).db;
-    assert.equal(db.prepare('SELECT COUNT(*) FROM intake_queue WHERE vin = ?').pluck().get(vin), 1, 'only the accepted payload was stored');
+    assert.equal(db.prepare('SELECT COUNT(*) FROM intake_log WHERE vin = ?').pluck().get(vin), 1, 'only the accepted payload was stored');
   });
 
   it('answers 401 without a valid partner token and 403 for a customer token', async () => {
