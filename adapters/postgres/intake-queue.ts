@@ -204,11 +204,14 @@ export class PostgresIntakeQueue implements IntakeQueue {
     // Partitions this queue's last batches held would otherwise look taken.
     if (this.lettingGo.size > 0) await Promise.all(this.lettingGo);
     const client = await this.pool.connect();
+    // A checked-out connection that fails (the server restarts, the batch's process is cut off)
+    // emits 'error'; unheard, that would end the process. The batch's next query fails instead.
+    client.on('error', ignoreError);
     try {
       for (;;) {
         const rows = await queryRows<BatchRow>(client, this.sql.nextBatch, [now, limit, MAX_PARTITIONS_PER_BATCH]);
         if (rows.length === 0) {
-          client.release();
+          release(client);
           return null;
         }
         const batch = this.batchOf(client, rows);
@@ -222,7 +225,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
       }
     } catch (error) {
       // Destroyed, not returned: whatever leases it held go with it.
-      client.release(error instanceof Error ? error : true);
+      release(client, error);
       throw error;
     }
   }
@@ -234,15 +237,15 @@ export class PostgresIntakeQueue implements IntakeQueue {
     try {
       await this.record(open, outcomes, now);
     } catch (error) {
-      open.client.release(error instanceof Error ? error : true);
+      release(open.client, error);
       throw error;
     }
     // The leases go once the caller has seen the commit: whatever it does on it (a process telling
     // its other workers) comes before another batch can take the partitions. This queue's own next
     // batch waits for them to be let go (see nextBatch).
     const lettingGo = queryRun(open.client, this.sql.letGo, []).then(
-      () => open.client.release(),
-      (error: unknown) => open.client.release(error instanceof Error ? error : true),
+      () => release(open.client),
+      (error: unknown) => release(open.client, error),
     );
     this.lettingGo.add(lettingGo);
     void lettingGo.finally(() => this.lettingGo.delete(lettingGo));
@@ -257,9 +260,9 @@ export class PostgresIntakeQueue implements IntakeQueue {
     this.open.delete(open);
     try {
       await queryRun(open.client, this.sql.letGo, []);
-      open.client.release();
+      release(open.client);
     } catch (error) {
-      open.client.release(error instanceof Error ? error : true);
+      release(open.client, error);
     }
   }
 
@@ -571,6 +574,14 @@ export function queueStatements(schema: string) {
 }
 
 type QueueStatements = ReturnType<typeof queueStatements>;
+
+const ignoreError = (): void => {};
+
+/** Returns a batch's connection to the pool, or, after an error, destroys it (and whatever leases it held). */
+function release(client: pg.PoolClient, error?: unknown): void {
+  client.off('error', ignoreError);
+  client.release(error === undefined ? undefined : error instanceof Error ? error : true);
+}
 
 function badOption(field: string, message: string): TrailwireError {
   return new TrailwireError('validation_failed', `PostgresIntakeQueueOptions.${field} ${message}`, {
