@@ -391,6 +391,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
       this.findByIdempotencyKey(partnerId, idempotencyKey!, receivedAt - IDEMPOTENCY_WINDOW_MS).then(
         (original) => {
           if (original !== null) return entry.resolve({ record: original, created: false });
+          if (this.closed) return entry.reject(new TrailwireError('unavailable', 'the intake queue is closed'));
           if (++entry.tries >= ENQUEUE_TRIES) {
             return entry.reject(new TrailwireError('unavailable', `idempotency key of partner ${partnerId} kept changing hands; intake ${entry.item.id} was not stored`));
           }
