@@ -18,7 +18,7 @@ import { TRAILWIRE_BIN } from '../support/cli.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const schema = `tw_test_${randomBytes(6).toString('hex')}`;
-const env = { ...process.env, TRAILWIRE_GRPC_PORT: '0', TRAILWIRE_LOG_LEVEL: 'error' };
+const env: NodeJS.ProcessEnv = { ...process.env, TRAILWIRE_GRPC_PORT: '0', TRAILWIRE_LOG_LEVEL: 'error' };
 delete env.TRAILWIRE_WORKERS;
 const children: ChildProcess[] = [];
 
