@@ -38,6 +38,13 @@ export interface IntakeWorkerOptions {
   retryBaseMs?: number;
   /** How often an idle worker looks for due work (retries come due without a wake-up). Default 250 ms. */
   idlePollMs?: number;
+  /**
+   * How long the worker lets payloads gather before a batch that would not be full, in ms: most of
+   * a batch's cost (its commit above all) is paid per batch, so under load a short wait makes the
+   * batches, and the throughput, several times larger, for a few milliseconds more between a 202
+   * and `processed`. 0 reads at once. Default 10.
+   */
+  lingerMs?: number;
   /** How long processed payloads (and their status) are kept; at least 24 h (idempotency). Default 24 h. */
   retentionMs?: number;
 }
@@ -72,6 +79,7 @@ export const DEFAULT_INTAKE_WORKER_OPTIONS: Required<IntakeWorkerOptions> = {
   maxAttempts: 5,
   retryBaseMs: 1000,
   idlePollMs: 250,
+  lingerMs: 10,
   retentionMs: 24 * 60 * 60 * 1000,
 };
 
@@ -82,7 +90,7 @@ const PURGE_BATCH = 1000;
 export function resolveIntakeWorkerOptions(options: IntakeWorkerOptions = {}): Required<IntakeWorkerOptions> {
   const settings = { ...DEFAULT_INTAKE_WORKER_OPTIONS, ...withoutUndefined(options) };
   for (const [field, value] of Object.entries(settings))
-    if (!Number.isSafeInteger(value) || value < 1) throw new TypeError(`IntakeWorker: \`${field}\` must be a positive integer, got ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < (field === 'lingerMs' ? 0 : 1)) throw new TypeError(`IntakeWorker: \`${field}\` must be a positive integer, got ${String(value)}`);
   if (settings.retentionMs < DEFAULT_INTAKE_WORKER_OPTIONS.retentionMs)
     throw new TypeError(`IntakeWorker: \`retentionMs\` must be at least 24 h (the idempotency window), got ${settings.retentionMs}`);
   return settings;
@@ -133,8 +141,8 @@ export class IntakeWorker {
 
   /** Wakes an idle worker at once (called after an enqueue). */
   notify(): void {
-    if (this.wake) this.wake();
-    else this.notified = true;
+    this.notified = true;
+    this.wake?.();
   }
 
   get isRunning(): boolean {
@@ -151,14 +159,16 @@ export class IntakeWorker {
     return this.drain(() => true);
   }
 
-  private async drain(keepGoing: () => boolean): Promise<number> {
+  private async drain(keepGoing: () => boolean, linger = false): Promise<number> {
     let total = 0;
     while (keepGoing()) {
       const batched = await this.round();
       if (batched === 0) break;
       total += batched;
       // Let requests in between batches: a synchronous store would otherwise hold the event loop.
-      await new Promise((resolve) => setImmediate(resolve));
+      // After a batch that was not full, let the next one gather.
+      if (linger && batched < this.settings.batchSize) await this.pause(this.settings.lingerMs, false);
+      else await new Promise((resolve) => setImmediate(resolve));
     }
     return total;
   }
@@ -166,20 +176,28 @@ export class IntakeWorker {
   private async run(): Promise<void> {
     while (this.running) {
       this.notified = false;
-      const batched = await this.drain(() => this.running).catch((error: unknown) => {
+      const batched = await this.drain(() => this.running, true).catch((error: unknown) => {
         this.deps.onRoundFailed?.(error);
         return 0;
       });
       await this.purgeIfDue();
       // A payload appended after the last batch read the log must not wait for the idle poll.
       if (batched > 0 || this.notified || !this.running) continue;
-      await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        this.idleTimer = setTimeout(resolve, this.settings.idlePollMs);
-      });
-      clearTimeout(this.idleTimer);
-      this.wake = undefined;
+      await this.pause(this.settings.idlePollMs, true);
+      // Woken by an append: let its neighbours arrive before reading them in one batch.
+      if (this.running && this.notified) await this.pause(this.settings.lingerMs, false);
     }
+  }
+
+  /** Waits `ms`, or less when `wakeable` and `notify` (or `stop`) comes first. */
+  private async pause(ms: number, wakeable: boolean): Promise<void> {
+    if (ms === 0 || !this.running || (wakeable && this.notified)) return;
+    await new Promise<void>((resolve) => {
+      if (wakeable) this.wake = resolve;
+      this.idleTimer = setTimeout(resolve, ms);
+    });
+    clearTimeout(this.idleTimer);
+    if (wakeable) this.wake = undefined;
   }
 
   /** One batch: transform, write, commit, then publish. Answers how many payloads it held. */

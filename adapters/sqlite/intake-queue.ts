@@ -268,7 +268,9 @@ export class SqliteIntakeQueue implements IntakeQueue {
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
     if (this.openBatch || this.db.inTransaction) return null;
     for (;;) {
-      if (this.withoutWaiting(() => this.sql.begin.run()) === 'locked') return null;
+      const begin = () => this.sql.begin.run();
+      if (this.options.mayWaitForLock) begin();
+      else if (this.withoutWaiting(begin) === 'locked') return null;
       let batch: SqliteBatch;
       try {
         batch = this.readBatch(limit, now);
@@ -480,6 +482,12 @@ export type EnqueueOutcome = { result: EnqueueResult } | { error: unknown };
 export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
+  /**
+   * Whether `nextBatch` may wait (the connection's busy timeout) for another connection's write
+   * lock: for a connection whose thread may block, the processing thread. Default false: a held
+   * lock answers "no batch now" at once, since waiting would block the event loop.
+   */
+  mayWaitForLock?: boolean;
 }
 
 /** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */

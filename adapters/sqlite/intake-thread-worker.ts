@@ -24,7 +24,7 @@ const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
-const queue = openSqliteIntakeQueue(store.db);
+const queue = openSqliteIntakeQueue(store.db, { mayWaitForLock: true });
 const products = createProductRegistry([
   ...builtInProducts,
   ...(await Promise.all(data.productModules.map((specifier) => loadProductModule(specifier, { cwd: data.cwd, importModule: importProductModule })))),
