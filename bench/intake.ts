@@ -12,7 +12,7 @@
  * For each Trailwire row it reports the queue: how far behind processing was when the load ended,
  * the deepest it got, and the drain rate (payloads processed per second, catching up included).
  *
- * Every request is a new GPS fix of one of 1,000 VINs (a distinct row to write each time); the token
+ * Every request is a new GPS fix of one of a fleet of 20,000 VINs (a distinct row to write each time); the token
  * is reused; gps-basic's per-VIN limit is raised for the run. Each server gets a short warm-up
  * first. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10 by default).
  */
@@ -44,7 +44,7 @@ export interface IntakeBenchOptions {
   warmupSeconds?: number;
   /** Concurrent connections. Default 50. */
   connections?: number;
-  /** Distinct VINs the requests cycle over. Default 1,000. */
+  /** Distinct VINs the requests cycle over (the fleet). Default 20,000. */
   vins?: number;
   /** Which servers to measure. Default: all of `INTAKE_BENCH_SERVERS`. */
   servers?: readonly (typeof INTAKE_BENCH_SERVERS)[number][];
@@ -95,7 +95,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
   const warmup = options.warmupSeconds ?? 2;
   const connections = options.connections ?? 50;
   // Position 9 is the check digit, so the running number sits after it: every VIN is distinct.
-  const vins = Array.from({ length: options.vins ?? 1000 }, (_, i) => withCheckDigit(`1BNCH0000${String(i).padStart(8, '0')}`));
+  const vins = Array.from({ length: options.vins ?? 20_000 }, (_, i) => withCheckDigit(`1BNCH0000${String(i).padStart(8, '0')}`));
   const servers = options.servers ?? INTAKE_BENCH_SERVERS;
   let timestamp = 1780315200;
   const load = (server: RunningChild, seconds: number) => {

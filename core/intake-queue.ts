@@ -1,11 +1,22 @@
 /**
- * The durable intake queue (contract 4): the seam between the HTTP path that accepts a payload and
- * the workers that process it. A payload is `queued` once `enqueue` resolves — durably, so the 202
- * that follows survives a crash — then `processing`, then `processed`, or `failed` with the reason
- * after its retries (a dead letter an operator can list and re-queue). Items of one VIN are handed
- * out in order: a VIN's next item is not claimed while an earlier one is processing or waiting to
- * be retried; a failed item no longer holds its VIN back. Every implementation (SQLite in
- * `adapters/sqlite`, PostgreSQL later) passes the conformance suite `test/conformance/intake-queue.ts`.
+ * The durable intake log (contract 4): the seam between the HTTP path that accepts a payload and
+ * the worker that processes it. It is a log, not a table of statuses: `enqueue` appends (durably,
+ * so the 202 that follows survives a crash), and processing reads the log in order, a batch at a
+ * time, then commits the batch — its outcomes and a watermark that moves past it — at once. A
+ * payload's status is derived, never written per payload:
+ *
+ * - above the watermark, and not in a batch in hand: `queued`;
+ * - in a batch in hand (where the implementation can tell): `processing`;
+ * - at or below the watermark: `processed` — unless it is parked: to be retried (`queued`, with the
+ *   reason of its last attempt) or a dead letter (`failed`, with the reason).
+ *
+ * Payloads of one VIN are processed in arrival order: a batch hands out a VIN's payloads in log
+ * order, never while another batch (of any process sharing the log) holds that VIN, and never
+ * while an earlier payload of the VIN waits for its retry — such payloads are parked behind it
+ * (`held`) and follow it once it is processed. A dead letter no longer holds its VIN back.
+ *
+ * Every implementation (SQLite in `adapters/sqlite`, PostgreSQL in `adapters/postgres`) passes the
+ * conformance suite `test/conformance/intake-queue.ts`.
  */
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;
@@ -27,9 +38,9 @@ export interface NewIntake {
 
 export interface IntakeRecord extends NewIntake {
   status: IntakeStatus;
-  /** Processing attempts started so far. */
+  /** Processing attempts made so far (1 once processed at the first try). */
   attempts: number;
-  /** Not claimed before this time (epoch ms): the retry backoff. */
+  /** Not attempted before this time (epoch ms): the retry backoff. */
   nextAttemptAt: number;
   /** When it was processed, or dead-lettered. */
   processedAt: number | null;
@@ -48,43 +59,69 @@ export function queuedRecord(item: NewIntake): IntakeRecord {
   return { ...item, status: 'queued', attempts: 0, nextAttemptAt: item.receivedAt, processedAt: null, error: null };
 }
 
-/** What became of one claimed item: the transition `settle` records. */
+/** One payload of a batch, to be processed. */
+export interface IntakeEntry {
+  /** Its position in the log: arrival order. */
+  seq: number;
+  id: string;
+  partnerId: string;
+  product: string;
+  vin: string;
+  payload: string;
+  receivedAt: number;
+  /** Failed attempts before this one (0 for a payload never tried, or re-queued by an operator). */
+  attempts: number;
+}
+
+/**
+ * Payloads handed out together, in log order. The implementation keeps what it needs to commit or
+ * abandon the batch (a transaction, a lease) behind this view.
+ */
+export interface IntakeBatch {
+  readonly entries: readonly IntakeEntry[];
+}
+
+/** What became of one payload of a batch. */
 export type IntakeOutcome =
-  | { id: string; kind: 'processed'; at: number }
-  /** Back to `queued`, not claimed before `nextAttemptAt`; the reason is kept for the status endpoint. */
-  | { id: string; kind: 'retry'; error: string; nextAttemptAt: number }
+  | { kind: 'processed' }
+  /** To be tried again, not before `nextAttemptAt`; the reason shows in its status. */
+  | { kind: 'retry'; error: string; nextAttemptAt: number }
   /** A dead letter, with the reason. */
-  | { id: string; kind: 'failed'; error: string; at: number }
-  /** Not attempted after all (an earlier item of its VIN is to be retried): back to `queued`, the attempt uncounted. */
-  | { id: string; kind: 'released' };
+  | { kind: 'failed'; error: string }
+  /** Not attempted: an earlier payload of its VIN is to be retried first. */
+  | { kind: 'held' };
 
 export interface IntakeQueue {
   /**
-   * Stores a payload as `queued` and resolves once it is durable. With an idempotency key already
-   * used by the same partner in the 24 hours before `item.receivedAt`, stores nothing and answers
-   * the original record (`created: false`); this check is atomic with the insert.
+   * Appends a payload and resolves once it is durable. With an idempotency key already used by the
+   * same partner in the 24 hours before `item.receivedAt`, stores nothing and answers the original
+   * record (`created: false`); this check is atomic with the append.
    */
   enqueue(item: NewIntake): Promise<EnqueueResult>;
   /** The record of the partner's idempotency key if it was used after `since` (exclusive). */
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null>;
+  /** The payload with its derived status, or null (unknown, or purged). */
   get(id: string): Promise<IntakeRecord | null>;
   /**
-   * Marks up to `limit` due items `processing` (attempts + 1) and answers them in arrival order.
-   * Several items of one VIN may come in one claim — the caller processes them one after another,
-   * and releases the rest when one is to be retried — but none of a VIN that has an earlier item
-   * processing or waiting for its retry.
+   * Opens the next batch: up to `limit` payloads that may be processed at `now` — due retries and
+   * what follows the watermark — each VIN's in log order. Answers null when there is nothing to do
+   * (or another process holds all that there is). Every opened batch is ended by exactly one
+   * `commitBatch` or `abandonBatch`.
    */
-  claim(limit: number, now: number): Promise<IntakeRecord[]>;
-  /** Records the outcomes of claimed (`processing`) items, all at once; others are left alone. */
-  settle(outcomes: readonly IntakeOutcome[]): Promise<void>;
-  /** Dead letters, oldest first. */
+  nextBatch(limit: number, now: number): Promise<IntakeBatch | null>;
+  /**
+   * Records the outcomes (by `seq`) and moves the watermark past the batch, all at once, at `now`
+   * (the processed time). An entry without an outcome is `held`.
+   */
+  commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void>;
+  /** Ends a batch with nothing recorded: its payloads are handed out again, their attempt uncounted. */
+  abandonBatch(batch: IntakeBatch): Promise<void>;
+  /** Dead letters, oldest (by arrival) first. */
   listFailed(limit: number): Promise<IntakeRecord[]>;
   /** failed -> queued, due at `at`, with attempts reset; false when the item is not failed. */
   requeue(id: string, at: number): Promise<boolean>;
-  /** On start-up: items left `processing` by a crashed worker go back to `queued`. Answers how many. */
-  recoverInFlight(): Promise<number>;
-  /** Deletes up to `limit` items processed before `before`; answers how many. Dead letters stay. */
+  /** Trims up to `limit` payloads processed before `before`; answers how many. Dead letters and retries stay. */
   purgeProcessed(before: number, limit: number): Promise<number>;
-  /** Items queued or processing. */
+  /** Payloads queued or processing (retries included). */
   depth(): Promise<number>;
 }

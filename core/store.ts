@@ -214,17 +214,31 @@ export interface FleetReadStore {
 }
 
 /**
- * The canonical write of one intake payload (or one batch of demo data), in one transaction:
- * the trailer is found by VIN (created unassigned when unknown), GPS fixes are appended and the
- * latest fix moves forward, devices and cargosafe units are created on first sight, readings are
- * appended, device states are updated, and the trailer's counts and status are recomputed with
- * `deriveTrailerStatus`. Readings are unique per (source, timestamp), so applying the same batch
- * twice (a retry after a crash) changes nothing the second time.
+ * The canonical writes of intake payloads (or of demo data). For each batch item the trailer is
+ * found by VIN (created unassigned when unknown), GPS fixes are stored and the latest fix moves,
+ * devices and cargosafe units are created on first sight, readings are stored, device states are
+ * updated, and the trailer's counts and status are recomputed with `deriveTrailerStatus`.
+ *
+ * Rules every implementation keeps (contract 4):
+ * - Readings are unique per (source, timestamp). A second reading of one source at the same instant
+ *   replaces the first — last received wins, like a correction — so an identical repeat (a retry
+ *   after a crash) changes nothing.
+ * - A latest state (the trailer's fix, a device's state, a unit's latest reading) moves to a reading
+ *   at or after its own time, never back; and never to a reading dated more than
+ *   `MAX_READING_LEAD_MS` after the item's `at`, so a device with a wrong clock cannot freeze it.
  */
 export interface TelemetryWriteStore {
-  applyTelemetry(batch: TelemetryBatch): Promise<AppliedTelemetry>;
+  /** One item, in one transaction. */
+  applyTelemetry(item: TelemetryBatch): Promise<AppliedTelemetry>;
+  /**
+   * Items of many VINs (each VIN's in the order given, as if applied one after another), all in
+   * one transaction: all written, or none when it throws. Answers each touched trailer's state
+   * after the whole batch, by VIN.
+   */
+  applyTelemetryBatch(items: readonly TelemetryBatch[]): Promise<Map<string, AppliedTelemetry>>;
 }
 
+/** One payload's canonical telemetry for one VIN. */
 export interface TelemetryBatch {
   vin: string;
   /** Processing time (epoch ms): the status date when the status changes, and creation times. */

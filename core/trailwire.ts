@@ -74,7 +74,7 @@ export interface TrailwireOptions {
   productLimits?: Record<string, Partial<IntakeLimit>>;
   /** The durable intake queue; without one the service takes no intake. */
   intakeQueue?: IntakeQueue;
-  /** Intake worker tuning (concurrency, batch size, retries, retention). */
+  /** Intake worker tuning (batch size, retries, retention). */
   worker?: IntakeWorkerOptions;
   /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
   intakeIds?: IdGenerator;

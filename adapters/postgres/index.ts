@@ -2,9 +2,9 @@
  * The PostgreSQL backend of Trailwire (`trailwire/postgres`), for scale-out: many stateless Trailwire
  * processes sharing one fleet through one database (contract 11). It holds the store (`openPostgresStore`,
  * the same `TrailwireStore` as the embedded SQLite one, passing the same conformance suite), the durable
- * intake queue those processes share (`openPostgresIntakeQueue(store, options?)` → `PostgresIntakeQueue`,
- * an `IntakeQueue` passing the queue conformance suite, with `resolvePostgresIntakeQueueOptions` and
- * `DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS`), the migration runner and each component's migrations
+ * intake log those processes share (`openPostgresIntakeQueue(store, options?)` → `PostgresIntakeQueue`,
+ * an `IntakeQueue` passing the queue conformance suite, its work shared by `INTAKE_PARTITIONS` VIN
+ * partitions, with `resolvePostgresIntakeQueueOptions` and `DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS`), the migration runner and each component's migrations
  * (`POSTGRES_STORE_*`, `POSTGRES_QUEUE_*`), and the pool plumbing they share: BIGINT parsed as numbers,
  * schema-qualified statements, transactions.
  */
@@ -17,6 +17,7 @@ export {
 } from './postgres-store.ts';
 export {
   DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS,
+  INTAKE_PARTITIONS,
   openPostgresIntakeQueue,
   PostgresIntakeQueue,
   resolvePostgresIntakeQueueOptions,

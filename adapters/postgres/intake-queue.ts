@@ -1,86 +1,107 @@
 /**
- * The durable intake queue on PostgreSQL (`IntakeQueue` of `core/intake-queue.ts`), shared by any
+ * The durable intake log on PostgreSQL (`IntakeQueue` of `core/intake-queue.ts`), shared by any
  * number of Trailwire processes (contract 11). It lives in the store's schema and uses the store's
- * pool; an enqueue is one autocommitted INSERT, so it is durable when it resolves (as durable as the
- * server's `synchronous_commit` makes a commit), and its idempotency key is checked by the INSERT
- * itself (a unique index, see `enqueue`).
+ * pool (tables and functions: migration `0003_intake_log`).
  *
- * Across processes a VIN's payloads still go one at a time and in order: a claim takes a transaction
- * advisory lock per VIN before it decides what to claim (see `CLAIM`). Each queue also keeps one
- * session of its own, outside the pool, that holds an advisory lock naming it for as long as it
- * lives: its claims are marked with that name, so `recoverInFlight` returns to the queue only the
- * payloads of this queue and of queues whose session is gone (a crashed process), never those a live
- * process is working on; a claim also does so every `abandonedCheckMs`. The same session LISTENs, so
- * `onEnqueued` hears of enqueues made by every process, which wakes idle workers everywhere.
+ * APPENDS. Enqueues arriving in the same event-loop turn are written together, by one call of
+ * `intake_append` (one multi-row INSERT, autocommitted: a group commit), and each resolves once that
+ * commit is done, so a 202 follows a durable append. The log row has one index besides its
+ * (partition, seq) key, the id the status endpoint looks up; an idempotency key, when given, goes
+ * to its own small table in the same transaction, which is what makes the check atomic with the
+ * append. A VIN belongs to one of 16 partitions (a hash of it, `intake_partition`).
+ *
+ * BATCHES, and why no payload is ever skipped or run beside another of its VIN:
+ * - Sharing. A batch leases the partitions it reads (`intake_next_batch`): session advisory locks
+ *   of the pool connection the batch keeps until it ends. A VIN lives in one partition, so no two
+ *   batches anywhere ever hold one VIN. A process that dies (or loses the connection) loses its
+ *   leases with the connection, not data: its batch was never committed, so the payloads are still
+ *   above the watermark, or still parked, for the next batch to take. Nothing has to be recovered,
+ *   hence no "abandoned check" interval: the lease ends with the session.
+ * - The watermark. Each partition's watermark only moves past what a batch read, at its commit,
+ *   and the lease is let go only after the commit, so the next batch of the partition (whose
+ *   reading statement starts after it got the lease) sees that commit.
+ * - Sequence gaps. A sequence hands out numbers at INSERT, not at COMMIT: an append may commit seq
+ *   12 while seq 11 is still in flight, and a reader that moved the watermark past 12 would lose 11.
+ *   So appends take a shared advisory lock before they draw a seq, and a batch first takes it
+ *   exclusively for an instant: then no append is in flight, every seq up to the sequence's last
+ *   value is committed or rolled back, and the batch reads nothing beyond that horizon.
+ * - Order. Due retries come first, each VIN's in order (a parked payload waits while an earlier one
+ *   of its VIN is not due); a log payload whose VIN still has a parked retry outside the batch is
+ *   held back and parked behind it at the commit. The statement picks the oldest `limit` payloads.
+ * A batch reads up to `MAX_PARTITIONS_PER_BATCH` partitions, half of them, so that a second process
+ * (or a second worker) always finds work beside the first.
+ *
+ * STATUS is derived: at or below the partition's watermark and not parked → `processed` (at the
+ * time of the batch that moved the watermark past it, `intake_batches`); above → `queued`, or
+ * `processing` while a batch of this instance holds it; parked rows say retry / failed / done
+ * (`adapters/sql/log-rows.ts`, shared with SQLite). Retention trims the log behind the watermarks.
+ *
+ * The queue's own session (outside the pool) LISTENs, so `onEnqueued` hears of enqueues made by
+ * every process, which wakes idle workers everywhere.
  *
  * Open it with `await openPostgresIntakeQueue(store)`; `close()` it after stopping its worker (it
  * does not close the store's pool).
  */
-import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
   IDEMPOTENCY_WINDOW_MS,
+  type IntakeBatch,
   type IntakeOutcome,
   type IntakeQueue,
   type IntakeRecord,
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, type ParkedState, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
 import { queryRow, queryRows, queryRun, quoteSchema, type Statement } from './pool.ts';
 import type { PostgresStore } from './postgres-store.ts';
-import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
 
 export interface PostgresIntakeQueueOptions {
   /**
    * Called when a payload has been enqueued into this schema by any process, this one included
    * (LISTEN/NOTIFY), and after the queue's session reconnects (notices may have been missed). Pass
-   * the worker's `notify`. Default: none, and the session does not LISTEN.
+   * the worker's `notify`. Default: none, and the queue opens no session of its own.
    */
   onEnqueued?: () => void;
-  /**
-   * How often, at most, a claim first returns to the queue what sessions that are gone left
-   * processing, in ms of the claim's clock. Default 60 000.
-   */
-  abandonedCheckMs?: number;
   /** How long to wait before reopening a lost session, in ms; doubled after each failure, up to 30 s. Default 1000. */
   reconnectDelayMs?: number;
 }
 
 export const DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS = {
-  abandonedCheckMs: 60_000,
   reconnectDelayMs: 1000,
 } as const satisfies Omit<Required<PostgresIntakeQueueOptions>, 'onEnqueued'>;
+
+export type PostgresIntakeQueueSettings = Omit<Required<PostgresIntakeQueueOptions>, 'onEnqueued'> & Pick<PostgresIntakeQueueOptions, 'onEnqueued'>;
+
+/** The log's partitions (`intake_partition` hashes a VIN into 0..15), and how many one batch leases at most. */
+export const INTAKE_PARTITIONS = 16;
+const MAX_PARTITIONS_PER_BATCH = INTAKE_PARTITIONS / 2;
 
 const MAX_RECONNECT_DELAY_MS = 30_000;
 
 /** One channel for every schema; the notice's payload names the schema. */
 const ENQUEUED_CHANNEL = 'trailwire_intake';
 
-/** SQLSTATE of `intake_claim` finding its session gone. */
-const SESSION_NOT_LIVE = '55000';
-
-/** Enqueues whose key keeps being taken and released under them give up after this many tries. */
+/** Appends whose key keeps changing hands under them give up after this many groups. */
 const ENQUEUE_TRIES = 5;
-
-/** The advisory lock a live session holds (the same text `intake_claim` hashes). */
-const ownerLockName = (owner: string): string => `trailwire:intake-owner:${owner}`;
 
 /** The parts of a PostgreSQL store the queue shares: its pool and schema. */
 export type PostgresQueueHost = Pick<PostgresStore, 'pool' | 'schema'>;
 
 /**
- * Applies the queue's migrations to the store's schema and opens the queue's own session. Resolves
- * once the queue can claim; rejects (with nothing left open) when the database cannot be reached.
+ * Applies the queue's migrations to the store's schema (turning a claim-based queue of an earlier
+ * version into the log, its payloads kept) and, with `onEnqueued`, opens the queue's own session.
+ * Rejects (with nothing left open) when the database cannot be reached.
  */
 export async function openPostgresIntakeQueue(host: PostgresQueueHost, options: PostgresIntakeQueueOptions = {}): Promise<PostgresIntakeQueue> {
   const settings = resolvePostgresIntakeQueueOptions(options);
   await applyPostgresMigrations(host.pool, host.schema, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS);
   const queue = new PostgresIntakeQueue(host.pool, host.schema, settings);
-  await queue.openSession();
+  if (settings.onEnqueued !== undefined) await queue.openSession();
   return queue;
 }
 
@@ -89,61 +110,68 @@ export function resolvePostgresIntakeQueueOptions(options: PostgresIntakeQueueOp
   if (typeof options !== 'object' || options === null) throw badOption('options', 'must be an object');
   const resolved = { ...DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS, ...withoutUndefined(options) };
   if (resolved.onEnqueued !== undefined && typeof resolved.onEnqueued !== 'function') throw badOption('onEnqueued', 'must be a function');
-  for (const field of ['abandonedCheckMs', 'reconnectDelayMs'] as const) {
-    const value = resolved[field];
-    if (!Number.isSafeInteger(value) || value < 1) throw badOption(field, `must be a positive integer of milliseconds (got ${String(value)})`);
+  if (!Number.isSafeInteger(resolved.reconnectDelayMs) || resolved.reconnectDelayMs < 1) {
+    throw badOption('reconnectDelayMs', `must be a positive integer of milliseconds (got ${String(resolved.reconnectDelayMs)})`);
   }
   return resolved;
 }
 
-export type PostgresIntakeQueueSettings = Omit<Required<PostgresIntakeQueueOptions>, 'onEnqueued'> & Pick<PostgresIntakeQueueOptions, 'onEnqueued'>;
-
-/** The queue's own connection: it holds the owner lock of `owner` (and LISTENs) while it lives. */
-interface Session {
-  client: pg.Client;
-  owner: string;
+interface PendingEnqueue {
+  item: NewIntake;
+  tries: number;
+  resolve: (result: EnqueueResult) => void;
+  reject: (error: unknown) => void;
 }
 
-/**
- * CLAIM, and why a VIN's payloads never run in two processes at once or out of order.
- *
- * `intake_claim` (in the queue's migration) runs two statements under READ COMMITTED, in one round
- * trip. The first walks the queued, due rows in arrival order and takes `pg_try_advisory_xact_lock`
- * on each one's VIN, skipping VINs another claim holds, until it has `limit` rows. The second, with
- * a snapshot taken after those locks were granted (a VOLATILE function takes a fresh snapshot per
- * statement), claims the rows of the locked VINs that are queued and due, where no row of the VIN
- * is processing and no earlier row of it waits for a retry.
- *
- * Only a claim turns a row `processing`, and a claim does so only for VINs whose lock it holds until
- * its COMMIT. PostgreSQL makes a commit visible before it releases the transaction's locks, so of two
- * claims of one VIN the second, once it has the lock, sees the first one's rows as processing and
- * claims nothing of that VIN. Whatever happens meanwhile elsewhere only makes a claim more cautious:
- * settles, releases and recovery turn processing rows into others, so a claim that does not yet see
- * them skips a VIN it could have taken, never the reverse. Hence, at any moment, every processing
- * row of a VIN belongs to one claim, and within it the rows are the VIN's due rows from its oldest
- * unfinished one on, in order (the caller works through them one after another).
- *
- * A single statement could not do this: FOR UPDATE SKIP LOCKED rechecks a locked row's own columns
- * against its latest version, but whatever else the statement decided from (the VIN's other rows)
- * stays as its snapshot saw it, from before the lock; a claim that started while another was
- * committing could take a VIN's next row while the first is still processing.
- *
- * Two quirks are handled by "no row of the VIN is processing" rather than "no earlier row": sequence
- * numbers are handed out at INSERT, not COMMIT, so of two enqueues racing for one VIN the later seq
- * may become visible first; and a re-queued dead letter is older than the rows that went on without
- * it. Either way the late row waits until its VIN is idle rather than running beside it.
- */
+/** A row of `intake_next_batch`: a due retry (`parked`), a payload past the watermark (`log`), or one held back (`held`). */
+interface BatchRow extends LogRow {
+  kind: 'parked' | 'log' | 'held';
+  part: number;
+  attempts: number;
+}
+
+/** A batch of this queue: the pool connection holding its partitions' leases, until it ends. */
+interface PostgresBatch extends IntakeBatch {
+  readonly owner: PostgresIntakeQueue;
+  readonly client: pg.PoolClient;
+  /** Each entry's row (its partition, and whether it came from the parked table). */
+  readonly rows: ReadonlyMap<number, BatchRow>;
+  /** Log payloads held back (their VIN waits for a retry): parked at the commit. */
+  readonly heldBack: readonly BatchRow[];
+  /** Per partition read past its watermark: the greatest seq read, its watermark after the commit. */
+  readonly watermarks: ReadonlyMap<number, number>;
+  ended: boolean;
+}
+
+/** A parked row as a commit writes it (an insert, or an update of the row already parked). */
+interface Parking {
+  /** True for a payload not parked yet (an insert), false for one parked already (an update). */
+  fresh: boolean;
+  seq: number;
+  part: number;
+  vin: string;
+  state: ParkedState;
+  attempts: number;
+  /** Null keeps the parked row's. */
+  nextAttemptAt: number | null;
+  error: string | null;
+  processedAt: number | null;
+}
+
 export class PostgresIntakeQueue implements IntakeQueue {
   private readonly sql: QueueStatements;
-  private session: Session | undefined;
-  /** Every name this queue has claimed under: a settle for a session lost since still counts, until others recover its rows. */
-  private readonly owners: string[] = [];
+  private pending: PendingEnqueue[] = [];
+  private flushScheduled = false;
+  private flushing: Promise<void> | undefined;
+  private readonly open = new Set<PostgresBatch>();
+  /** Committed batches whose leases are being let go of. */
+  private readonly lettingGo = new Set<Promise<void>>();
+  private session: pg.Client | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
   private reconnectDelayMs: number;
-  private lastAbandonedCheckAt = Number.NEGATIVE_INFINITY;
   private closed = false;
 
-  /** Use `openPostgresIntakeQueue`: the queue needs its migrations and a session before it claims. */
+  /** Use `openPostgresIntakeQueue`: the queue needs its migrations first. */
   constructor(
     private readonly pool: pg.Pool,
     readonly schema: string,
@@ -153,87 +181,104 @@ export class PostgresIntakeQueue implements IntakeQueue {
     this.reconnectDelayMs = settings.reconnectDelayMs;
   }
 
-  async enqueue(item: NewIntake): Promise<EnqueueResult> {
-    const values = [item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey, this.schema];
-    for (let tries = 0; tries < ENQUEUE_TRIES; tries++) {
-      // ON CONFLICT on the key's unique index: of racing enqueues of one key one inserts, the others
-      // wait for its commit and then insert nothing. The key's holder is then read back, in a new
-      // statement that sees that commit.
-      if ((await queryRun(this.pool, this.sql.insert, values)) > 0) {
-        return {
-          record: queuedRecord(item),
-          created: true,
-        };
-      }
-      const earlier = await queryRow<QueueRow>(this.pool, this.sql.byKey, [item.partnerId, item.idempotencyKey]);
-      if (earlier !== undefined && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toIntakeRecord(earlier), created: false };
-      // Used before the window: the key is free again. Clear it and insert again; should another
-      // enqueue of the key win that race, the next round answers its record.
-      if (earlier !== undefined) await queryRun(this.pool, this.sql.clearKey, [earlier.id, item.idempotencyKey]);
-    }
-    throw new TrailwireError('unavailable', `idempotency key of partner ${item.partnerId} kept changing hands; intake ${item.id} was not stored`);
+  enqueue(item: NewIntake): Promise<EnqueueResult> {
+    if (this.closed) return Promise.reject(new TrailwireError('unavailable', 'the intake queue is closed'));
+    return new Promise((resolve, reject) => {
+      this.pending.push({ item, tries: 0, resolve, reject });
+      this.scheduleFlush();
+    });
   }
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
-    const row = await queryRow<QueueRow>(this.pool, this.sql.byKey, [partnerId, idempotencyKey]);
-    return row !== undefined && row.received_at > since ? toIntakeRecord(row) : null;
+    const key = await queryRow<{ id: string; received_at: number }>(this.pool, this.sql.keyOf, [partnerId, idempotencyKey]);
+    return key !== undefined && key.received_at > since ? this.get(key.id) : null;
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
-    const row = await queryRow<QueueRow>(this.pool, this.sql.byId, [id]);
-    return row === undefined ? null : toIntakeRecord(row);
+    const row = await queryRow<LogStatusRow>(this.pool, this.sql.statusById, [id]);
+    return row === undefined ? null : toIntakeRecord(row, this.inOpenBatch(row.seq));
   }
 
-  async claim(limit: number, now: number): Promise<IntakeRecord[]> {
-    const session = this.liveSession();
-    if (now - this.lastAbandonedCheckAt >= this.settings.abandonedCheckMs) {
-      this.lastAbandonedCheckAt = now;
-      await queryRun(this.pool, this.sql.recover, [session.owner, false]);
-    }
-    let rows: QueueRow[];
+  async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
+    if (this.closed) return null;
+    // Partitions this queue's last batches held would otherwise look taken.
+    if (this.lettingGo.size > 0) await Promise.all(this.lettingGo);
+    const client = await this.pool.connect();
+    // A checked-out connection that fails (the server restarts, the batch's process is cut off)
+    // emits 'error'; unheard, that would end the process. The batch's next query fails instead.
+    client.on('error', ignoreError);
     try {
-      rows = await queryRows<QueueRow>(this.pool, this.sql.claim, [session.owner, now, limit]);
-    } catch (error) {
-      if (error instanceof pg.DatabaseError && error.code === SESSION_NOT_LIVE) {
-        throw new TrailwireError('unavailable', 'the intake queue lost its PostgreSQL session; it claims again once reconnected', { cause: error });
+      for (;;) {
+        const rows = await queryRows<BatchRow>(client, this.sql.nextBatch, [now, limit, MAX_PARTITIONS_PER_BATCH]);
+        if (rows.length === 0) {
+          release(client);
+          return null;
+        }
+        const batch = this.batchOf(client, rows);
+        if (batch.entries.length > 0) {
+          this.open.add(batch);
+          return batch;
+        }
+        // Everything read was held back: park it, move the watermarks, let go, and read on.
+        await this.record(batch, new Map(), now);
+        await queryRun(client, this.sql.letGo, []);
       }
+    } catch (error) {
+      // Destroyed, not returned: whatever leases it held go with it.
+      release(client, error);
       throw error;
     }
-    // RETURNING does not promise an order; the queue does.
-    return rows.sort((a, b) => a.seq - b.seq).map(toIntakeRecord);
   }
 
-  async settle(outcomes: readonly IntakeOutcome[]): Promise<void> {
-    if (outcomes.length === 0) return;
-    const at = (outcome: IntakeOutcome): number | null =>
-      outcome.kind === 'retry' ? outcome.nextAttemptAt : outcome.kind === 'released' ? null : outcome.at;
-    await queryRun(this.pool, this.sql.settle, [
-      outcomes.map((outcome) => outcome.id),
-      outcomes.map((outcome) => outcome.kind),
-      outcomes.map((outcome) => ('error' in outcome ? outcome.error : null)),
-      outcomes.map(at),
-      this.owners,
-    ]);
+  async commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
+    const open = this.ownBatch(batch);
+    this.open.delete(open);
+    open.ended = true;
+    try {
+      await this.record(open, outcomes, now);
+    } catch (error) {
+      release(open.client, error);
+      throw error;
+    }
+    // The leases go once the caller has seen the commit: whatever it does on it (a process telling
+    // its other workers) comes before another batch can take the partitions. This queue's own next
+    // batch waits for them to be let go (see nextBatch).
+    const lettingGo = queryRun(open.client, this.sql.letGo, []).then(
+      () => release(open.client),
+      (error: unknown) => release(open.client, error),
+    );
+    this.lettingGo.add(lettingGo);
+    void lettingGo.finally(() => this.lettingGo.delete(lettingGo));
+  }
+
+  async abandonBatch(batch: IntakeBatch): Promise<void> {
+    const open = batch as PostgresBatch;
+    if (open.owner !== this) throw new Error('PostgresIntakeQueue: not a batch of this queue');
+    // Already ended by a commit that failed: its connection, and so its leases, are gone.
+    if (open.ended) return;
+    open.ended = true;
+    this.open.delete(open);
+    try {
+      await queryRun(open.client, this.sql.letGo, []);
+      release(open.client);
+    } catch (error) {
+      release(open.client, error);
+    }
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
-    return (await queryRows<QueueRow>(this.pool, this.sql.listFailed, [limit])).map(toIntakeRecord);
+    return (await queryRows<LogStatusRow>(this.pool, this.sql.listFailed, [limit])).map((row) => toIntakeRecord(row));
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
     return (await queryRun(this.pool, this.sql.requeue, [at, id])) > 0;
   }
 
-  /**
-   * Returns to the queue what this queue left processing, and what queues whose session is gone
-   * left (their process crashed or lost its connection); what live processes hold stays theirs.
-   */
-  async recoverInFlight(): Promise<number> {
-    return queryRun(this.pool, this.sql.recover, [this.liveSession().owner, true]);
-  }
-
   async purgeProcessed(before: number, limit: number): Promise<number> {
-    return queryRun(this.pool, this.sql.purge, [before, limit]);
+    const trimmed = (await queryRow<{ n: number }>(this.pool, this.sql.trimLog, [before, limit]))!.n;
+    await queryRun(this.pool, this.sql.trimKeys, [before - IDEMPOTENCY_WINDOW_MS, limit]);
+    await queryRun(this.pool, this.sql.trimBatches, []);
+    return trimmed;
   }
 
   async depth(): Promise<number> {
@@ -241,34 +286,32 @@ export class PostgresIntakeQueue implements IntakeQueue {
   }
 
   /**
-   * Ends the queue's session. What it still holds processing becomes its process's abandoned work,
-   * which other queues recover; stop the worker first. The store's pool stays open.
+   * Writes what is still pending and ends the queue's session. Batches still open are let go of
+   * (stop the worker first). The store's pool stays open.
    */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnectTimer);
+    while (this.flushing !== undefined || this.pending.length > 0) await (this.flushing ?? this.flush());
+    for (const batch of [...this.open]) await this.abandonBatch(batch);
+    await Promise.all(this.lettingGo);
     const session = this.session;
     this.session = undefined;
-    await session?.client.end().catch(() => {});
+    await session?.end().catch(() => {});
   }
 
-  /** Connects the session, takes its owner lock and LISTENs. Called once by `openPostgresIntakeQueue`, then on reconnects. */
+  /** Connects the session and LISTENs. Called once by `openPostgresIntakeQueue`, then on reconnects. */
   async openSession(): Promise<void> {
     // Outside the pool: the session lives as long as the queue and must not hold a pooled connection.
     const client = new pg.Client({ ...this.pool.options, application_name: 'trailwire:intake-queue', keepAlive: true });
     client.on('error', () => this.lose(client));
     client.on('end', () => this.lose(client));
-    const owner = randomUUID();
     try {
       await client.connect();
-      await client.query('SELECT pg_advisory_lock(hashtextextended($1, 0))', [ownerLockName(owner)]);
-      const { onEnqueued } = this.settings;
-      if (onEnqueued !== undefined) {
-        client.on('notification', (notice) => {
-          if (notice.channel === ENQUEUED_CHANNEL && notice.payload === this.schema) onEnqueued();
-        });
-        await client.query(`LISTEN ${ENQUEUED_CHANNEL}`);
-      }
+      client.on('notification', (notice) => {
+        if (notice.channel === ENQUEUED_CHANNEL && notice.payload === this.schema) this.settings.onEnqueued?.();
+      });
+      await client.query(`LISTEN ${ENQUEUED_CHANNEL}`);
     } catch (error) {
       client.removeAllListeners('end');
       await client.end().catch(() => {});
@@ -278,21 +321,160 @@ export class PostgresIntakeQueue implements IntakeQueue {
       await client.end().catch(() => {});
       return;
     }
-    this.owners.push(owner);
-    this.session = { client, owner };
+    this.session = client;
     this.reconnectDelayMs = this.settings.reconnectDelayMs;
   }
 
-  private liveSession(): Session {
-    if (this.session === undefined) {
-      throw new TrailwireError('unavailable', this.closed ? 'the intake queue is closed' : 'the intake queue is reconnecting to PostgreSQL');
-    }
-    return this.session;
+  // --- appends --------------------------------------------------------------------------------
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.flushing !== undefined) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flush();
+    });
   }
 
-  /** The session's connection failed or ended: claim nothing until a new session (a new owner) is open. */
+  /** Appends what is pending as one group (one statement, one commit); then the next group, if any gathered meanwhile. */
+  private flush(): Promise<void> {
+    if (this.flushing !== undefined || this.pending.length === 0) return this.flushing ?? Promise.resolve();
+    // A key may appear once per group (an upsert touches a row once per statement): repeats wait for the next group.
+    const group: PendingEnqueue[] = [];
+    const later: PendingEnqueue[] = [];
+    const keys = new Set<string>();
+    for (const entry of this.pending) {
+      const { partnerId, idempotencyKey } = entry.item;
+      const key = idempotencyKey === null ? null : JSON.stringify([partnerId, idempotencyKey]);
+      if (key !== null && keys.has(key)) later.push(entry);
+      else {
+        if (key !== null) keys.add(key);
+        group.push(entry);
+      }
+    }
+    this.pending = later;
+    this.flushing = this.appendGroup(group).finally(() => {
+      this.flushing = undefined;
+      if (this.pending.length > 0) this.scheduleFlush();
+    });
+    return this.flushing;
+  }
+
+  private async appendGroup(group: PendingEnqueue[]): Promise<void> {
+    const items = group.map((entry) => entry.item);
+    let stored: Map<string, number>;
+    try {
+      const rows = await queryRows<{ id: string; seq: number }>(this.pool, this.sql.append, [
+        items.map((item) => item.id),
+        items.map((item) => item.partnerId),
+        items.map((item) => item.product),
+        items.map((item) => item.vin),
+        items.map((item) => item.payload),
+        items.map((item) => item.receivedAt),
+        items.map((item) => item.idempotencyKey),
+        IDEMPOTENCY_WINDOW_MS,
+        ENQUEUED_CHANNEL,
+      ]);
+      stored = new Map(rows.map((row) => [row.id, row.seq]));
+    } catch (error) {
+      for (const entry of group) entry.reject(error);
+      return;
+    }
+    for (const entry of group) {
+      if (stored.has(entry.item.id)) {
+        entry.resolve({ record: queuedRecord(entry.item), created: true });
+        continue;
+      }
+      // Its key is held by a payload of the window: that one answers. Read after the commit that
+      // decided it, so it is there — unless it changed hands meanwhile; then this one goes again.
+      const { partnerId, idempotencyKey, receivedAt } = entry.item;
+      this.findByIdempotencyKey(partnerId, idempotencyKey!, receivedAt - IDEMPOTENCY_WINDOW_MS).then(
+        (original) => {
+          if (original !== null) return entry.resolve({ record: original, created: false });
+          if (this.closed) return entry.reject(new TrailwireError('unavailable', 'the intake queue is closed'));
+          if (++entry.tries >= ENQUEUE_TRIES) {
+            return entry.reject(new TrailwireError('unavailable', `idempotency key of partner ${partnerId} kept changing hands; intake ${entry.item.id} was not stored`));
+          }
+          this.pending.push(entry);
+          this.scheduleFlush();
+        },
+        (error: unknown) => entry.reject(error),
+      );
+    }
+  }
+
+  // --- batches --------------------------------------------------------------------------------
+
+  private batchOf(client: pg.PoolClient, rows: BatchRow[]): PostgresBatch {
+    const watermarks = new Map<number, number>();
+    for (const row of rows) if (row.kind !== 'parked') watermarks.set(row.part, Math.max(watermarks.get(row.part) ?? 0, row.seq));
+    const handedOut = rows.filter((row) => row.kind !== 'held');
+    return {
+      owner: this,
+      client,
+      entries: handedOut.map((row) => toIntakeEntry(row, row.attempts)),
+      rows: new Map(handedOut.map((row) => [row.seq, row])),
+      heldBack: rows.filter((row) => row.kind === 'held'),
+      watermarks,
+      ended: false,
+    };
+  }
+
+  /**
+   * Records the outcomes, parks what was held back and moves the watermarks: one statement, one
+   * commit. The leases are let go of after it (never before: the next batch must see it).
+   */
+  private async record(batch: PostgresBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
+    const parkings: Parking[] = [];
+    for (const entry of batch.entries) {
+      const row = batch.rows.get(entry.seq)!;
+      const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
+      const base = { fresh: row.kind !== 'parked', seq: entry.seq, part: row.part, vin: entry.vin, attempts: entry.attempts + 1 };
+      if (row.kind === 'parked') {
+        // A parked payload not attempted stays as it was.
+        if (outcome.kind === 'processed') parkings.push({ ...base, state: 'done', nextAttemptAt: null, error: null, processedAt: now });
+        else if (outcome.kind === 'retry') parkings.push({ ...base, state: 'retry', nextAttemptAt: outcome.nextAttemptAt, error: outcome.error, processedAt: null });
+        else if (outcome.kind === 'failed') parkings.push({ ...base, state: 'failed', nextAttemptAt: null, error: outcome.error, processedAt: now });
+      } else if (outcome.kind === 'retry') parkings.push({ ...base, state: 'retry', nextAttemptAt: outcome.nextAttemptAt, error: outcome.error, processedAt: null });
+      else if (outcome.kind === 'failed') parkings.push({ ...base, state: 'failed', nextAttemptAt: entry.receivedAt, error: outcome.error, processedAt: now });
+      else if (outcome.kind === 'held') parkings.push({ ...base, attempts: 0, state: 'retry', nextAttemptAt: entry.receivedAt, error: null, processedAt: null });
+    }
+    for (const row of batch.heldBack) {
+      parkings.push({ fresh: true, seq: row.seq, part: row.part, vin: row.vin, state: 'retry', attempts: 0, nextAttemptAt: row.received_at, error: null, processedAt: null });
+    }
+    const moved = [...batch.watermarks.entries()];
+    await queryRun(batch.client, this.sql.commit, [
+      parkings.map((p) => p.seq),
+      parkings.map((p) => p.part),
+      parkings.map((p) => p.vin),
+      parkings.map((p) => p.state),
+      parkings.map((p) => p.attempts),
+      parkings.map((p) => p.nextAttemptAt),
+      parkings.map((p) => p.error),
+      parkings.map((p) => p.processedAt),
+      moved.map(([part]) => part),
+      moved.map(([, seq]) => seq),
+      now,
+      parkings.map((p) => p.fresh),
+    ]);
+  }
+
+  private ownBatch(batch: IntakeBatch): PostgresBatch {
+    const open = batch as PostgresBatch;
+    if (open.owner !== this || !this.open.has(open)) throw new Error('PostgresIntakeQueue: not a batch open on this queue');
+    return open;
+  }
+
+  private inOpenBatch(seq: number): boolean {
+    for (const batch of this.open) if (batch.rows.has(seq)) return true;
+    return false;
+  }
+
+  // --- the session ----------------------------------------------------------------------------
+
+  /** The session's connection failed or ended: LISTEN again once a new one is open. */
   private lose(client: pg.Client): void {
-    if (this.session?.client !== client) return;
+    if (this.session !== client) return;
     this.session = undefined;
     client.end().catch(() => {});
     this.scheduleReconnect();
@@ -315,52 +497,76 @@ export class PostgresIntakeQueue implements IntakeQueue {
   }
 }
 
+/** A payload's status read: its log row, its parked row, its partition's watermark and its batch's time. */
+const statusColumns = (s: string) => `${LOG_COLUMNS}, ${PARKED_COLUMNS}, w.watermark,
+    (SELECT b.processed_at FROM ${s}.intake_batches b WHERE b.part = l.part AND b.last_seq >= l.seq ORDER BY b.last_seq LIMIT 1) AS batch_processed_at`;
 
 /** The queue's statements on `schema`, each named for `pg` to prepare once per connection. */
 export function queueStatements(schema: string) {
   const s = quoteSchema(schema);
+  const status = statusColumns(s);
   const statements = {
-    // The notice goes out at COMMIT, and only when a row was stored.
-    insert: `WITH stored AS (
-        INSERT INTO ${s}.intake_queue (id, partner_id, product, vin, payload, received_at, idempotency_key, status, next_attempt_at)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $6)
-        ON CONFLICT (partner_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-        RETURNING seq)
-      SELECT seq, pg_notify('${ENQUEUED_CHANNEL}', $8) FROM stored`,
-    byKey: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_queue WHERE partner_id = $1 AND idempotency_key = $2`,
-    clearKey: `UPDATE ${s}.intake_queue SET idempotency_key = NULL WHERE id = $1 AND idempotency_key = $2`,
-    byId: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_queue WHERE id = $1`,
-    claim: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_claim($1, $2, $3)`,
-    settle: `UPDATE ${s}.intake_queue q SET
-        status = CASE o.kind WHEN 'processed' THEN 'processed' WHEN 'failed' THEN 'failed' ELSE 'queued' END,
-        processed_at = CASE WHEN o.kind IN ('processed', 'failed') THEN o.at ELSE q.processed_at END,
-        error = CASE o.kind WHEN 'processed' THEN NULL WHEN 'released' THEN q.error ELSE o.error END,
-        next_attempt_at = CASE o.kind WHEN 'retry' THEN o.at ELSE q.next_attempt_at END,
-        attempts = CASE o.kind WHEN 'released' THEN q.attempts - 1 ELSE q.attempts END,
-        claimed_by = NULL
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) AS o (id, kind, error, at)
-      WHERE q.id = o.id AND q.status = 'processing' AND q.claimed_by = ANY($5::text[])`,
-    listFailed: `SELECT ${QUEUE_COLUMNS} FROM ${s}.intake_queue WHERE status = 'failed' ORDER BY seq LIMIT $1`,
-    requeue: `UPDATE ${s}.intake_queue SET status = 'queued', attempts = 0, next_attempt_at = $1, processed_at = NULL
-      WHERE id = $2 AND status = 'failed'`,
-    // $1 is this queue's session, whose own rows go back only when $2. Another owner is gone when its
-    // lock can be taken (and is at once let go): a session holds it as long as it lives, and an
-    // owner's name is never used again, so one found gone stays gone.
-    recover: `WITH owners AS (
-        SELECT DISTINCT claimed_by FROM ${s}.intake_queue WHERE status = 'processing' AND claimed_by <> $1),
-      gone AS MATERIALIZED (
-        SELECT claimed_by FROM owners
-        -- CASE, not AND: the lock must be tried before it is let go (AND may evaluate in any order).
-        WHERE CASE WHEN pg_try_advisory_lock(hashtextextended('trailwire:intake-owner:' || claimed_by, 0))
-                   THEN pg_advisory_unlock(hashtextextended('trailwire:intake-owner:' || claimed_by, 0))
-                   ELSE false END)
-      UPDATE ${s}.intake_queue SET status = 'queued', claimed_by = NULL
-      WHERE status = 'processing' AND ((claimed_by = $1 AND $2::boolean) OR claimed_by IN (SELECT claimed_by FROM gone))`,
-    // SKIP LOCKED: purges running in several processes at once take different rows.
-    purge: `DELETE FROM ${s}.intake_queue WHERE seq IN (
-        SELECT seq FROM ${s}.intake_queue WHERE status = 'processed' AND processed_at < $1
-        ORDER BY processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-    depth: `SELECT count(*)::int AS n FROM ${s}.intake_queue WHERE status IN ('queued', 'processing')`,
+    append: `SELECT id, seq FROM ${s}.intake_append($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[], $8, $9)`,
+    keyOf: `SELECT id, received_at FROM ${s}.intake_idempotency WHERE partner_id = $1 AND idempotency_key = $2`,
+    statusById: `SELECT ${status} FROM ${s}.intake_log l JOIN ${s}.intake_partitions w ON w.part = l.part
+      LEFT JOIN ${s}.intake_parked p ON p.seq = l.seq WHERE l.id = $1`,
+    nextBatch: `SELECT kind, part, seq, id, partner_id, product, vin, payload, received_at, idempotency_key, attempts
+      FROM ${s}.intake_next_batch($1, $2, $3)`,
+    // One statement: the parked rows (new ones inserted, others updated), the watermarks, and the batch's time per
+    // partition it moved. A watermark never moves back (guarding against a lease lost and retaken).
+    commit: `WITH parkings AS (
+        SELECT * FROM unnest($1::bigint[], $2::smallint[], $3::text[], $4::text[], $5::integer[], $6::bigint[], $7::text[], $8::bigint[], $12::boolean[])
+          AS m (seq, part, vin, state, attempts, next_attempt_at, error, processed_at, fresh)
+      ), parked AS (
+        INSERT INTO ${s}.intake_parked (seq, part, vin, state, attempts, next_attempt_at, error, processed_at)
+        SELECT seq, part, vin, state, attempts, next_attempt_at, error, processed_at FROM parkings WHERE fresh
+      ), reparked AS (
+        UPDATE ${s}.intake_parked p SET state = m.state, attempts = m.attempts,
+          next_attempt_at = coalesce(m.next_attempt_at, p.next_attempt_at), error = m.error, processed_at = m.processed_at
+        FROM parkings m WHERE p.seq = m.seq AND NOT m.fresh
+      ), moved AS (
+        UPDATE ${s}.intake_partitions w SET watermark = m.seq
+        FROM unnest($9::smallint[], $10::bigint[]) AS m (part, seq)
+        WHERE w.part = m.part AND w.watermark < m.seq
+        RETURNING w.part, w.watermark
+      )
+      INSERT INTO ${s}.intake_batches (part, last_seq, processed_at) SELECT part, watermark, $11 FROM moved`,
+    letGo: 'SELECT pg_advisory_unlock_all()',
+    listFailed: `SELECT ${status} FROM ${s}.intake_parked p JOIN ${s}.intake_log l ON l.part = p.part AND l.seq = p.seq
+      JOIN ${s}.intake_partitions w ON w.part = l.part
+      WHERE p.state = 'failed' ORDER BY p.seq LIMIT $1`,
+    requeue: `UPDATE ${s}.intake_parked SET state = 'retry', attempts = 0, next_attempt_at = $1, processed_at = NULL
+      WHERE state = 'failed' AND seq = (SELECT seq FROM ${s}.intake_log WHERE id = $2)`,
+    // Per partition, what a batch committed before the cut-off moved the watermark past, oldest
+    // first: payloads never parked, and those processed after a retry before the cut-off.
+    trimLog: `WITH cut AS (
+        SELECT part, max(last_seq) AS last_seq FROM ${s}.intake_batches WHERE processed_at < $1 GROUP BY part
+      ), doomed AS (
+        SELECT d.part, d.seq FROM cut c CROSS JOIN LATERAL (
+          SELECT l.part, l.seq FROM ${s}.intake_log l LEFT JOIN ${s}.intake_parked p ON p.seq = l.seq
+          WHERE l.part = c.part AND l.seq <= c.last_seq AND (p.seq IS NULL OR (p.state = 'done' AND p.processed_at < $1))
+          ORDER BY l.seq LIMIT $2) d
+        ORDER BY d.seq LIMIT $2
+      ), gone AS (
+        DELETE FROM ${s}.intake_log l USING doomed d WHERE l.part = d.part AND l.seq = d.seq RETURNING l.seq
+      ), unparked AS (
+        DELETE FROM ${s}.intake_parked p USING gone g WHERE p.seq = g.seq
+      )
+      SELECT count(*)::int AS n FROM gone`,
+    trimKeys: `DELETE FROM ${s}.intake_idempotency WHERE (partner_id, idempotency_key) IN (
+        SELECT partner_id, idempotency_key FROM ${s}.intake_idempotency WHERE received_at < $1 LIMIT $2)`,
+    // A batch's time is needed while a payload it covers is in the log unparked: per partition, the
+    // rows before the first such payload go, the newest always stays.
+    trimBatches: `DELETE FROM ${s}.intake_batches b USING (
+        SELECT w.part,
+          (SELECT min(l.seq) FROM ${s}.intake_log l WHERE l.part = w.part
+             AND NOT EXISTS (SELECT 1 FROM ${s}.intake_parked p WHERE p.seq = l.seq)) AS first_seq,
+          (SELECT max(x.last_seq) FROM ${s}.intake_batches x WHERE x.part = w.part) AS newest
+        FROM ${s}.intake_partitions w) f
+      WHERE b.part = f.part AND b.last_seq < f.newest AND (f.first_seq IS NULL OR b.last_seq < f.first_seq)`,
+    depth: `SELECT ((SELECT coalesce(sum(c.n), 0) FROM ${s}.intake_partitions w
+          CROSS JOIN LATERAL (SELECT count(*) AS n FROM ${s}.intake_log l WHERE l.part = w.part AND l.seq > w.watermark) c)
+        + (SELECT count(*) FROM ${s}.intake_parked WHERE state = 'retry'))::int AS n`,
   };
   // Prefixed apart from the store's statements, with which they share the pool's connections.
   return Object.fromEntries(
@@ -370,6 +576,13 @@ export function queueStatements(schema: string) {
 
 type QueueStatements = ReturnType<typeof queueStatements>;
 
+const ignoreError = (): void => {};
+
+/** Returns a batch's connection to the pool, or, after an error, destroys it (and whatever leases it held). */
+function release(client: pg.PoolClient, error?: unknown): void {
+  client.off('error', ignoreError);
+  client.release(error === undefined ? undefined : error instanceof Error ? error : true);
+}
 
 function badOption(field: string, message: string): TrailwireError {
   return new TrailwireError('validation_failed', `PostgresIntakeQueueOptions.${field} ${message}`, {

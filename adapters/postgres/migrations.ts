@@ -261,7 +261,8 @@ export const POSTGRES_QUEUE_COMPONENT = 'intake-queue';
 
 /**
  * The durable intake queue's schema (`adapters/postgres/intake-queue.ts`), oldest first. Append new
- * migrations; never edit a released one (a change to `intake_claim` is a new `CREATE OR REPLACE`).
+ * migrations; never edit a released one. 0001 and 0002 built the claim-based queue that 0003 turns
+ * into the log, carrying its payloads over.
  */
 export const POSTGRES_QUEUE_MIGRATIONS: readonly PostgresMigration[] = [
   {
@@ -438,6 +439,218 @@ export const POSTGRES_QUEUE_MIGRATIONS: readonly PostgresMigration[] = [
           RETURNING u.*;
       END
       $claim$;
+    `,
+  },
+  {
+    // The queue becomes a log (issue 13); how it is read and why it is correct is explained at the
+    // top of adapters/postgres/intake-queue.ts. An append writes one row with one index besides
+    // its (partition, seq) key: the id the status endpoint looks up. Statuses are derived from each
+    // partition's watermark; only retries (and the payloads held behind them), dead letters and
+    // payloads processed after a retry get a row in intake_parked.
+    //
+    // Everything the old table held is carried over: queued and processing payloads wait as retries
+    // (due when they were, an interrupted attempt uncounted), so they go first and each VIN's in
+    // order; processed payloads and dead letters keep their status; idempotency keys keep answering.
+    name: '0003_intake_log',
+    up: `
+      -- A VIN's partition: a hash that is the same in every PostgreSQL version (md5), into 16.
+      CREATE FUNCTION intake_partition(p_vin TEXT) RETURNS SMALLINT
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $$ SELECT (get_byte(decode(md5(p_vin), 'hex'), 0) % 16)::smallint $$;
+
+      CREATE SEQUENCE intake_log_seq AS BIGINT;
+      CREATE TABLE intake_log (
+        part            SMALLINT NOT NULL,
+        seq             BIGINT NOT NULL,
+        id              TEXT NOT NULL,
+        partner_id      TEXT NOT NULL,
+        product         TEXT NOT NULL,
+        vin             TEXT NOT NULL,
+        payload         TEXT NOT NULL,
+        received_at     BIGINT NOT NULL,
+        idempotency_key TEXT,
+        PRIMARY KEY (part, seq)
+      );
+      CREATE UNIQUE INDEX intake_log_by_id ON intake_log (id);
+
+      -- Only appends that carry a key write here.
+      CREATE TABLE intake_idempotency (
+        partner_id      TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        id              TEXT NOT NULL,
+        received_at     BIGINT NOT NULL,
+        PRIMARY KEY (partner_id, idempotency_key)
+      );
+      CREATE INDEX intake_idempotency_by_age ON intake_idempotency (received_at);
+
+      -- Every payload of a partition at or below its watermark has been through a committed batch.
+      CREATE TABLE intake_partitions (
+        part      SMALLINT PRIMARY KEY,
+        watermark BIGINT NOT NULL
+      );
+      -- One row per partition per committed batch that moved its watermark: the processed time of
+      -- the payloads up to last_seq (after the previous row's).
+      CREATE TABLE intake_batches (
+        part         SMALLINT NOT NULL,
+        last_seq     BIGINT NOT NULL,
+        processed_at BIGINT NOT NULL,
+        PRIMARY KEY (part, last_seq)
+      );
+      CREATE TABLE intake_parked (
+        seq             BIGINT PRIMARY KEY,
+        part            SMALLINT NOT NULL,
+        vin             TEXT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('retry', 'failed', 'done')),
+        attempts        INTEGER NOT NULL,
+        next_attempt_at BIGINT NOT NULL,
+        error           TEXT,
+        processed_at    BIGINT
+      );
+      CREATE INDEX intake_parked_retry ON intake_parked (part, vin, seq) INCLUDE (next_attempt_at) WHERE state = 'retry';
+      CREATE INDEX intake_parked_failed ON intake_parked (seq) WHERE state = 'failed';
+
+      INSERT INTO intake_log (part, seq, id, partner_id, product, vin, payload, received_at, idempotency_key)
+        SELECT intake_partition(vin), seq, id, partner_id, product, vin, payload, received_at, idempotency_key FROM intake_queue;
+      SELECT setval('intake_log_seq', coalesce(max(seq), 1), max(seq) IS NOT NULL) FROM intake_queue;
+      INSERT INTO intake_idempotency (partner_id, idempotency_key, id, received_at)
+        SELECT partner_id, idempotency_key, id, received_at FROM intake_queue WHERE idempotency_key IS NOT NULL;
+      INSERT INTO intake_parked (seq, part, vin, state, attempts, next_attempt_at, error, processed_at)
+        SELECT seq, intake_partition(vin), vin,
+               CASE status WHEN 'processed' THEN 'done' WHEN 'failed' THEN 'failed' ELSE 'retry' END,
+               CASE status WHEN 'processing' THEN attempts - 1 ELSE attempts END,
+               next_attempt_at, error, processed_at
+        FROM intake_queue;
+      INSERT INTO intake_partitions (part, watermark)
+        SELECT g.part, coalesce(max(q.seq), 0)
+        FROM generate_series(0, 15) AS g (part) LEFT JOIN intake_queue q ON intake_partition(q.vin) = g.part
+        GROUP BY g.part;
+      INSERT INTO intake_batches (part, last_seq, processed_at) SELECT part, watermark, 0 FROM intake_partitions WHERE watermark > 0;
+      DROP FUNCTION intake_claim(TEXT, BIGINT, INTEGER);
+      DROP TABLE intake_queue;
+
+      -- The append of a group: the idempotency keys first (a key another payload used within the
+      -- window stays with it, and that payload is not stored), then the log rows, in the group's
+      -- order, and one notice for the group. search_path is fixed to this schema (the migration's).
+      CREATE FUNCTION intake_append(p_ids TEXT[], p_partners TEXT[], p_products TEXT[], p_vins TEXT[], p_payloads TEXT[],
+          p_received BIGINT[], p_keys TEXT[], p_window BIGINT, p_channel TEXT)
+        RETURNS TABLE (id TEXT, seq BIGINT)
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+      AS $append$
+      #variable_conflict use_column
+      DECLARE
+        claimed TEXT[];
+      BEGIN
+        -- Shared by every append; a batch takes it exclusively for a moment to learn its horizon
+        -- (see intake_next_batch). Taken before nextval, so that no seq is handed out without it.
+        PERFORM pg_advisory_xact_lock_shared(hashtextextended('trailwire:intake-append:' || current_schema(), 0));
+        WITH keyed AS (
+          INSERT INTO intake_idempotency AS k (partner_id, idempotency_key, id, received_at)
+          SELECT i.partner_id, i.idempotency_key, i.id, i.received_at
+          FROM unnest(p_ids, p_partners, p_keys, p_received) AS i (id, partner_id, idempotency_key, received_at)
+          WHERE i.idempotency_key IS NOT NULL
+          ON CONFLICT (partner_id, idempotency_key) DO UPDATE SET id = excluded.id, received_at = excluded.received_at
+            WHERE k.received_at <= excluded.received_at - p_window
+          RETURNING k.id)
+        SELECT coalesce(array_agg(keyed.id), '{}') INTO claimed FROM keyed;
+        RETURN QUERY
+          WITH stored AS (
+            INSERT INTO intake_log (part, seq, id, partner_id, product, vin, payload, received_at, idempotency_key)
+            SELECT intake_partition(i.vin), nextval('intake_log_seq'), i.id, i.partner_id, i.product, i.vin, i.payload, i.received_at, i.idempotency_key
+            FROM unnest(p_ids, p_partners, p_products, p_vins, p_payloads, p_received, p_keys) WITH ORDINALITY
+              AS i (id, partner_id, product, vin, payload, received_at, idempotency_key, position)
+            WHERE i.idempotency_key IS NULL OR i.id = ANY(claimed)
+            ORDER BY i.position
+            RETURNING intake_log.id, intake_log.seq)
+          SELECT s.id, s.seq FROM stored s;
+        IF FOUND THEN PERFORM pg_notify(p_channel, current_schema()); END IF;
+      END
+      $append$;
+
+      -- Opens a batch, in one round trip; why it is correct is explained at BATCHES in
+      -- adapters/postgres/intake-queue.ts. The partitions it answers rows of stay leased (session
+      -- advisory locks of this connection) until the batch ends; the others are let go here.
+      CREATE FUNCTION intake_next_batch(p_now BIGINT, p_limit INTEGER, p_max_parts INTEGER)
+        RETURNS TABLE (kind TEXT, part SMALLINT, seq BIGINT, id TEXT, partner_id TEXT, product TEXT, vin TEXT, payload TEXT,
+                       received_at BIGINT, idempotency_key TEXT, attempts INTEGER)
+        LANGUAGE plpgsql VOLATILE
+        SET search_path FROM CURRENT
+      AS $batch$
+      #variable_conflict use_column
+      DECLARE
+        append_lock CONSTANT BIGINT := hashtextextended('trailwire:intake-append:' || current_schema(), 0);
+        part_lock CONSTANT TEXT := 'trailwire:intake-part:' || current_schema() || ':';
+        horizon BIGINT;
+        candidate RECORD;
+        leased SMALLINT[] := '{}';
+        picked_kinds TEXT[];
+        picked_parts SMALLINT[];
+        picked_seqs BIGINT[];
+        picked_attempts INTEGER[];
+      BEGIN
+        IF current_setting('transaction_isolation') <> 'read committed' THEN
+          RAISE EXCEPTION 'intake_next_batch needs READ COMMITTED (a fresh snapshot per statement), not %',
+            current_setting('transaction_isolation');
+        END IF;
+        -- 1. The horizon: once no append is in flight, every seq up to the sequence's last value
+        --    belongs to an append that has committed (or rolled back). Held for an instant only.
+        PERFORM pg_advisory_lock(append_lock);
+        SELECT s.last_value INTO horizon FROM intake_log_seq s;
+        PERFORM pg_advisory_unlock(append_lock);
+
+        -- 2. Lease the partitions with work, oldest work first, skipping those another batch holds.
+        FOR candidate IN
+          SELECT w.part, f.first_seq FROM intake_partitions w
+          CROSS JOIN LATERAL (SELECT least(
+              (SELECT l.seq FROM intake_log l WHERE l.part = w.part AND l.seq > w.watermark AND l.seq <= horizon ORDER BY l.seq LIMIT 1),
+              (SELECT min(k.seq) FROM intake_parked k WHERE k.part = w.part AND k.state = 'retry' AND k.next_attempt_at <= p_now)) AS first_seq) f
+          WHERE f.first_seq IS NOT NULL
+          ORDER BY f.first_seq
+        LOOP
+          EXIT WHEN cardinality(leased) >= p_max_parts;
+          IF pg_try_advisory_lock(hashtextextended(part_lock || candidate.part, 0)) THEN
+            leased := leased || candidate.part;
+          END IF;
+        END LOOP;
+        IF cardinality(leased) = 0 THEN RETURN; END IF;
+
+        -- 3. A new statement, so a new snapshot: it sees the last batch committed in each leased
+        --    partition (a batch lets go of its lease only after its commit). Due retries first
+        --    (a parked payload waits while an earlier one of its VIN is not due), then what follows
+        --    each watermark, up to the horizon; the oldest p_limit of them.
+        WITH due AS (
+          SELECT 'parked'::text AS kind, k.part, k.seq, k.attempts, 0 AS rank FROM intake_parked k
+          WHERE k.part = ANY(leased) AND k.state = 'retry' AND k.next_attempt_at <= p_now
+            AND NOT EXISTS (SELECT 1 FROM intake_parked e
+                            WHERE e.part = k.part AND e.vin = k.vin AND e.state = 'retry' AND e.seq < k.seq AND e.next_attempt_at > p_now)
+        ), fresh AS (
+          SELECT 'log'::text AS kind, l.part, l.seq, 0 AS attempts, 1 AS rank
+          FROM intake_partitions w CROSS JOIN LATERAL (
+            SELECT l.part, l.seq FROM intake_log l
+            WHERE l.part = w.part AND l.seq > w.watermark AND l.seq <= horizon ORDER BY l.seq LIMIT p_limit) l
+          WHERE w.part = ANY(leased)
+        ), picked AS (
+          SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM fresh) c ORDER BY c.rank, c.seq LIMIT p_limit
+        )
+        SELECT array_agg(p.kind ORDER BY p.seq), array_agg(p.part ORDER BY p.seq), array_agg(p.seq ORDER BY p.seq), array_agg(p.attempts ORDER BY p.seq)
+          INTO picked_kinds, picked_parts, picked_seqs, picked_attempts FROM picked p;
+
+        -- 4. Let go of the leased partitions that gave nothing.
+        PERFORM pg_advisory_unlock(hashtextextended(part_lock || l.part, 0))
+          FROM unnest(leased) AS l (part) WHERE NOT l.part = ANY(coalesce(picked_parts, '{}'));
+
+        -- 5. The rows, in log order. A log payload whose VIN has a parked retry that is not in this
+        --    batch is held back (parked behind it at the commit).
+        RETURN QUERY
+          SELECT CASE WHEN c.kind = 'log' AND EXISTS (
+                   SELECT 1 FROM intake_parked k
+                   WHERE k.part = c.part AND k.vin = l.vin AND k.state = 'retry' AND NOT k.seq = ANY(picked_seqs)) THEN 'held' ELSE c.kind END,
+                 c.part, c.seq, l.id, l.partner_id, l.product, l.vin, l.payload, l.received_at, l.idempotency_key, c.attempts
+          FROM unnest(picked_kinds, picked_parts, picked_seqs, picked_attempts) WITH ORDINALITY AS c (kind, part, seq, attempts, position)
+          JOIN intake_log l ON l.part = c.part AND l.seq = c.seq
+          ORDER BY c.position;
+      END
+      $batch$;
     `,
   },
 ];

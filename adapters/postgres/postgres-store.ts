@@ -4,13 +4,13 @@
  * rule: customer isolation is part of every read query (through `fleets.customer_id`), each
  * page is one index range, and trailer status policy stays in the core (`deriveTrailerStatus`).
  * What differs is concurrency: instead of one writer at a time, each telemetry write locks its
- * trailer's row first, so writes for different trailers run in parallel while writes for one trailer
- * (and its assignment to a fleet) take turns. Every statement names its schema, so several stores,
+ * trailers' rows first, so writes for different trailers run in parallel while writes for one trailer
+ * (and its assignment to a fleet) take turns; the telemetry write itself, many VINs in a fixed number
+ * of set-based statements, is `telemetry-writes.ts`. Every statement names its schema, so several stores,
  * or a store and the tests of another, can live in one database. The pool is exposed for the modules
  * that share the schema (the intake queue).
  */
 import type pg from 'pg';
-import type { CanonicalCargosafeReading, CanonicalDeviceReading } from '../../core/canonical.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type {
@@ -43,6 +43,7 @@ import type {
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
+import { telemetryStatements, type TelemetryStatements, writeTelemetryBatch } from './telemetry-writes.ts';
 import { createPostgresPool, isSchemaName, queryRow, queryRows, queryRun, quoteSchema, type Statement, withTransaction, writeOrExplain } from './pool.ts';
 import {
   compareKeys,
@@ -151,6 +152,7 @@ class PostgresTrailwireStore implements PostgresStore {
     readonly schema: string,
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
+    private readonly telemetry: TelemetryStatements = telemetryStatements(schema),
   ) {}
 
   // --- principals -------------------------------------------------------------------------------
@@ -370,140 +372,13 @@ class PostgresTrailwireStore implements PostgresStore {
 
   // --- telemetry writes -------------------------------------------------------------------------
 
-  async applyTelemetry(batch: TelemetryBatch): Promise<AppliedTelemetry> {
-    return withTransaction(this.pool, (client) => this.writeTelemetry(client, batch));
+  async applyTelemetry(item: TelemetryBatch): Promise<AppliedTelemetry> {
+    return (await this.applyTelemetryBatch([item])).get(item.vin)!;
   }
 
-  /**
-   * The body of `applyTelemetry`, in its transaction. Each kind of record is written with one statement
-   * over arrays (`unnest`), however large the batch; the trailer's row lock makes the writes of one
-   * trailer take turns, so the find-or-create steps and the recount never race.
-   */
-  private async writeTelemetry(client: pg.PoolClient, batch: TelemetryBatch): Promise<AppliedTelemetry> {
-    const { sql } = this;
-    const { at, telemetry } = batch;
-    let trailer = await queryRow<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
-    let createdTrailer = false;
-    if (trailer === undefined) {
-      // A racing write of the same unknown VIN makes this INSERT wait, then do nothing; the second
-      // lookup then finds (and locks) the trailer that write created.
-      trailer = await queryRow<TrailerRow>(client, sql.insertUnassignedTrailer, [this.ids(), batch.vin, at]);
-      createdTrailer = trailer !== undefined;
-      trailer ??= await queryRow<TrailerRow>(client, sql.lockTrailerByVin, [batch.vin]);
-      if (trailer === undefined) throw new TrailwireError('internal', `trailer ${batch.vin} vanished while it was being written`);
-    }
-    const trailerId = trailer.id;
-
-    if (telemetry.gps.length > 0) {
-      const gps = telemetry.gps;
-      // UNIQUE (trailer_id, timestamp): a fix already stored (a retried payload) is skipped; in array
-      // order, so that of two fixes with one timestamp in a batch the first is kept.
-      await queryRun(client, sql.insertFixes, [
-        trailerId,
-        gps.map((fix) => fix.timestamp),
-        gps.map((fix) => fix.lat),
-        gps.map((fix) => fix.long),
-        gps.map((fix) => fix.speed),
-        gps.map((fix) => fix.heading),
-      ]);
-      const newest = firstNewest(gps);
-      await queryRun(client, sql.moveLatestFix, [trailerId, newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading]);
-    }
-
-    if (telemetry.devices.length > 0) {
-      const deviceIds = await this.findOrCreateDevices(client, trailerId, telemetry.devices, at);
-      const readings = telemetry.devices;
-      const idOf = (reading: CanonicalDeviceReading) => deviceIds.get(deviceKey(reading))!;
-      await queryRun(client, sql.insertDeviceReadings, [
-        readings.map(idOf),
-        readings.map((reading) => reading.timestamp),
-        readings.map((reading) => JSON.stringify(reading.metrics)),
-        readings.map((reading) => reading.state.isWarning),
-        readings.map((reading) => reading.state.isFault),
-      ]);
-      const moves = [...deviceMoves(readings).entries()].map(([key, move]) => ({ id: deviceIds.get(key)!, ...move }));
-      // Only a newer reading moves the device's state, so late or repeated payloads cannot roll it back.
-      await queryRun(client, sql.moveDeviceStates, [
-        moves.map((move) => move.id),
-        moves.map((move) => move.newest.timestamp),
-        moves.map((move) => move.newest.state.isWarning),
-        moves.map((move) => move.newest.state.isFault),
-        moves.map((move) => move.positioned?.timestamp ?? null),
-        moves.map((move) => move.positioned?.position ?? null),
-      ]);
-      await this.recountTrailerStatus(client, trailer, at);
-    }
-
-    if (telemetry.cargosafe.length > 0) {
-      const unitIds = await this.findOrCreateUnits(client, trailer, telemetry.cargosafe, at);
-      const readings = telemetry.cargosafe;
-      const columns = (values: CanonicalCargosafeReading[]) => [
-        values.map((reading) => unitIds.get(reading.serial)!),
-        values.map((reading) => reading.timestamp),
-        values.map((reading) => reading.doorOpen),
-        values.map((reading) => reading.loadPercent),
-        values.map((reading) => reading.temperatureC),
-        values.map((reading) => reading.humidityPercent),
-      ];
-      await queryRun(client, sql.insertUnitReadings, columns(readings));
-      const newestPerUnit = new Map<string, CanonicalCargosafeReading>();
-      for (const reading of readings) {
-        const newest = newestPerUnit.get(reading.serial);
-        if (newest === undefined || reading.timestamp > newest.timestamp) newestPerUnit.set(reading.serial, reading);
-      }
-      await queryRun(client, sql.moveUnitsLatest, columns([...newestPerUnit.values()]));
-    }
-
-    const after = (await queryRow<TrailerWithFleetRow>(client, sql.trailerWithFleet, [trailerId]))!;
-    return {
-      trailer: toTrailer(after),
-      fleet: after.fleet_id === null ? null : toFleet({ id: after.fleet_id, customer_id: after.f_customer_id!, name: after.f_name!, created_at: after.f_created_at! }),
-      createdTrailer,
-    };
-  }
-
-  /** The id of every (kind, serial) of the batch on this trailer, creating the devices seen for the first time. */
-  private async findOrCreateDevices(
-    client: pg.PoolClient,
-    trailerId: string,
-    readings: CanonicalDeviceReading[],
-    at: number,
-  ): Promise<Map<string, string>> {
-    // A new device starts at the position of its first reading in the batch, as if created by it.
-    const firstByKey = new Map<string, CanonicalDeviceReading>();
-    for (const reading of readings) if (!firstByKey.has(deviceKey(reading))) firstByKey.set(deviceKey(reading), reading);
-    const wanted = [...firstByKey.values()];
-    const rows = await queryRows<{ id: string; kind: string; serial: string }>(client, this.sql.findOrCreateDevices, [
-      trailerId,
-      at,
-      wanted.map(() => this.ids()),
-      wanted.map((reading) => reading.kind),
-      wanted.map((reading) => reading.serial),
-      wanted.map((reading) => reading.position),
-    ]);
-    const ids = new Map(rows.map((row) => [deviceKey(row), row.id]));
-    if (ids.size !== wanted.length) throw new TrailwireError('internal', `devices of trailer ${trailerId} changed while it was locked`);
-    return ids;
-  }
-
-  /** The id of every cargosafe serial of the batch on this trailer, creating the units seen for the first time. */
-  private async findOrCreateUnits(
-    client: pg.PoolClient,
-    trailer: TrailerRow,
-    readings: CanonicalCargosafeReading[],
-    at: number,
-  ): Promise<Map<string, string>> {
-    const serials = [...new Set(readings.map((reading) => reading.serial))];
-    const rows = await queryRows<{ id: string; serial: string }>(client, this.sql.findOrCreateUnits, [
-      trailer.id,
-      at,
-      trailer.fleet_id,
-      serials.map(() => this.ids()),
-      serials,
-    ]);
-    const ids = new Map(rows.map((row) => [row.serial, row.id]));
-    if (ids.size !== serials.length) throw new TrailwireError('internal', `cargosafe units of trailer ${trailer.id} changed while it was locked`);
-    return ids;
+  async applyTelemetryBatch(items: readonly TelemetryBatch[]): Promise<Map<string, AppliedTelemetry>> {
+    if (items.length === 0) return new Map();
+    return withTransaction(this.pool, (client) => writeTelemetryBatch(client, this.telemetry, this.ids, items));
   }
 
   // --- lifecycle --------------------------------------------------------------------------------
@@ -523,45 +398,6 @@ class PostgresTrailwireStore implements PostgresStore {
   }
 }
 
-// --- telemetry helpers ----------------------------------------------------------------------------
-
-/** The first of the newest records: what applying them one by one, each only if newer, leaves in place. */
-function firstNewest<T extends { timestamp: number }>(records: readonly T[]): T {
-  let newest = records[0]!;
-  for (const record of records) if (record.timestamp > newest.timestamp) newest = record;
-  return newest;
-}
-
-function deviceKey(device: { kind: string; serial: string }): string {
-  return `${device.kind}\u0000${device.serial}`;
-}
-
-interface DeviceMove {
-  /** The reading whose state the device ends with, if it is newer than what is stored. */
-  newest: CanonicalDeviceReading;
-  /** The newest of the readings that would move the device and name a position. */
-  positioned: CanonicalDeviceReading | undefined;
-}
-
-/**
- * What the batch does to each device, reduced to one update per device with the outcome of applying
- * the readings one by one (each only when newer than the device's last reading, a position only when
- * given). The readings that move a device are those that beat every earlier one; of those, the ones
- * newer than the stored reading are a suffix, so the device ends with the last mover's state and the
- * position of the last mover that names one — if that mover is newer than the stored reading.
- */
-function deviceMoves(readings: readonly CanonicalDeviceReading[]): Map<string, DeviceMove> {
-  const moves = new Map<string, DeviceMove>();
-  for (const reading of readings) {
-    const key = deviceKey(reading);
-    const move = moves.get(key);
-    if (move !== undefined && reading.timestamp <= move.newest.timestamp) continue;
-    moves.set(key, { newest: reading, positioned: reading.position !== null ? reading : move?.positioned });
-  }
-  return moves;
-}
-
-
 /**
  * The page's lower bound as one key, as the SQLite store does: (from, 0) precedes every row at or after
  * `from` (seq, an identity, starts at 1), and a cursor before `from` is overtaken by it. Answers the
@@ -576,11 +412,6 @@ function timeBounds(page: TimePageQuery): [number, number, number, number] {
 
 // --- statements -----------------------------------------------------------------------------------
 
-interface TrailerWithFleetRow extends TrailerRow {
-  f_customer_id: string | null;
-  f_name: string | null;
-  f_created_at: number | null;
-}
 interface DeviceReadingRow {
   seq: number;
   device_id: string;
@@ -663,15 +494,9 @@ export function storeStatements(schema: string) {
 
     trailerById: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.id = $1`,
     trailerByVin: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.vin = $1`,
-    // FOR NO KEY UPDATE: the write changes no key, so it does not block inserts that merely reference the trailer.
-    lockTrailerByVin: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.vin = $1 FOR NO KEY UPDATE`,
     lockTrailerById: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.id = $1 FOR NO KEY UPDATE`,
-    trailerWithFleet: `SELECT ${TRAILER_COLUMNS}, f.customer_id AS f_customer_id, f.name AS f_name, f.created_at AS f_created_at
-      FROM ${s}.trailers t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.id = $1`,
     insertTrailer: `INSERT INTO ${s}.trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
       VALUES ($1, $2, $3, $4, 'OK', $5, $5) RETURNING ${TRAILER_RETURNING}`,
-    insertUnassignedTrailer: `INSERT INTO ${s}.trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
-      VALUES ($1, NULL, NULL, $2, 'OK', $3, $3) ON CONFLICT (vin) DO NOTHING RETURNING ${TRAILER_RETURNING}`,
     assignTrailer: `UPDATE ${s}.trailers SET fleet_id = $1, unit_id = $2 WHERE id = $3 RETURNING ${TRAILER_RETURNING}`,
     unitsFollowTrailer: `UPDATE ${s}.cargosafe_units SET customer_id = (SELECT customer_id FROM ${s}.fleets WHERE id = $2)
       WHERE trailer_id = $1`,
@@ -688,51 +513,14 @@ export function storeStatements(schema: string) {
     // The literal `t.active` lets PostgreSQL use the partial index trailers_active_by_fleet.
     customerActiveTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
       WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.active AND t.id > $3 ORDER BY t.id LIMIT $4`,
-    moveLatestFix: `UPDATE ${s}.trailers SET gps_timestamp = $2, gps_lat = $3, gps_long = $4, gps_speed = $5, gps_heading = $6
-      WHERE id = $1 AND (gps_timestamp IS NULL OR gps_timestamp < $2)`,
     updateTrailerStatus: `UPDATE ${s}.trailers SET status_name = $1, status_date = $2, faulted_devices = $3, warning_devices = $4
       WHERE id = $5`,
     deviceStateCounts: `SELECT is_warning, is_fault, COUNT(*)::integer AS n FROM ${s}.devices WHERE trailer_id = $1 AND active
       GROUP BY is_warning, is_fault`,
 
-    insertFixes: `INSERT INTO ${s}.gps_fixes (trailer_id, timestamp, lat, long, speed, heading)
-      SELECT $1, f.timestamp, f.lat, f.long, f.speed, f.heading
-      FROM unnest($2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::text[])
-        WITH ORDINALITY AS f (timestamp, lat, long, speed, heading, position)
-      ORDER BY f.position
-      ON CONFLICT (trailer_id, timestamp) DO NOTHING`,
     customerGps: `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading FROM ${s}.gps_fixes g
       WHERE g.trailer_id = $1 AND ${ownsTrailer(s, '$1', '$2')} AND ${TIME_PAGE}`,
 
-    // Inserts the devices not seen yet and answers the ids of all: the new ones from RETURNING, the
-    // others from the snapshot the statement started with (which the INSERT does not change).
-    findOrCreateDevices: `WITH wanted AS (
-        SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS w (id, kind, serial, position)
-      ), created AS (
-        INSERT INTO ${s}.devices (id, trailer_id, kind, serial, position, created_at)
-        SELECT w.id, $1, w.kind, w.serial, w.position, $2 FROM wanted w
-        ON CONFLICT (trailer_id, kind, serial) DO NOTHING
-        RETURNING id, kind, serial
-      )
-      SELECT id, kind, serial FROM created
-      UNION ALL
-      SELECT d.id, d.kind, d.serial FROM ${s}.devices d JOIN wanted w ON w.kind = d.kind AND w.serial = d.serial
-      WHERE d.trailer_id = $1`,
-    insertDeviceReadings: `INSERT INTO ${s}.device_readings (device_id, timestamp, metrics, is_warning, is_fault)
-      SELECT r.device_id, r.timestamp, r.metrics, r.is_warning, r.is_fault
-      FROM unnest($1::text[], $2::bigint[], $3::json[], $4::boolean[], $5::boolean[])
-        WITH ORDINALITY AS r (device_id, timestamp, metrics, is_warning, is_fault, position)
-      ORDER BY r.position
-      ON CONFLICT (device_id, timestamp) DO NOTHING`,
-    // One row per device (see deviceMoves): the newest reading's state, and the position of the newest
-    // positioned reading when that one is newer than what is stored.
-    moveDeviceStates: `UPDATE ${s}.devices d
-      SET is_warning = m.is_warning, is_fault = m.is_fault, last_seen_at = m.timestamp,
-          position = CASE WHEN m.position_timestamp IS NOT NULL AND (d.last_seen_at IS NULL OR d.last_seen_at < m.position_timestamp)
-                          THEN m.position ELSE d.position END
-      FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::boolean[], $5::bigint[], $6::text[])
-        AS m (id, timestamp, is_warning, is_fault, position_timestamp, position)
-      WHERE d.id = m.id AND (d.last_seen_at IS NULL OR d.last_seen_at < m.timestamp)`,
     setDeviceActive: `UPDATE ${s}.devices SET active = $1 WHERE id = $2`,
     deviceTrailerId: `SELECT trailer_id FROM ${s}.devices WHERE id = $1`,
     customerDevice: `SELECT ${deviceColumns('$3')}
@@ -752,30 +540,6 @@ export function storeStatements(schema: string) {
                     WHERE d.id = $1 AND f.customer_id = $2)
         AND ${TIME_PAGE}`,
 
-    // As findOrCreateDevices; a new unit copies the customer of the (locked) trailer's fleet.
-    findOrCreateUnits: `WITH wanted AS (
-        SELECT * FROM unnest($4::text[], $5::text[]) AS w (id, serial)
-      ), created AS (
-        INSERT INTO ${s}.cargosafe_units (id, trailer_id, serial, customer_id, created_at)
-        SELECT w.id, $1, w.serial, (SELECT customer_id FROM ${s}.fleets WHERE id = $3), $2 FROM wanted w
-        ON CONFLICT (trailer_id, serial) DO NOTHING
-        RETURNING id, serial
-      )
-      SELECT id, serial FROM created
-      UNION ALL
-      SELECT u.id, u.serial FROM ${s}.cargosafe_units u JOIN wanted w ON w.serial = u.serial WHERE u.trailer_id = $1`,
-    insertUnitReadings: `INSERT INTO ${s}.cargosafe_readings (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
-      SELECT r.unit_id, r.timestamp, r.door_open, r.load_percent, r.temperature_c, r.humidity_percent
-      FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::float8[], $5::float8[], $6::float8[])
-        WITH ORDINALITY AS r (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent, position)
-      ORDER BY r.position
-      ON CONFLICT (unit_id, timestamp) DO NOTHING`,
-    moveUnitsLatest: `UPDATE ${s}.cargosafe_units u
-      SET last_seen_at = m.timestamp, door_open = m.door_open, load_percent = m.load_percent,
-          temperature_c = m.temperature_c, humidity_percent = m.humidity_percent
-      FROM unnest($1::text[], $2::bigint[], $3::boolean[], $4::float8[], $5::float8[], $6::float8[])
-        AS m (id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
-      WHERE u.id = m.id AND (u.last_seen_at IS NULL OR u.last_seen_at < m.timestamp)`,
     // customer_id selects the index range; the join through fleets is what decides visibility.
     customerUnit: `SELECT ${UNIT_COLUMNS}
       FROM ${s}.cargosafe_units u JOIN ${s}.trailers t ON t.id = u.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id

@@ -26,12 +26,6 @@ export interface StoreBackendOptions {
   databaseUrl?: string;
   /** The PostgreSQL schema holding Trailwire's tables. Default `public`. */
   databaseSchema?: string;
-  /**
-   * PostgreSQL: how often, at most, this process's intake worker returns to the queue the payloads
-   * that processes which are gone (crashed, killed) left processing, in ms: the longest such a
-   * payload waits for a survivor. Default 60,000 (`DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS`).
-   */
-  abandonedCheckMs?: number;
 }
 
 /** The store and intake queue of one process, opened. */
@@ -54,7 +48,7 @@ export async function openStoreBackend(options: StoreBackendOptions = {}): Promi
   if (options.databaseUrl) {
     const store = await openPostgresStore({ connectionString: options.databaseUrl, schema: options.databaseSchema });
     try {
-      const queue = await openPostgresIntakeQueue(store, { onEnqueued: () => wake(), abandonedCheckMs: options.abandonedCheckMs });
+      const queue = await openPostgresIntakeQueue(store, { onEnqueued: () => wake() });
       return {
         store,
         queue,

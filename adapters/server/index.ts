@@ -49,12 +49,6 @@ export interface ServerOptions {
    * Every process of one deployment must use the same. Default `'trailwire:'`.
    */
   redisKeyPrefix?: string;
-  /**
-   * With `databaseUrl`: how often, at most, this process returns to the intake queue what processes
-   * that are gone (crashed, killed) left processing, in ms — the longest an acknowledged payload of
-   * a crashed process waits for a survivor. Default 60,000.
-   */
-  abandonedCheckMs?: number;
   /** Interface to listen on. Default: all interfaces. */
   host?: string;
   /** HTTP port; 0 picks a free one. Default 8080. */

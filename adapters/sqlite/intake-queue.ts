@@ -1,29 +1,37 @@
 /**
- * The durable intake queue in the embedded SQLite file (`IntakeQueue` of `core/intake-queue.ts`).
- * It shares the store's connection, so the store's durability setting decides what a 202 survives:
- * `process` (WAL, synchronous=NORMAL) survives kill -9 of the process; `power` (synchronous=FULL)
- * also survives power loss. Enqueues arriving in the same event-loop turn are written in one
- * transaction (group commit), so `power` mode pays one fsync per group, not one per request.
+ * The durable intake log in the embedded SQLite file (`IntakeQueue` of `core/intake-queue.ts`).
  *
- * The write lock is shared with everything else that writes the file. A group commit on the event
- * loop never waits for that lock: it tries once and, when another connection holds it, tries again
- * a millisecond later, so the HTTP path keeps serving meanwhile. A server with a processing thread
- * does not write here at all: the thread, the file's one intake writer, writes the groups
- * (`enqueueNow`) and processes them (`intake-thread.ts`), so the two never contend for the lock.
+ * An append writes one row with one index besides its sequence (the id the status endpoint looks
+ * up); an idempotency key, when given, goes to its own small table. Appends arriving in the same
+ * event-loop turn share one transaction (group commit), so `power` durability pays one fsync per
+ * group. The store's durability setting decides what a 202 survives: `process` (WAL,
+ * synchronous=NORMAL) survives kill -9 of the process; `power` (synchronous=FULL) power loss too.
+ *
+ * A batch is a write transaction on this connection, opened by `nextBatch` and ended by
+ * `commitBatch` (or rolled back by `abandonBatch`): the store's writes of the batch join it as
+ * savepoints, so the batch's payloads, their outcomes and the new watermark commit at once, with
+ * one commit per batch. SQLite's single write lock is what keeps batches of two connections (two
+ * processes on one file) apart; `nextBatch` never waits for it — a held lock answers "no batch now"
+ * and the worker looks again — since waiting would block the event loop. No status is written per
+ * processed payload: the watermark (the greatest `last_seq` of `intake_batches`) says it. Only
+ * retries, the payloads held behind them, and dead letters get a row in `intake_parked`.
+ *
+ * A server with a processing thread does not write here from the event loop at all: the thread is
+ * the file's one intake writer (`intake-thread.ts`), so the two never contend for the lock.
  */
 import type Database from 'better-sqlite3';
 import {
   type EnqueueResult,
   IDEMPOTENCY_WINDOW_MS,
+  type IntakeBatch,
   type IntakeOutcome,
   type IntakeQueue,
   type IntakeRecord,
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
-import type { UnitOfWork } from '../../core/intake-worker.ts';
+import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
-import { QUEUE_COLUMNS, type QueueRow, toIntakeRecord } from '../sql/queue-rows.ts';
 
 export const QUEUE_COMPONENT = 'intake-queue';
 
@@ -70,11 +78,75 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX intake_processed ON intake_queue (processed_at) WHERE status = 'processed';
     `,
   },
+  {
+    // The queue becomes a log (issue 13): an append with one index besides the sequence, statuses
+    // derived from a watermark, and a small parked table for retries and dead letters. Everything
+    // the old table held is carried over: queued payloads wait as retries (due when they were),
+    // so they are processed first and in order; processed payloads and dead letters keep their
+    // status; idempotency keys keep answering.
+    name: '0003_intake_log',
+    up: `
+      CREATE TABLE intake_log (
+        seq             INTEGER PRIMARY KEY,
+        id              TEXT NOT NULL,
+        partner_id      TEXT NOT NULL,
+        product         TEXT NOT NULL,
+        vin             TEXT NOT NULL,
+        payload         TEXT NOT NULL,
+        received_at     INTEGER NOT NULL,
+        idempotency_key TEXT
+      ) STRICT;
+      CREATE UNIQUE INDEX intake_log_by_id ON intake_log (id);
+      CREATE TABLE intake_idempotency (
+        partner_id      TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        seq             INTEGER NOT NULL,
+        received_at     INTEGER NOT NULL,
+        PRIMARY KEY (partner_id, idempotency_key)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX intake_idempotency_by_age ON intake_idempotency (received_at);
+      -- One row per committed batch: the watermark is the greatest last_seq.
+      CREATE TABLE intake_batches (
+        last_seq     INTEGER PRIMARY KEY,
+        processed_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE TABLE intake_parked (
+        seq             INTEGER PRIMARY KEY,
+        vin             TEXT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('retry', 'failed', 'done')),
+        attempts        INTEGER NOT NULL,
+        next_attempt_at INTEGER NOT NULL,
+        error           TEXT,
+        processed_at    INTEGER
+      ) STRICT;
+      CREATE INDEX intake_parked_retry_by_vin ON intake_parked (vin, seq, next_attempt_at) WHERE state = 'retry';
+      CREATE INDEX intake_parked_failed ON intake_parked (seq) WHERE state = 'failed';
+
+      INSERT INTO intake_log (seq, id, partner_id, product, vin, payload, received_at, idempotency_key)
+        SELECT seq, id, partner_id, product, vin, payload, received_at, idempotency_key FROM intake_queue;
+      INSERT INTO intake_idempotency (partner_id, idempotency_key, seq, received_at)
+        SELECT partner_id, idempotency_key, seq, received_at FROM intake_queue WHERE idempotency_key IS NOT NULL;
+      INSERT INTO intake_parked (seq, vin, state, attempts, next_attempt_at, error, processed_at)
+        SELECT seq, vin,
+               CASE status WHEN 'processed' THEN 'done' WHEN 'failed' THEN 'failed' ELSE 'retry' END,
+               CASE status WHEN 'processing' THEN attempts - 1 ELSE attempts END,
+               next_attempt_at, error, processed_at
+        FROM intake_queue;
+      INSERT INTO intake_batches (last_seq, processed_at) SELECT max(seq), 0 FROM intake_queue HAVING count(*) > 0;
+      DROP TABLE intake_queue;
+    `,
+  },
 ];
 
 
 /** How long a group commit waits before trying again while another connection holds the write lock. */
 const LOCKED_RETRY_MS = 1;
+
+/** A payload's status read: its log row, its parked row, the watermark and its batch's time. */
+const STATUS_SELECT = `SELECT ${LOG_COLUMNS}, ${PARKED_COLUMNS},
+    (SELECT max(last_seq) FROM intake_batches) AS watermark,
+    (SELECT b.processed_at FROM intake_batches b WHERE b.last_seq >= l.seq ORDER BY b.last_seq LIMIT 1) AS batch_processed_at
+  FROM intake_log l LEFT JOIN intake_parked p ON p.seq = l.seq`;
 
 interface PendingEnqueue {
   item: NewIntake;
@@ -82,14 +154,25 @@ interface PendingEnqueue {
   reject: (error: unknown) => void;
 }
 
+/** A batch of this queue: its transaction is open on the connection until it is committed or abandoned. */
+interface SqliteBatch extends IntakeBatch {
+  readonly owner: SqliteIntakeQueue;
+  /** Seqs of the entries that came from the parked table (retries, and payloads held behind them). */
+  readonly parked: ReadonlySet<number>;
+  /** Log payloads read past the watermark but held back (their VIN waits for a retry): parked at commit. */
+  readonly heldBack: readonly LogRow[];
+  /** The greatest seq read from the log: the watermark after the commit; null when none was read. */
+  readonly lastLogSeq: number | null;
+}
+
 export class SqliteIntakeQueue implements IntakeQueue {
   private readonly sql;
   private pending: PendingEnqueue[] = [];
   private flushScheduled = false;
   private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[]) => EnqueueResult[]>;
-  private readonly settleAll: Database.Transaction<(outcomes: readonly IntakeOutcome[]) => void>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
+  private openBatch: SqliteBatch | null = null;
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -98,76 +181,66 @@ export class SqliteIntakeQueue implements IntakeQueue {
   ) {
     applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS);
     this.sql = {
-      insert: db.prepare<[string, string, string, string, string, number, string | null, number]>(
-        `INSERT INTO intake_queue (id, partner_id, product, vin, payload, received_at, idempotency_key, status, next_attempt_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)`,
+      append: db.prepare<[string, string, string, string, string, number, string | null]>(
+        `INSERT INTO intake_log (id, partner_id, product, vin, payload, received_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
-      byKey: db.prepare<[string, string], QueueRow>(`SELECT ${QUEUE_COLUMNS} FROM intake_queue WHERE partner_id = ? AND idempotency_key = ?`),
-      clearKey: db.prepare<[string, string]>('UPDATE intake_queue SET idempotency_key = NULL WHERE partner_id = ? AND idempotency_key = ?'),
-      byId: db.prepare<[string], QueueRow>(`SELECT ${QUEUE_COLUMNS} FROM intake_queue WHERE id = ?`),
-      // One statement. Candidates come from the index of queued rows, in arrival order; a row
-      // waits while an earlier row of its VIN is processing or waiting for a retry. An earlier row
-      // that is due is taken first (it comes first), so a VIN's rows are claimed in order.
-      claim: db.prepare<{ now: number; limit: number }, QueueRow>(
-        `UPDATE intake_queue SET status = 'processing', attempts = attempts + 1
-         WHERE seq IN (
-           SELECT q.seq FROM intake_queue q INDEXED BY intake_ready
-           WHERE q.status = 'queued' AND q.next_attempt_at <= :now
-             AND NOT EXISTS (SELECT 1 FROM intake_queue e INDEXED BY intake_unfinished_by_vin
-                             WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing')
-                               AND (e.status = 'processing' OR e.next_attempt_at > :now))
-           ORDER BY q.seq LIMIT :limit)
-         RETURNING ${QUEUE_COLUMNS}`,
+      keyOf: db.prepare<[string, string], { seq: number; received_at: number }>(
+        'SELECT seq, received_at FROM intake_idempotency WHERE partner_id = ? AND idempotency_key = ?',
       ),
-      // The claim of a round run in one transaction (`roundView`): the same candidates, not marked.
-      due: db.prepare<{ now: number; limit: number }, QueueRow>(
-        `SELECT ${QUEUE_COLUMNS} FROM intake_queue q INDEXED BY intake_ready
-         WHERE q.status = 'queued' AND q.next_attempt_at <= :now
-           AND NOT EXISTS (SELECT 1 FROM intake_queue e INDEXED BY intake_unfinished_by_vin
-                           WHERE e.vin = q.vin AND e.seq < q.seq AND e.status IN ('queued', 'processing')
-                             AND (e.status = 'processing' OR e.next_attempt_at > :now))
-         ORDER BY q.seq LIMIT :limit`,
+      saveKey: db.prepare<[string, string, number, number]>(
+        `INSERT INTO intake_idempotency (partner_id, idempotency_key, seq, received_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (partner_id, idempotency_key) DO UPDATE SET seq = excluded.seq, received_at = excluded.received_at`,
       ),
-      processedInRound: db.prepare<[number, string]>(
-        `UPDATE intake_queue SET status = 'processed', attempts = attempts + 1, processed_at = ?, error = NULL WHERE id = ? AND status = 'queued'`,
+      statusById: db.prepare<[string], LogStatusRow>(`${STATUS_SELECT} WHERE l.id = ?`),
+      statusBySeq: db.prepare<[number], LogStatusRow>(`${STATUS_SELECT} WHERE l.seq = ?`),
+      watermark: db.prepare<[], { watermark: number | null }>('SELECT max(last_seq) AS watermark FROM intake_batches'),
+      // Due retries, each VIN's in order: a parked payload waits while an earlier one of its VIN is not due.
+      dueParked: db.prepare<{ now: number; limit: number }, LogRow & { attempts: number }>(
+        `SELECT ${LOG_COLUMNS}, p.attempts FROM intake_parked p JOIN intake_log l ON l.seq = p.seq
+         WHERE p.state = 'retry' AND p.next_attempt_at <= :now
+           AND NOT EXISTS (SELECT 1 FROM intake_parked e INDEXED BY intake_parked_retry_by_vin
+                           WHERE e.vin = p.vin AND e.state = 'retry' AND e.seq < p.seq AND e.next_attempt_at > :now)
+         ORDER BY p.seq LIMIT :limit`,
       ),
-      retryInRound: db.prepare<[string, number, string]>(
-        `UPDATE intake_queue SET attempts = attempts + 1, error = ?, next_attempt_at = ? WHERE id = ? AND status = 'queued'`,
+      parkedPerVin: db.prepare<[], { vin: string; n: number }>(`SELECT vin, count(*) AS n FROM intake_parked WHERE state = 'retry' GROUP BY vin`),
+      afterWatermark: db.prepare<[number, number], LogRow>(`SELECT ${LOG_COLUMNS} FROM intake_log l WHERE l.seq > ? ORDER BY l.seq LIMIT ?`),
+      park: db.prepare<[number, string, string, number, number, string | null, number | null]>(
+        'INSERT INTO intake_parked (seq, vin, state, attempts, next_attempt_at, error, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
-      failedInRound: db.prepare<[string, number, string]>(
-        `UPDATE intake_queue SET status = 'failed', attempts = attempts + 1, error = ?, processed_at = ? WHERE id = ? AND status = 'queued'`,
+      repark: db.prepare<[string, number, number | null, string | null, number | null, number]>(
+        `UPDATE intake_parked SET state = ?, attempts = ?, next_attempt_at = coalesce(?, next_attempt_at), error = ?, processed_at = ? WHERE seq = ?`,
       ),
-      processed: db.prepare<[number, string]>(
-        `UPDATE intake_queue SET status = 'processed', processed_at = ?, error = NULL WHERE id = ? AND status = 'processing'`,
-      ),
-      retry: db.prepare<[string, number, string]>(
-        `UPDATE intake_queue SET status = 'queued', error = ?, next_attempt_at = ? WHERE id = ? AND status = 'processing'`,
-      ),
-      failed: db.prepare<[string, number, string]>(
-        `UPDATE intake_queue SET status = 'failed', error = ?, processed_at = ? WHERE id = ? AND status = 'processing'`,
-      ),
-      released: db.prepare<[string]>(`UPDATE intake_queue SET status = 'queued', attempts = attempts - 1 WHERE id = ? AND status = 'processing'`),
-      listFailed: db.prepare<[number], QueueRow>(`SELECT ${QUEUE_COLUMNS} FROM intake_queue WHERE status = 'failed' ORDER BY seq LIMIT ?`),
+      addBatch: db.prepare<[number, number]>('INSERT INTO intake_batches (last_seq, processed_at) VALUES (?, ?)'),
+      listFailed: db.prepare<[number], LogStatusRow>(`${STATUS_SELECT} WHERE p.state = 'failed' ORDER BY p.seq LIMIT ?`),
       requeue: db.prepare<[number, string]>(
-        `UPDATE intake_queue SET status = 'queued', attempts = 0, next_attempt_at = ?, processed_at = NULL WHERE id = ? AND status = 'failed'`,
+        `UPDATE intake_parked SET state = 'retry', attempts = 0, next_attempt_at = ?, processed_at = NULL
+         WHERE state = 'failed' AND seq = (SELECT seq FROM intake_log WHERE id = ?)`,
       ),
-      recover: db.prepare(`UPDATE intake_queue SET status = 'queued' WHERE status = 'processing'`),
-      purge: db.prepare<[number, number]>(
-        `DELETE FROM intake_queue WHERE seq IN (
-           SELECT seq FROM intake_queue INDEXED BY intake_processed WHERE status = 'processed' AND processed_at < ? LIMIT ?)`,
+      // Payloads processed before the cut-off, oldest first; the log's newest row always stays, so
+      // that a new append is never given a seq at or below the watermark.
+      trimmable: db.prepare<{ before: number; limit: number }, { seq: number }>(
+        `SELECT l.seq FROM intake_log l LEFT JOIN intake_parked p ON p.seq = l.seq
+         WHERE l.seq <= (SELECT coalesce(max(last_seq), 0) FROM intake_batches WHERE processed_at < :before)
+           AND l.seq < (SELECT max(seq) FROM intake_log)
+           AND (p.seq IS NULL OR (p.state = 'done' AND p.processed_at < :before))
+         ORDER BY l.seq LIMIT :limit`,
       ),
-      depth: db.prepare<[], { n: number }>(`SELECT COUNT(*) AS n FROM intake_queue WHERE status IN ('queued', 'processing')`),
+      deleteLog: db.prepare<[number]>('DELETE FROM intake_log WHERE seq = ?'),
+      deleteParked: db.prepare<[number]>('DELETE FROM intake_parked WHERE seq = ?'),
+      trimKeys: db.prepare<[number]>('DELETE FROM intake_idempotency WHERE received_at < ?'),
+      trimBatches: db.prepare(
+        'DELETE FROM intake_batches WHERE last_seq < (SELECT min(seq) FROM intake_log) AND last_seq < (SELECT max(last_seq) FROM intake_batches)',
+      ),
+      depth: db.prepare<[], { n: number }>(
+        `SELECT (SELECT count(*) FROM intake_log WHERE seq > (SELECT coalesce(max(last_seq), 0) FROM intake_batches))
+              + (SELECT count(*) FROM intake_parked WHERE state = 'retry') AS n`,
+      ),
+      begin: db.prepare('BEGIN IMMEDIATE'),
+      commit: db.prepare('COMMIT'),
+      rollback: db.prepare('ROLLBACK'),
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
-    this.enqueueGroup = db.transaction((items: readonly NewIntake[]) => items.map((item) => this.insertOne(item)));
-    this.settleAll = db.transaction((outcomes: readonly IntakeOutcome[]) => {
-      for (const outcome of outcomes) {
-        if (outcome.kind === 'processed') this.sql.processed.run(outcome.at, outcome.id);
-        else if (outcome.kind === 'retry') this.sql.retry.run(outcome.error, outcome.nextAttemptAt, outcome.id);
-        else if (outcome.kind === 'failed') this.sql.failed.run(outcome.error, outcome.at, outcome.id);
-        else this.sql.released.run(outcome.id);
-      }
-    });
+    this.enqueueGroup = db.transaction((items: readonly NewIntake[]) => items.map((item) => this.appendOne(item)));
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -178,109 +251,94 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
-    const row = this.sql.byKey.get(partnerId, idempotencyKey);
-    return row && row.received_at > since ? toIntakeRecord(row) : null;
+    const key = this.sql.keyOf.get(partnerId, idempotencyKey);
+    return key && key.received_at > since ? this.recordAt(key.seq) : null;
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
-    const row = this.sql.byId.get(id);
-    return row ? toIntakeRecord(row) : null;
-  }
-
-  async claim(limit: number, now: number): Promise<IntakeRecord[]> {
-    // RETURNING does not promise an order; the queue does.
-    return this.claimNow(limit, now);
-  }
-
-  /** `claim` without the promise, for a caller that runs a whole round in one transaction. */
-  claimNow(limit: number, now: number): IntakeRecord[] {
-    return this.sql.claim
-      .all({ now, limit })
-      .sort((a, b) => a.seq - b.seq)
-      .map(toIntakeRecord);
-  }
-
-  async settle(outcomes: readonly IntakeOutcome[]): Promise<void> {
-    this.settleNow(outcomes);
-  }
-
-  /** `settle` without the promise. */
-  settleNow(outcomes: readonly IntakeOutcome[]): void {
-    if (outcomes.length > 0) this.settleAll.immediate(outcomes);
+    const row = this.sql.statusById.get(id);
+    return row ? toIntakeRecord(row, this.inOpenBatch(row.seq)) : null;
   }
 
   /**
-   * The unit of work that goes with `roundView`: each round — the claim, every payload's writes
-   * (savepoints) and the settle — in one transaction of this connection, rolled back as a whole
-   * when the round throws.
+   * Opens a write transaction and reads the batch in it: due retries first (they are older than
+   * anything past the watermark), then what follows the watermark. Log payloads of a VIN with a
+   * retry still waiting are held back, to be parked behind it at the commit.
    */
-  roundTransaction(): UnitOfWork {
-    const begin = this.db.prepare('BEGIN IMMEDIATE');
-    const commit = this.db.prepare('COMMIT');
-    const rollback = this.db.prepare('ROLLBACK');
-    return async (round) => {
-      begin.run();
+  async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
+    if (this.openBatch || this.db.inTransaction) return null;
+    for (;;) {
+      const begin = () => this.sql.begin.run();
+      if (this.options.mayWaitForLock) begin();
+      else if (this.withoutWaiting(begin) === 'locked') return null;
+      let batch: SqliteBatch;
       try {
-        const result = await round();
-        commit.run();
-        return result;
+        batch = this.readBatch(limit, now);
       } catch (error) {
-        if (this.db.inTransaction) rollback.run();
+        this.sql.rollback.run();
         throw error;
       }
-    };
+      if (batch.entries.length > 0) return (this.openBatch = batch);
+      if (batch.heldBack.length === 0) {
+        this.sql.rollback.run();
+        return null;
+      }
+      // Everything read was held back: park it, move the watermark, and read on.
+      this.openBatch = batch;
+      await this.commitBatch(batch, new Map(), now);
+    }
   }
 
-  /**
-   * The queue for a worker that runs each round — claim, writes, settle — in one transaction of
-   * this connection (the processing thread). No other connection ever sees a payload of such a
-   * round `processing`: it is `queued` until the round commits, or again `queued` when it rolls
-   * back. So its claim marks nothing, and its settle writes each payload once, straight to its
-   * outcome (attempts counted then): half the writes, and half the index updates, per payload.
-   * Only for use inside such a transaction; outside one, a crash between claim and settle would
-   * leave nothing marked, and a second worker could claim the same payloads.
-   */
-  roundView(): IntakeQueue {
-    const claim = async (limit: number, now: number): Promise<IntakeRecord[]> => {
-      if (!this.db.inTransaction) throw new Error('SqliteIntakeQueue.roundView: claim outside the round\'s transaction');
-      return this.sql.due.all({ now, limit }).map((row) => ({ ...toIntakeRecord(row), status: 'processing', attempts: row.attempts + 1 }));
-    };
-    const settle = async (outcomes: readonly IntakeOutcome[]): Promise<void> => {
-      for (const outcome of outcomes) {
-        if (outcome.kind === 'processed') this.sql.processedInRound.run(outcome.at, outcome.id);
-        else if (outcome.kind === 'retry') this.sql.retryInRound.run(outcome.error, outcome.nextAttemptAt, outcome.id);
-        else if (outcome.kind === 'failed') this.sql.failedInRound.run(outcome.error, outcome.at, outcome.id);
-        // 'released': never marked, nothing to undo.
+  async commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
+    const open = this.ownBatch(batch);
+    try {
+      for (const entry of open.entries) {
+        const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
+        const attempts = entry.attempts + 1;
+        if (open.parked.has(entry.seq)) {
+          if (outcome.kind === 'processed') this.sql.repark.run('done', attempts, null, null, now, entry.seq);
+          else if (outcome.kind === 'retry') this.sql.repark.run('retry', attempts, outcome.nextAttemptAt, outcome.error, null, entry.seq);
+          else if (outcome.kind === 'failed') this.sql.repark.run('failed', attempts, null, outcome.error, now, entry.seq);
+        } else if (outcome.kind === 'retry') this.sql.park.run(entry.seq, entry.vin, 'retry', attempts, outcome.nextAttemptAt, outcome.error, null);
+        else if (outcome.kind === 'failed') this.sql.park.run(entry.seq, entry.vin, 'failed', attempts, entry.receivedAt, outcome.error, now);
+        else if (outcome.kind === 'held') this.sql.park.run(entry.seq, entry.vin, 'retry', 0, entry.receivedAt, null, null);
       }
-    };
-    return {
-      enqueue: (item) => this.enqueue(item),
-      findByIdempotencyKey: (partnerId, key, since) => this.findByIdempotencyKey(partnerId, key, since),
-      get: (id) => this.get(id),
-      claim,
-      settle,
-      listFailed: (limit) => this.listFailed(limit),
-      requeue: (id, at) => this.requeue(id, at),
-      recoverInFlight: () => this.recoverInFlight(),
-      purgeProcessed: (before, limit) => this.purgeProcessed(before, limit),
-      depth: () => this.depth(),
-    };
+      for (const row of open.heldBack) this.sql.park.run(row.seq, row.vin, 'retry', 0, row.received_at, null, null);
+      if (open.lastLogSeq !== null) this.sql.addBatch.run(open.lastLogSeq, now);
+      this.sql.commit.run();
+    } catch (error) {
+      if (this.db.inTransaction) this.sql.rollback.run();
+      throw error;
+    } finally {
+      this.openBatch = null;
+    }
+  }
+
+  async abandonBatch(batch: IntakeBatch): Promise<void> {
+    this.ownBatch(batch);
+    this.openBatch = null;
+    if (this.db.inTransaction) this.sql.rollback.run();
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
-    return this.sql.listFailed.all(limit).map(toIntakeRecord);
+    return this.sql.listFailed.all(limit).map((row) => toIntakeRecord(row));
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
     return this.sql.requeue.run(at, id).changes > 0;
   }
 
-  async recoverInFlight(): Promise<number> {
-    return this.sql.recover.run().changes;
-  }
-
   async purgeProcessed(before: number, limit: number): Promise<number> {
-    return this.sql.purge.run(before, limit).changes;
+    return this.db.transaction(() => {
+      const rows = this.sql.trimmable.all({ before, limit });
+      for (const { seq } of rows) {
+        this.sql.deleteLog.run(seq);
+        this.sql.deleteParked.run(seq);
+      }
+      this.sql.trimKeys.run(before - IDEMPOTENCY_WINDOW_MS);
+      this.sql.trimBatches.run();
+      return rows.length;
+    })();
   }
 
   async depth(): Promise<number> {
@@ -288,7 +346,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   /**
-   * Writes a group of enqueues at once, waiting for the write lock as long as the connection's busy
+   * Writes a group of appends at once, waiting for the write lock as long as the connection's busy
    * timeout allows: for a connection whose thread may block (the processing thread). Answers each
    * item's result, or the error that item alone met.
    */
@@ -300,6 +358,46 @@ export class SqliteIntakeQueue implements IntakeQueue {
     }
   }
 
+  private readBatch(limit: number, now: number): SqliteBatch {
+    const dueParked = this.sql.dueParked.all({ now, limit });
+    const watermark = this.sql.watermark.get()!.watermark ?? 0;
+    const logRows = dueParked.length < limit ? this.sql.afterWatermark.all(watermark, limit - dueParked.length) : [];
+    // A VIN with a parked retry that is not in this batch holds its newer payloads back.
+    const waiting = new Map<string, number>();
+    if (logRows.length > 0) {
+      for (const { vin, n } of this.sql.parkedPerVin.all()) waiting.set(vin, n);
+      for (const row of dueParked) waiting.set(row.vin, waiting.get(row.vin)! - 1);
+    }
+    const entries = dueParked.map((row) => toIntakeEntry(row, row.attempts));
+    const heldBack: LogRow[] = [];
+    for (const row of logRows) {
+      if ((waiting.get(row.vin) ?? 0) > 0) heldBack.push(row);
+      else entries.push(toIntakeEntry(row, 0));
+    }
+    return {
+      owner: this,
+      entries,
+      parked: new Set(dueParked.map((row) => row.seq)),
+      heldBack,
+      lastLogSeq: logRows.length > 0 ? logRows[logRows.length - 1]!.seq : null,
+    };
+  }
+
+  private ownBatch(batch: IntakeBatch): SqliteBatch {
+    const open = batch as SqliteBatch;
+    if (open.owner !== this || this.openBatch !== open) throw new Error('SqliteIntakeQueue: not the batch open on this queue');
+    return open;
+  }
+
+  private inOpenBatch(seq: number): boolean {
+    return this.openBatch?.entries.some((entry) => entry.seq === seq) ?? false;
+  }
+
+  private recordAt(seq: number): IntakeRecord | null {
+    const row = this.sql.statusBySeq.get(seq);
+    return row ? toIntakeRecord(row, this.inOpenBatch(seq)) : null;
+  }
+
   private scheduleFlush(delayMs: number): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -307,12 +405,12 @@ export class SqliteIntakeQueue implements IntakeQueue {
     else setTimeout(() => this.flush(), delayMs);
   }
 
-  /** Writes every enqueue of this turn in one transaction: one commit (one fsync in `power` mode). */
+  /** Writes every append of this turn in one transaction: one commit (one fsync in `power` mode). */
   private flush(): void {
     this.flushScheduled = false;
     if (this.pending.length === 0) return;
-    // A transaction is open on this connection when a caller runs a round in one transaction and
-    // yields inside it: a group written now would commit with that round, and so maybe after its 202.
+    // A batch is open on this connection: a group written now would commit with the batch, or be
+    // rolled back with it, after its 202.
     if (this.db.inTransaction) return this.scheduleFlush(LOCKED_RETRY_MS);
     const group = this.pending;
     this.pending = [];
@@ -364,17 +462,17 @@ export class SqliteIntakeQueue implements IntakeQueue {
     }
   }
 
-  private insertOne(item: NewIntake): EnqueueResult {
+  private appendOne(item: NewIntake): EnqueueResult {
     if (item.idempotencyKey !== null) {
-      const earlier = this.sql.byKey.get(item.partnerId, item.idempotencyKey);
-      if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) return { record: toIntakeRecord(earlier), created: false };
-      if (earlier) this.sql.clearKey.run(item.partnerId, item.idempotencyKey);
+      const earlier = this.sql.keyOf.get(item.partnerId, item.idempotencyKey);
+      if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) {
+        const record = this.recordAt(earlier.seq);
+        if (record) return { record, created: false };
+      }
     }
-    this.sql.insert.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey, item.receivedAt);
-    return {
-      record: queuedRecord(item),
-      created: true,
-    };
+    const { lastInsertRowid } = this.sql.append.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey);
+    if (item.idempotencyKey !== null) this.sql.saveKey.run(item.partnerId, item.idempotencyKey, Number(lastInsertRowid), item.receivedAt);
+    return { record: queuedRecord(item), created: true };
   }
 }
 
@@ -384,10 +482,15 @@ export type EnqueueOutcome = { result: EnqueueResult } | { error: unknown };
 export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
+  /**
+   * Whether `nextBatch` may wait (the connection's busy timeout) for another connection's write
+   * lock: for a connection whose thread may block, the processing thread. Default false: a held
+   * lock answers "no batch now" at once, since waiting would block the event loop.
+   */
+  mayWaitForLock?: boolean;
 }
 
 /** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */
 export function openSqliteIntakeQueue(db: Database.Database, options: SqliteIntakeQueueOptions = {}): SqliteIntakeQueue {
   return new SqliteIntakeQueue(db, options);
 }
-

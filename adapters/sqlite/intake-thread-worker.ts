@@ -1,11 +1,11 @@
 /**
  * The body of the intake processing thread (`intake-thread.ts` starts it): its own connection to
  * the SQLite file, the products loaded by module, the groups of payloads the main thread accepted
- * (each written in one commit, then answered), and the core's `IntakeWorker` with each round run as
- * one transaction. Only this code uses the connection, so a round may span awaits without any other
- * write joining its transaction, and a wait for the write lock (another process writing the file)
- * blocks this thread, never the event loop that serves requests. Live updates and counts go back to
- * the main thread once per round, after the commit.
+ * (each written in one commit, then answered), and the core's `IntakeWorker` reading the log in
+ * batches, each batch one transaction of this connection. Only this code uses the connection, so no
+ * other write ever joins a batch's transaction, and the event loop that serves requests never waits
+ * for the write lock. Live updates and counts go back to the main thread once per batch, after the
+ * commit.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.ts';
@@ -24,7 +24,7 @@ const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
-const queue = openSqliteIntakeQueue(store.db);
+const queue = openSqliteIntakeQueue(store.db, { mayWaitForLock: true });
 const products = createProductRegistry([
   ...builtInProducts,
   ...(await Promise.all(data.productModules.map((specifier) => loadProductModule(specifier, { cwd: data.cwd, importModule: importProductModule })))),
@@ -46,11 +46,10 @@ async function importProductModule(target: string): Promise<Record<string, unkno
 let events: LiveTrailerEvent[] = [];
 const worker = new IntakeWorker(
   {
-    queue: queue.roundView(),
+    queue,
     store,
     products,
     clock: systemClock,
-    unitOfWork: queue.roundTransaction(),
     publish: (event) => {
       events.push(event);
     },
@@ -58,14 +57,14 @@ const worker = new IntakeWorker(
       send({ type: 'round', events, processed, failed });
       events = [];
     },
-    onAttemptFailed: (record, error, deadLettered) =>
+    onAttemptFailed: (entry, attempt, error, deadLettered) =>
       log({
         level: 'warn',
         message: deadLettered ? 'intake payload dead-lettered' : 'intake payload failed; retrying later',
-        intakeId: record.id,
-        vin: record.vin,
-        product: record.product,
-        attempts: record.attempts,
+        intakeId: entry.id,
+        vin: entry.vin,
+        product: entry.product,
+        attempts: attempt,
         reason: error instanceof Error ? error.message : String(error),
       }),
     onRoundFailed: (error) => log({ level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack }),

@@ -6,9 +6,10 @@
  * (`enqueue`), which writes them in one commit and answers, then processes what is queued with the
  * core's `IntakeWorker`. SQLite has one writer at a time; with a single writer for intake, nothing
  * contends for the lock, the event loop never waits for it, and every commit (the fsync in `power`
- * durability) happens off the event loop. Owning its connection, the thread runs each round —
- * claim, writes, settle — as one transaction: one commit per round, not one per payload, and under
- * load the groups and rounds grow, so the commits stay few. Live updates come back to the main
+ * durability) happens off the event loop. Owning its connection, the thread runs each batch of the
+ * log — its reads, the store's writes, the outcomes and the new watermark — as one transaction: one
+ * commit per batch, not one per payload, and under load the groups and batches grow, so the commits
+ * stay few. Live updates come back to the main
  * thread, which publishes them on its live hub in order.
  *
  * The thread loads products by module specifier (the built-in products, and any others named), since

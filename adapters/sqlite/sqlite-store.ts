@@ -9,7 +9,7 @@
  */
 import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
-import type { CanonicalCargosafeReading, CanonicalDeviceReading } from '../../core/canonical.ts';
+import { type CanonicalCargosafeReading, type CanonicalDeviceReading, MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type {
@@ -151,8 +151,24 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 /** Far enough in the past that no device is stale: a device read without `staleBefore`. */
 const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 
+/** A trailer a batch write touches: its id, and what to do once its items are written. */
+interface TouchedTrailer {
+  id: string;
+  created: boolean;
+  /** Its devices changed: recount its status after the batch. */
+  recount: boolean;
+  /** The processing time of its last item. */
+  at: number;
+  /** Its row as the last fix move returned it, while nothing else changed it. */
+  row: TrailerRow | undefined;
+}
+
+/** Ids compare by UTF-16 code unit: SQLite's BINARY collation for ASCII. */
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 class SqliteTrailwireStore implements SqliteStore {
-  private readonly applyTelemetryTransaction: Database.Transaction<(batch: TelemetryBatch) => AppliedTelemetry>;
+  private readonly trailerIdsByVin = new Map<string, string>();
+  private readonly applyTelemetryTransaction: Database.Transaction<(items: readonly TelemetryBatch[]) => Map<string, AppliedTelemetry>>;
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
 
@@ -161,7 +177,7 @@ class SqliteTrailwireStore implements SqliteStore {
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
   ) {
-    this.applyTelemetryTransaction = db.transaction((batch: TelemetryBatch) => this.writeTelemetry(batch));
+    this.applyTelemetryTransaction = db.transaction((items: readonly TelemetryBatch[]) => this.writeTelemetry(items));
     this.setDeviceActiveTransaction = db.transaction((deviceId: string, active: boolean, at: number) => this.switchDevice(deviceId, active, at));
     this.noteTrailerChangeTransaction = db.transaction((trailerId: string, at: number) => {
       this.sql.insertTrailerChange.run(trailerId, at);
@@ -381,69 +397,94 @@ class SqliteTrailwireStore implements SqliteStore {
 
   // --- telemetry writes -------------------------------------------------------------------------
 
-  async applyTelemetry(batch: TelemetryBatch): Promise<AppliedTelemetry> {
-    return this.applyTelemetryTransaction.immediate(batch);
+  async applyTelemetry(item: TelemetryBatch): Promise<AppliedTelemetry> {
+    return (await this.applyTelemetryBatch([item])).get(item.vin)!;
   }
 
-  /** The body of `applyTelemetry`; runs inside its immediate transaction. */
-  private writeTelemetry(batch: TelemetryBatch): AppliedTelemetry {
+  async applyTelemetryBatch(items: readonly TelemetryBatch[]): Promise<Map<string, AppliedTelemetry>> {
+    // Inside a caller's transaction (an intake batch on this connection) this is a savepoint.
+    return items.length === 0 ? new Map() : this.applyTelemetryTransaction.immediate(items);
+  }
+
+  /**
+   * The body of `applyTelemetryBatch`, in its transaction: each item in order, each trailer looked
+   * up once, and each trailer's status recounted and read back once, after its last item.
+   */
+  private writeTelemetry(items: readonly TelemetryBatch[]): Map<string, AppliedTelemetry> {
     const { sql } = this;
-    const { at, telemetry } = batch;
-    let trailer = sql.trailerByVin.get(batch.vin);
-    const createdTrailer = trailer === undefined;
-    trailer ??= sql.insertTrailer.get(this.ids(), null, null, batch.vin, at, at)!;
-    const trailerId = trailer.id;
+    const touched = new Map<string, TouchedTrailer>();
+    for (const { vin, at } of items) {
+      if (touched.has(vin)) continue;
+      const known = this.trailerIdsByVin.get(vin) ?? sql.trailerIdByVin.get(vin)?.id;
+      const trailerId = known ?? sql.insertTrailer.get(this.ids(), null, null, vin, at, at)!.id;
+      this.rememberTrailerId(vin, trailerId);
+      touched.set(vin, { id: trailerId, created: known === undefined, recount: false, at, row: undefined });
+    }
+    // In trailer order (each VIN's items keeping theirs): neighbouring writes then land on
+    // neighbouring index pages, which halves the cost of a batch of many trailers.
+    const ordered = [...items].sort((a, b) => byCodeUnit(touched.get(a.vin)!.id, touched.get(b.vin)!.id));
+    for (const { vin, at, telemetry } of ordered) {
+      const trailer = touched.get(vin)!;
+      trailer.at = at;
+      const trailerId = trailer.id;
+      const latestAllowed = at + MAX_READING_LEAD_MS;
 
-    if (telemetry.gps.length > 0) {
-      let newest = telemetry.gps[0]!;
+      let newest: GpsFix | undefined;
       for (const fix of telemetry.gps) {
-        // UNIQUE (trailer_id, timestamp): a fix already stored (a retried payload) is skipped.
-        sql.insertFix.run(trailerId, fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading);
-        if (fix.timestamp > newest.timestamp) newest = fix;
+        sql.upsertFix.run(trailerId, fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading);
+        // The last of equal timestamps wins, as in the history; a fix from the future never becomes latest.
+        if (fix.timestamp <= latestAllowed && (!newest || fix.timestamp >= newest.timestamp)) newest = fix;
       }
-      sql.moveLatestFix.run(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailerId, newest.timestamp);
+      if (newest) trailer.row = sql.moveLatestFix.get(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailerId, newest.timestamp) ?? trailer.row;
+
+      if (telemetry.devices.length > 0) {
+        const deviceIds = new Map<string, string>();
+        for (const reading of telemetry.devices) {
+          const deviceId = this.findOrCreateDevice(deviceIds, trailerId, reading, at);
+          const warning = reading.state.isWarning ? 1 : 0;
+          const fault = reading.state.isFault ? 1 : 0;
+          sql.upsertDeviceReading.run(deviceId, reading.timestamp, JSON.stringify(reading.metrics), warning, fault);
+          // Only a reading at or after the device's own moves its state, so late payloads cannot roll it back.
+          if (reading.timestamp <= latestAllowed) sql.moveDeviceState.run(warning, fault, reading.position, reading.timestamp, deviceId, reading.timestamp);
+        }
+        trailer.recount = true;
+      }
+
+      if (telemetry.cargosafe.length > 0) {
+        const unitIds = new Map<string, string>();
+        for (const reading of telemetry.cargosafe) {
+          const unitId = this.findOrCreateUnit(unitIds, trailerId, reading, at);
+          const values = cargosafeValues(reading);
+          sql.upsertUnitReading.run(unitId, reading.timestamp, ...values);
+          if (reading.timestamp <= latestAllowed) sql.moveUnitLatest.run(reading.timestamp, ...values, unitId, reading.timestamp);
+        }
+      }
+      if (telemetry.devices.length > 0 || telemetry.cargosafe.length > 0) trailer.row = undefined;
     }
 
-    if (telemetry.devices.length > 0) {
-      const deviceIds = new Map<string, string>();
-      for (const reading of telemetry.devices) {
-        const deviceId = this.findOrCreateDevice(deviceIds, trailerId, reading, at);
-        sql.insertDeviceReading.run(
-          deviceId,
-          reading.timestamp,
-          JSON.stringify(reading.metrics),
-          reading.state.isWarning ? 1 : 0,
-          reading.state.isFault ? 1 : 0,
-        );
-        // Only a newer reading moves the device's state, so late or repeated payloads cannot roll it back.
-        sql.moveDeviceState.run(
-          reading.state.isWarning ? 1 : 0,
-          reading.state.isFault ? 1 : 0,
-          reading.position,
-          reading.timestamp,
-          deviceId,
-          reading.timestamp,
-        );
+    const applied = new Map<string, AppliedTelemetry>();
+    const fleets = new Map<number, Fleet | null>();
+    for (const [vin, trailer] of touched) {
+      if (trailer.recount) this.recountTrailerStatus(trailer.id, trailer.at);
+      // The row the last fix move returned is current unless something else changed it since.
+      const after = (!trailer.recount && trailer.row) || sql.trailerById.get(trailer.id)!;
+      let fleet: Fleet | null = null;
+      if (after.fleet_id !== null) {
+        if (!fleets.has(after.fleet_id)) fleets.set(after.fleet_id, toFleetOrNull(sql.fleetById.get(after.fleet_id)));
+        fleet = fleets.get(after.fleet_id)!;
       }
-      this.recountTrailerStatus(trailerId, at);
+      applied.set(vin, { trailer: toTrailer(after), fleet, createdTrailer: trailer.created });
     }
+    return applied;
+  }
 
-    if (telemetry.cargosafe.length > 0) {
-      const unitIds = new Map<string, string>();
-      for (const reading of telemetry.cargosafe) {
-        const unitId = this.findOrCreateUnit(unitIds, trailerId, reading, at);
-        const values = cargosafeValues(reading);
-        sql.insertUnitReading.run(unitId, reading.timestamp, ...values);
-        sql.moveUnitLatest.run(reading.timestamp, ...values, unitId, reading.timestamp);
-      }
-    }
-
-    const after = sql.trailerById.get(trailerId)!;
-    return {
-      trailer: toTrailer(after),
-      fleet: after.fleet_id === null ? null : toFleetOrNull(sql.fleetById.get(after.fleet_id)),
-      createdTrailer,
-    };
+  /**
+   * A VIN's trailer id never changes and trailers are never deleted, so the batch write remembers
+   * them rather than look each up again (bounded: forgotten all at once past a million).
+   */
+  private rememberTrailerId(vin: string, trailerId: string): void {
+    if (this.trailerIdsByVin.size >= 1_000_000) this.trailerIdsByVin.clear();
+    this.trailerIdsByVin.set(vin, trailerId);
   }
 
   private findOrCreateDevice(cache: Map<string, string>, trailerId: string, reading: CanonicalDeviceReading, at: number): string {
@@ -586,6 +627,7 @@ function prepareStoreStatements(db: Database.Database) {
 
     trailerById: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.id = ?`),
     trailerByVin: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.vin = ?`),
+    trailerIdByVin: db.prepare<[string], { id: string }>('SELECT id FROM trailers WHERE vin = ?'),
     insertTrailer: db.prepare<[string, number | null, string | null, string, number, number], TrailerRow>(
       `INSERT INTO trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
        VALUES (?, ?, ?, ?, 'OK', ?, ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
@@ -612,9 +654,9 @@ function prepareStoreStatements(db: Database.Database) {
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
        WHERE t.fleet_id = ? AND f.customer_id = ? AND t.active = 1 AND t.id > ? ORDER BY t.id LIMIT ?`,
     ),
-    moveLatestFix: db.prepare<[number, number, number, number, string, string, number]>(
+    moveLatestFix: db.prepare<[number, number, number, number, string, string, number], TrailerRow>(
       `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
-       WHERE id = ? AND (gps_timestamp IS NULL OR gps_timestamp < ?)`,
+       WHERE id = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
     ),
     updateTrailerStatus: db.prepare<[string, number, number, number, string]>(
       'UPDATE trailers SET status_name = ?, status_date = ?, faulted_devices = ?, warning_devices = ? WHERE id = ?',
@@ -624,8 +666,11 @@ function prepareStoreStatements(db: Database.Database) {
        GROUP BY is_warning, is_fault`,
     ),
 
-    insertFix: db.prepare<[string, number, number, number, number, string]>(
-      'INSERT OR IGNORE INTO gps_fixes (trailer_id, timestamp, lat, long, speed, heading) VALUES (?, ?, ?, ?, ?, ?)',
+    // Last received wins at one instant; an identical repeat writes nothing (and keeps its seq).
+    upsertFix: db.prepare<[string, number, number, number, number, string]>(
+      `INSERT INTO gps_fixes (trailer_id, timestamp, lat, long, speed, heading) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (trailer_id, timestamp) DO UPDATE SET lat = excluded.lat, long = excluded.long, speed = excluded.speed, heading = excluded.heading
+       WHERE (lat, long, speed, heading) IS NOT (excluded.lat, excluded.long, excluded.speed, excluded.heading)`,
     ),
     customerGps: db.prepare<TimePageParams, GpsRow & { seq: number }>(
       `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading
@@ -641,10 +686,12 @@ function prepareStoreStatements(db: Database.Database) {
     ),
     moveDeviceState: db.prepare<[number, number, string | null, number, string, number]>(
       `UPDATE devices SET is_warning = ?, is_fault = ?, position = COALESCE(?, position), last_seen_at = ?
-       WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`,
+       WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at <= ?)`,
     ),
-    insertDeviceReading: db.prepare<[string, number, string, number, number]>(
-      'INSERT OR IGNORE INTO device_readings (device_id, timestamp, metrics, is_warning, is_fault) VALUES (?, ?, ?, ?, ?)',
+    upsertDeviceReading: db.prepare<[string, number, string, number, number]>(
+      `INSERT INTO device_readings (device_id, timestamp, metrics, is_warning, is_fault) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (device_id, timestamp) DO UPDATE SET metrics = excluded.metrics, is_warning = excluded.is_warning, is_fault = excluded.is_fault
+       WHERE (metrics, is_warning, is_fault) IS NOT (excluded.metrics, excluded.is_warning, excluded.is_fault)`,
     ),
     setDeviceActive: db.prepare<[number, string]>('UPDATE devices SET active = ? WHERE id = ?'),
     deviceTrailerId: db.prepare<[string], { trailer_id: string }>('SELECT trailer_id FROM devices WHERE id = ?'),
@@ -677,13 +724,17 @@ function prepareStoreStatements(db: Database.Database) {
       `INSERT INTO cargosafe_units (id, trailer_id, serial, customer_id, created_at)
        VALUES (?, ?, ?, (SELECT f.customer_id FROM trailers t JOIN fleets f ON f.id = t.fleet_id WHERE t.id = ?), ?)`,
     ),
-    insertUnitReading: db.prepare<[string, number, number, number, number, number]>(
-      `INSERT OR IGNORE INTO cargosafe_readings (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
-       VALUES (?, ?, ?, ?, ?, ?)`,
+    upsertUnitReading: db.prepare<[string, number, number, number, number, number]>(
+      `INSERT INTO cargosafe_readings (unit_id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
+       VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (unit_id, timestamp) DO UPDATE SET door_open = excluded.door_open, load_percent = excluded.load_percent,
+         temperature_c = excluded.temperature_c, humidity_percent = excluded.humidity_percent
+       WHERE (door_open, load_percent, temperature_c, humidity_percent)
+         IS NOT (excluded.door_open, excluded.load_percent, excluded.temperature_c, excluded.humidity_percent)`,
     ),
     moveUnitLatest: db.prepare<[number, number, number, number, number, string, number]>(
       `UPDATE cargosafe_units SET last_seen_at = ?, door_open = ?, load_percent = ?, temperature_c = ?, humidity_percent = ?
-       WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at < ?)`,
+       WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at <= ?)`,
     ),
     // customer_id selects the index range; the join through fleets is what decides visibility.
     customerUnit: db.prepare<[string, string], CargosafeUnitRow>(

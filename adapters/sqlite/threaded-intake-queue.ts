@@ -6,7 +6,15 @@
  * thread's writes. While the thread is not running (starting again after a failure, or stopped),
  * enqueues are written on the main connection instead, so intake is never refused for it.
  */
-import { type EnqueueResult, type IntakeOutcome, type IntakeQueue, type IntakeRecord, type NewIntake, queuedRecord } from '../../core/intake-queue.ts';
+import {
+  type EnqueueResult,
+  type IntakeBatch,
+  type IntakeOutcome,
+  type IntakeQueue,
+  type IntakeRecord,
+  type NewIntake,
+  queuedRecord,
+} from '../../core/intake-queue.ts';
 import type { IntakeThread } from './intake-thread.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
 
@@ -74,12 +82,17 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     return this.local.get(id);
   }
 
-  claim(limit: number, now: number): Promise<IntakeRecord[]> {
-    return this.local.claim(limit, now);
+  // Batches on the main connection: only for a caller that processes here while the thread does not.
+  nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
+    return this.local.nextBatch(limit, now);
   }
 
-  settle(outcomes: readonly IntakeOutcome[]): Promise<void> {
-    return this.local.settle(outcomes);
+  commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
+    return this.local.commitBatch(batch, outcomes, now);
+  }
+
+  abandonBatch(batch: IntakeBatch): Promise<void> {
+    return this.local.abandonBatch(batch);
   }
 
   listFailed(limit: number): Promise<IntakeRecord[]> {
@@ -88,10 +101,6 @@ export class ThreadedIntakeQueue implements IntakeQueue {
 
   requeue(id: string, at: number): Promise<boolean> {
     return this.local.requeue(id, at);
-  }
-
-  recoverInFlight(): Promise<number> {
-    return this.local.recoverInFlight();
   }
 
   purgeProcessed(before: number, limit: number): Promise<number> {

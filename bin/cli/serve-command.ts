@@ -31,7 +31,6 @@ type ServeArguments = StoreArguments & {
   durability: SqliteDurability;
   workers: number;
   'redis-prefix'?: string;
-  'abandoned-check-ms'?: number;
   'product-limit': string[];
   // Keys, secrets and the audit trail (issue 17).
   'signing-key-file'?: string;
@@ -84,11 +83,6 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
       .option('redis-prefix', {
         type: 'string',
         describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
-      })
-      .option('abandoned-check-ms', {
-        type: 'number',
-        describe:
-          'With --database-url: how often, at most, this process takes over the intake that crashed processes left processing, in ms (env TRAILWIRE_ABANDONED_CHECK_MS). Default: 60000',
       })
       .option('product-limit', {
         type: 'string',
@@ -209,7 +203,6 @@ function productLimitsOf(specs: readonly string[]): Record<string, Partial<Intak
 function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
   return {
     ...backendOptionsOf(args),
-    abandonedCheckMs: args['abandoned-check-ms'],
     redisUrl: args['redis-url'] || undefined,
     redisKeyPrefix: args['redis-prefix'],
     productModules: args['product-module'],

@@ -1,28 +1,35 @@
 /**
- * The conformance suite every `IntakeQueue` passes (SQLite now, PostgreSQL later): what the 202
- * promises (a stored record with every field), idempotency keys (per partner, 24 hours, exclusive),
- * claiming (arrival order, per-VIN order, retries and processing holding a VIN back, dead letters
- * not), every settle outcome, dead letters listed and re-queued, crash recovery, purging and depth;
- * and, for a queue that several processes share, two instances claiming from one VIN's payloads at
- * once without ever running two of them together or out of order.
+ * The conformance suite every `IntakeQueue` passes (SQLite and PostgreSQL): what the 202 promises
+ * (a stored record with every field), idempotency keys (per partner, 24 hours, exclusive), batches
+ * (arrival order, per-VIN order, a retry holding its VIN's later payloads back and a dead letter
+ * not), every outcome and the status derived from it, abandoned batches, dead letters listed and
+ * re-queued, trimming and depth; and, for a log that several processes share, two instances working
+ * through one VIN's payloads at once without ever running two of them together or out of order.
  * A test file calls `runIntakeQueueConformance(...)` once per implementation, naming a reason for
  * any skipped case.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { IDEMPOTENCY_WINDOW_MS, type IntakeOutcome, type IntakeQueue, type IntakeRecord, type NewIntake } from '../../core/intake-queue.ts';
+import {
+  IDEMPOTENCY_WINDOW_MS,
+  type IntakeBatch,
+  type IntakeOutcome,
+  type IntakeQueue,
+  type IntakeRecord,
+  type NewIntake,
+} from '../../core/intake-queue.ts';
 
 export type IntakeQueueCase =
   | 'stores what it is given'
   | 'idempotency keys'
-  | 'claims in arrival order'
+  | 'batches in arrival order'
   | 'keeps each VIN in order'
-  | 'settles every outcome'
+  | 'commits every outcome'
+  | 'abandoned batches come back'
   | 'dead letters'
-  | 'recovers in-flight items'
-  | 'purges processed items'
+  | 'trims processed payloads'
   | 'concurrent enqueues'
-  | 'instances sharing a queue keep each VIN in order';
+  | 'instances sharing a log keep each VIN in order';
 
 export interface IntakeQueueConformanceOptions {
   /** Names the implementation in the test titles. */
@@ -43,6 +50,9 @@ const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const VIN_A = '1HGCM82633A004352';
 const VIN_B = '1M8GDM9AXKP042788';
 const VIN_C = '2T1BURHE0JC014709';
+
+const PROCESSED: IntakeOutcome = { kind: 'processed' };
+const HELD: IntakeOutcome = { kind: 'held' };
 
 /** Registers the suite's cases with `node:test`. */
 export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions): void {
@@ -72,8 +82,25 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
     for (const entry of items) await queue.enqueue(entry);
     return items;
   };
-  const ids = (records: IntakeRecord[]) => records.map((record) => record.id);
   const statusOf = async (queue: IntakeQueue, id: string) => (await queue.get(id))?.status;
+  /** Opens a batch and answers its ids (the batch stays open). */
+  const open = async (queue: IntakeQueue, limit: number, now: number) => {
+    const batch = await queue.nextBatch(limit, now);
+    return { batch, ids: batch ? batch.entries.map((entry) => entry.id) : [] };
+  };
+  /** Commits `batch` with outcomes given by id. */
+  const commit = (queue: IntakeQueue, batch: IntakeBatch | null, byId: Record<string, IntakeOutcome>, now = T0) => {
+    assert.ok(batch, 'a batch to commit');
+    const outcomes = new Map<number, IntakeOutcome>();
+    for (const entry of batch.entries) if (byId[entry.id]) outcomes.set(entry.seq, byId[entry.id]!);
+    return queue.commitBatch(batch, outcomes, now);
+  };
+  /** Opens a batch at `now` and commits every payload of it as processed; answers its ids. */
+  const processAll = async (queue: IntakeQueue, now = T0) => {
+    const { batch, ids } = await open(queue, 100, now);
+    if (batch) await commit(queue, batch, Object.fromEntries(ids.map((id) => [id, PROCESSED])), now);
+    return ids;
+  };
 
   describe(`IntakeQueue conformance: ${options.name}`, () => {
     caseOf('stores what it is given', async (queue) => {
@@ -85,6 +112,13 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.deepEqual(await queue.get(given.id), expected, 'read back with every field');
       assert.equal(await queue.get('no-such-intake'), null);
       assert.equal(await queue.depth(), 1);
+      const { batch } = await open(queue, 10, T0);
+      assert.deepEqual(
+        batch?.entries.map(({ seq, ...entry }) => (assert.ok(Number.isSafeInteger(seq)), entry)),
+        [{ id: given.id, partnerId: given.partnerId, product: given.product, vin: given.vin, payload: given.payload, receivedAt: T0, attempts: 0 }],
+        'handed out with every field',
+      );
+      await queue.abandonBatch(batch!);
     });
 
     caseOf('idempotency keys', async (queue) => {
@@ -93,6 +127,7 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       const repeat = await queue.enqueue(item({ idempotencyKey: 'order-7', receivedAt: T0 + IDEMPOTENCY_WINDOW_MS - 1 }));
       assert.equal(repeat.created, false);
       assert.equal(repeat.record.id, first.id, 'the original record answers');
+      assert.equal(repeat.record.payload, first.payload, 'with its payload, to compare');
       assert.equal(await queue.depth(), 1, 'nothing more is stored');
       const otherPartner = await queue.enqueue(item({ idempotencyKey: 'order-7', partnerId: 'partner-2' }));
       assert.equal(otherPartner.created, true, 'keys are per partner');
@@ -104,140 +139,136 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.equal(await queue.findByIdempotencyKey('partner-3', 'order-7', 0), null);
     });
 
-    caseOf('claims in arrival order', async (queue) => {
-      const [a, b, c, later] = await enqueueAll(queue, [
-        item({ vin: VIN_A }),
-        item({ vin: VIN_B }),
-        item({ vin: VIN_C }),
-        item({ vin: VIN_B, receivedAt: T0 + 10_000 }),
-      ]);
-      assert.deepEqual(await queue.claim(10, T0 - 1), [], 'nothing is due before it was received');
-      const claimed = await queue.claim(2, T0);
-      assert.deepEqual(ids(claimed), [a!.id, b!.id], 'oldest first, up to the limit');
-      assert.ok(claimed.every((record) => record.status === 'processing' && record.attempts === 1));
-      assert.equal(await statusOf(queue, a!.id), 'processing');
-      assert.deepEqual(ids(await queue.claim(10, T0 + 10_000)), [c!.id], 'VIN B waits for its payload in processing');
-      assert.deepEqual(await queue.claim(10, T0 + 10_000), [], 'claimed items are not handed out twice');
-      assert.equal(await queue.depth(), 4, 'processing items still count');
-      await queue.settle([{ id: b!.id, kind: 'processed', at: T0 + 1 }]);
-      assert.deepEqual(ids(await queue.claim(10, T0 + 10_000)), [later!.id]);
+    caseOf('batches in arrival order', async (queue) => {
+      const [a, b, c] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B }), item({ vin: VIN_C })]);
+      const first = await open(queue, 2, T0);
+      assert.deepEqual(first.ids, [a!.id, b!.id], 'oldest first, up to the limit');
+      const seqs = first.batch!.entries.map((entry) => entry.seq);
+      assert.ok(seqs[0]! < seqs[1]!, 'seq follows arrival');
+      assert.ok(['queued', 'processing'].includes((await statusOf(queue, a!.id))!), 'in a batch in hand: queued or processing');
+      await commit(queue, first.batch, { [a!.id]: PROCESSED, [b!.id]: PROCESSED }, T0 + 7);
+      assert.deepEqual(pick(await queue.get(a!.id)), { status: 'processed', attempts: 1, processedAt: T0 + 7, error: null, nextAttemptAt: T0 });
+      assert.equal(await statusOf(queue, c!.id), 'queued');
+      assert.equal(await queue.depth(), 1);
+      const d = item({ vin: VIN_A });
+      await queue.enqueue(d);
+      assert.deepEqual(await processAll(queue), [c!.id, d.id]);
+      assert.equal(await queue.nextBatch(10, T0), null, 'nothing left: no batch');
+      assert.equal(await queue.depth(), 0);
     });
 
     caseOf('keeps each VIN in order', async (queue) => {
       const [a1, b1, a2, a3] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B }), item({ vin: VIN_A }), item({ vin: VIN_A })]);
-      assert.deepEqual(ids(await queue.claim(10, T0)), [a1!.id, b1!.id, a2!.id, a3!.id], "several of one VIN, in the VIN's order");
-      // a1 is to be retried: a2 and a3 were not attempted (released), and all three wait for a1's retry.
-      await queue.settle([
-        { id: a1!.id, kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 },
-        { id: a2!.id, kind: 'released' },
-        { id: a3!.id, kind: 'released' },
-        { id: b1!.id, kind: 'processed', at: T0 },
-      ]);
-      const b2 = item({ vin: VIN_B });
-      await queue.enqueue(b2);
-      assert.deepEqual(ids(await queue.claim(10, T0 + 999)), [b2.id], 'VIN A waits for the retry; VIN B does not');
-      const retried = await queue.claim(10, T0 + 1000);
-      assert.deepEqual(ids(retried), [a1!.id, a2!.id, a3!.id], 'the retry comes due, and the rest of its VIN follows');
-      assert.deepEqual(
-        retried.map((record) => record.attempts),
-        [2, 1, 1],
-        'a released item did not spend an attempt',
-      );
+      const first = await open(queue, 10, T0);
+      assert.deepEqual(first.ids, [a1!.id, b1!.id, a2!.id, a3!.id], "several of one VIN, in the VIN's order");
+      // a1 is to be retried: a2 is held behind it, and a3, without an outcome, is held too.
+      await commit(queue, first.batch, { [a1!.id]: { kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 }, [a2!.id]: HELD, [b1!.id]: PROCESSED });
+      assert.deepEqual(pick(await queue.get(a1!.id)), { status: 'queued', attempts: 1, processedAt: null, error: 'boom', nextAttemptAt: T0 + 1000 });
+      assert.deepEqual(pick(await queue.get(a3!.id)), { status: 'queued', attempts: 0, processedAt: null, error: null, nextAttemptAt: T0 });
+      assert.equal(await queue.depth(), 3);
+      const [a4, b2] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B })]);
+      const early = await open(queue, 10, T0 + 999);
+      assert.deepEqual(early.ids, [b2!.id], 'VIN A waits for the retry, also with its newer payload; VIN B does not');
+      await commit(queue, early.batch, { [b2!.id]: PROCESSED });
+      assert.equal(await statusOf(queue, a4!.id), 'queued', 'the payload behind the retry is not processed');
+      const due = await open(queue, 10, T0 + 1000);
+      assert.deepEqual(due.ids, [a1!.id, a2!.id, a3!.id, a4!.id], 'the retry comes due, and the rest of its VIN follows in order');
+      assert.deepEqual(due.batch!.entries.map((entry) => entry.attempts), [1, 0, 0, 0], 'a held payload spent no attempt');
       // A dead letter no longer holds its VIN back.
-      await queue.settle([
-        { id: a1!.id, kind: 'failed', error: 'still boom', at: T0 + 1000 },
-        { id: a2!.id, kind: 'released' },
-        { id: a3!.id, kind: 'released' },
-      ]);
-      assert.deepEqual(ids(await queue.claim(10, T0 + 1000)), [a2!.id, a3!.id]);
+      await commit(queue, due.batch, { [a1!.id]: { kind: 'failed', error: 'still boom' } }, T0 + 1000);
+      assert.equal(await statusOf(queue, a1!.id), 'failed');
+      assert.deepEqual(await processAll(queue, T0 + 1000), [a2!.id, a3!.id, a4!.id]);
+      assert.equal(await statusOf(queue, a4!.id), 'processed');
+      assert.equal(await queue.depth(), 0);
     });
 
-    caseOf('settles every outcome', async (queue) => {
+    caseOf('commits every outcome', async (queue) => {
       const [p, r, f] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B }), item({ vin: VIN_C })]);
-      await queue.claim(10, T0);
-      await queue.settle([
-        { id: p!.id, kind: 'processed', at: T0 + 5 },
-        { id: r!.id, kind: 'retry', error: 'transient', nextAttemptAt: T0 + 2000 },
-        { id: f!.id, kind: 'failed', error: 'poison', at: T0 + 6 },
-      ]);
+      const { batch } = await open(queue, 10, T0);
+      await commit(queue, batch, { [p!.id]: PROCESSED, [r!.id]: { kind: 'retry', error: 'transient', nextAttemptAt: T0 + 2000 }, [f!.id]: { kind: 'failed', error: 'poison' } }, T0 + 5);
       assert.deepEqual(pick(await queue.get(p!.id)), { status: 'processed', attempts: 1, processedAt: T0 + 5, error: null, nextAttemptAt: T0 });
       assert.deepEqual(pick(await queue.get(r!.id)), { status: 'queued', attempts: 1, processedAt: null, error: 'transient', nextAttemptAt: T0 + 2000 });
-      assert.deepEqual(pick(await queue.get(f!.id)), { status: 'failed', attempts: 1, processedAt: T0 + 6, error: 'poison', nextAttemptAt: T0 });
+      assert.deepEqual(pick(await queue.get(f!.id)), { status: 'failed', attempts: 1, processedAt: T0 + 5, error: 'poison', nextAttemptAt: T0 });
       assert.equal(await queue.depth(), 1, 'only the retry is still to do');
-      // Outcomes of items that are not (or no longer) processing change nothing.
-      await queue.settle([
-        { id: p!.id, kind: 'retry', error: 'late', nextAttemptAt: T0 },
-        { id: r!.id, kind: 'processed', at: T0 },
-        { id: 'no-such-intake', kind: 'failed', error: 'x', at: T0 },
-      ]);
-      assert.equal(await statusOf(queue, p!.id), 'processed');
-      assert.equal(await statusOf(queue, r!.id), 'queued');
-      await queue.settle([]);
+      assert.equal(await queue.nextBatch(10, T0 + 1999), null, 'the retry is not due yet');
+      const retry = await open(queue, 10, T0 + 2000);
+      assert.deepEqual(retry.ids, [r!.id]);
+      await commit(queue, retry.batch, { [r!.id]: PROCESSED }, T0 + 2001);
+      assert.deepEqual(pick(await queue.get(r!.id)), { status: 'processed', attempts: 2, processedAt: T0 + 2001, error: null, nextAttemptAt: T0 + 2000 });
+      assert.equal(await queue.depth(), 0);
+    });
+
+    caseOf('abandoned batches come back', async (queue) => {
+      const [a, b] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B })]);
+      const first = await open(queue, 1, T0);
+      assert.deepEqual(first.ids, [a!.id]);
+      await queue.abandonBatch(first.batch!);
+      assert.equal(await statusOf(queue, a!.id), 'queued');
+      const again = await open(queue, 10, T0);
+      assert.deepEqual(again.ids, [a!.id, b!.id], 'handed out again, still first');
+      assert.equal(again.batch!.entries[0]!.attempts, 0, 'the abandoned attempt is not counted');
+      await queue.abandonBatch(again.batch!);
+      assert.deepEqual(await processAll(queue), [a!.id, b!.id]);
     });
 
     caseOf('dead letters', async (queue) => {
       const [first, second, ok] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B }), item({ vin: VIN_C })]);
-      await queue.claim(10, T0);
-      await queue.settle([
-        { id: second!.id, kind: 'failed', error: 'two', at: T0 + 2 },
-        { id: first!.id, kind: 'failed', error: 'one', at: T0 + 3 },
-        { id: ok!.id, kind: 'processed', at: T0 + 3 },
-      ]);
-      assert.deepEqual(ids(await queue.listFailed(10)), [first!.id, second!.id], 'oldest (by arrival) first');
-      assert.deepEqual(ids(await queue.listFailed(1)), [first!.id]);
+      const { batch } = await open(queue, 10, T0);
+      await commit(queue, batch, { [second!.id]: { kind: 'failed', error: 'two' }, [first!.id]: { kind: 'failed', error: 'one' }, [ok!.id]: PROCESSED }, T0 + 3);
+      assert.deepEqual((await queue.listFailed(10)).map((record) => record.id), [first!.id, second!.id], 'oldest (by arrival) first');
+      const [listed] = await queue.listFailed(1);
+      assert.deepEqual(pick(listed ?? null), { status: 'failed', attempts: 1, processedAt: T0 + 3, error: 'one', nextAttemptAt: T0 });
+      assert.equal(listed!.payload, first!.payload, 'with its payload');
       assert.equal(await queue.requeue(first!.id, T0 + 5000), true);
       assert.deepEqual(pick(await queue.get(first!.id)), { status: 'queued', attempts: 0, processedAt: null, error: 'one', nextAttemptAt: T0 + 5000 });
       assert.equal(await queue.requeue(first!.id, T0 + 5000), false, 'only a failed item re-queues');
       assert.equal(await queue.requeue(ok!.id, T0), false);
       assert.equal(await queue.requeue('no-such-intake', T0), false);
-      assert.deepEqual(await queue.claim(10, T0 + 4999), []);
-      assert.deepEqual(ids(await queue.claim(10, T0 + 5000)), [first!.id]);
-      assert.deepEqual(ids(await queue.listFailed(10)), [second!.id]);
+      assert.equal(await queue.depth(), 1);
+      assert.equal(await queue.nextBatch(10, T0 + 4999), null);
+      assert.deepEqual(await processAll(queue, T0 + 5000), [first!.id]);
+      assert.equal(await statusOf(queue, first!.id), 'processed');
+      assert.deepEqual((await queue.listFailed(10)).map((record) => record.id), [second!.id]);
     });
 
-    caseOf('recovers in-flight items', async (queue) => {
-      const [a, b] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B })]);
-      await queue.claim(1, T0);
-      assert.equal(await queue.recoverInFlight(), 1);
-      assert.equal(await statusOf(queue, a!.id), 'queued');
-      assert.deepEqual(ids(await queue.claim(10, T0)), [a!.id, b!.id], 'taken up again, still first');
-      assert.equal((await queue.get(a!.id))?.attempts, 2, 'the interrupted attempt counts');
-      assert.equal(await queue.recoverInFlight(), 2);
-      assert.equal(await queue.recoverInFlight(), 0);
-    });
-
-    caseOf('purges processed items', async (queue) => {
-      const [old1, old2, recent, failed, queued] = await enqueueAll(queue, [
+    caseOf('trims processed payloads', async (queue) => {
+      const [old1, old2, recent, failed, retried, queued] = await enqueueAll(queue, [
         item({ vin: VIN_A }),
         item({ vin: VIN_B }),
         item({ vin: VIN_C }),
         item({ vin: VIN_A, receivedAt: T0 + 1 }),
         item({ vin: VIN_B, receivedAt: T0 + 1 }),
+        item({ vin: VIN_C, receivedAt: T0 + 1 }),
       ]);
-      await queue.claim(3, T0);
-      await queue.settle([
-        { id: old1!.id, kind: 'processed', at: T0 + 10 },
-        { id: old2!.id, kind: 'processed', at: T0 + 20 },
-        { id: recent!.id, kind: 'processed', at: T0 + 30 },
-      ]);
-      await queue.claim(1, T0 + 1);
-      await queue.settle([{ id: failed!.id, kind: 'failed', error: 'x', at: T0 + 1 }]);
+      const one = await open(queue, 2, T0);
+      await commit(queue, one.batch, { [old1!.id]: PROCESSED, [old2!.id]: PROCESSED }, T0 + 10);
+      const two = await open(queue, 3, T0 + 1);
+      assert.deepEqual(two.ids, [recent!.id, failed!.id, retried!.id]);
+      await commit(queue, two.batch, { [recent!.id]: PROCESSED, [failed!.id]: { kind: 'failed', error: 'x' }, [retried!.id]: { kind: 'retry', error: 'y', nextAttemptAt: T0 + 99_999 } }, T0 + 30);
       assert.equal(await queue.purgeProcessed(T0 + 30, 1), 1, 'at most the limit');
       assert.equal(await queue.purgeProcessed(T0 + 30, 10), 1);
       assert.equal(await queue.purgeProcessed(T0 + 30, 10), 0);
       assert.equal(await queue.get(old1!.id), null);
       assert.equal(await queue.get(old2!.id), null);
       assert.equal(await statusOf(queue, recent!.id), 'processed', 'processed at the cut-off: kept');
-      assert.equal(await statusOf(queue, failed!.id), 'failed', 'dead letters are never purged');
-      assert.equal(await statusOf(queue, queued!.id), 'queued');
+      assert.equal(await statusOf(queue, failed!.id), 'failed', 'dead letters are never trimmed');
+      assert.equal(await queue.purgeProcessed(T0 + 1_000_000, 10), 1, 'only the processed one of the newer batch');
+      assert.equal(await statusOf(queue, failed!.id), 'failed');
+      assert.equal(await statusOf(queue, retried!.id), 'queued', 'nor retries');
+      assert.equal(await statusOf(queue, queued!.id), 'queued', 'nor what is still to do');
+      assert.deepEqual(await processAll(queue, T0 + 99_999), [retried!.id, queued!.id]);
+      const fresh = item({ vin: VIN_A, receivedAt: T0 + 2 });
+      await queue.enqueue(fresh);
+      assert.equal(await statusOf(queue, fresh.id), 'queued', 'a payload after a trim is queued, not taken for processed');
+      assert.deepEqual(await processAll(queue, T0 + 99_999), [fresh.id]);
     });
 
-    const sharing: IntakeQueueCase = 'instances sharing a queue keep each VIN in order';
+    const sharing: IntakeQueueCase = 'instances sharing a log keep each VIN in order';
     const sharingSkip = options.skip?.[sharing] ?? (options.openSharedQueues ? false : 'this runner gives no openSharedQueues (a second instance on the same queue)');
     it(sharing, { skip: sharingSkip }, async () => {
       const { queues, close } = await options.openSharedQueues!();
       try {
-        await claimConcurrently(queues, item);
+        await processConcurrently(queues, item);
       } finally {
         await close();
       }
@@ -250,21 +281,19 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       const original = results.slice(0, 10).find((result) => result.created)!.record.id;
       assert.ok(results.slice(0, 10).every((result) => result.record.id === original), 'the other nine answer that one');
       assert.equal(await queue.depth(), 41);
-      const claimed = await queue.claim(100, T0);
-      assert.deepEqual(ids(claimed).sort(), [original, ...ids(results.slice(10).map((result) => result.record))].sort());
+      assert.deepEqual((await processAll(queue)).sort(), [original, ...results.slice(10).map((result) => result.record.id)].sort());
     });
   });
 }
 
 /**
- * Two claimers per instance work through three VINs' payloads at once, like workers in two
- * processes: each claims two, works through them in claim order, retries some once (sending the
- * VIN's later payloads of that claim back), settles, and yields before its next claim. Every payload is started only when it is
- * the next unprocessed one of its VIN and no other payload of its VIN is being worked on anywhere.
- * A claim sees another's settle only after that settle committed, which is after its work ended, so
- * the check has no false alarms.
+ * Two workers per instance work through three VINs' payloads at once, like workers in two
+ * processes: each opens batches of two, works through them in order, retries some once (holding the
+ * VIN's later payloads of that batch), commits, and yields before its next batch. Every payload is
+ * started only when it is the next unprocessed one of its VIN and no other payload of its VIN is
+ * being worked on anywhere.
  */
-async function claimConcurrently(queues: readonly [IntakeQueue, IntakeQueue], item: (overrides: Partial<NewIntake>) => NewIntake): Promise<void> {
+async function processConcurrently(queues: readonly [IntakeQueue, IntakeQueue], item: (overrides: Partial<NewIntake>) => NewIntake): Promise<void> {
   const vins = [VIN_A, VIN_B, VIN_C];
   const items = Array.from({ length: 60 }, (_, i) => item({ vin: vins[i % vins.length]! }));
   // One at a time, alternating instances: arrival order is the order given.
@@ -273,61 +302,60 @@ async function claimConcurrently(queues: readonly [IntakeQueue, IntakeQueue], it
   const processed = new Map<string, string[]>(vins.map((vin) => [vin, []]));
   const working = new Map<string, string>();
   const retryOnce = new Set(items.filter((_, i) => i % 7 === 3).map((entry) => entry.id));
-  const claimedBy = new Set<number>();
+  const batchedBy = new Set<number>();
   const violations: string[] = [];
   let remaining = items.length;
-  let emptyClaims = 0;
+  let emptyBatches = 0;
   let turn = 0;
-  /** Yields to the other claimers a varying number of times (their claims and settles run meanwhile). */
+  /** Yields to the other workers a varying number of times (their batches run meanwhile). */
   const interleave = async () => {
     for (let i = turn++ % 3; i >= 0; i--) await new Promise((resolve) => setImmediate(resolve));
   };
 
-  const claimer = async (instance: 0 | 1) => {
+  const worker = async (instance: 0 | 1) => {
     const queue = queues[instance];
     while (remaining > 0) {
-      // Two at a time, so a claim leaves a VIN for the others.
-      const claimed = await queue.claim(2, T0);
-      if (claimed.length === 0) {
-        if (++emptyClaims > 20_000) throw new Error(`no progress: ${remaining} payloads never came out of the queue`);
+      const batch = await queue.nextBatch(2, T0);
+      if (!batch) {
+        if (++emptyBatches > 20_000) throw new Error(`no progress: ${remaining} payloads never came out of the queue`);
         await interleave();
         continue;
       }
-      claimedBy.add(instance);
-      const outcomes: IntakeOutcome[] = [];
+      batchedBy.add(instance);
+      const outcomes = new Map<number, IntakeOutcome>();
       const held = new Set<string>();
-      for (const record of claimed) {
-        if (held.has(record.vin)) {
-          outcomes.push({ id: record.id, kind: 'released' });
-          continue;
+      for (const entry of batch.entries) {
+        if (held.has(entry.vin)) continue;
+        // Several of one VIN in this batch come one after another; another batch's is a violation.
+        const other = working.get(entry.vin);
+        if (other !== undefined && !batch.entries.some((mine) => mine.id === other)) {
+          violations.push(`${entry.id} started while ${other} of its VIN was being worked on`);
         }
-        const other = working.get(record.vin);
-        if (other !== undefined) violations.push(`${record.id} started while ${other} of its VIN was being worked on`);
-        const done = processed.get(record.vin)!;
-        const expected = order.get(record.vin)![done.length];
-        if (record.id !== expected) violations.push(`${record.id} started before ${expected}, an earlier payload of its VIN`);
-        working.set(record.vin, record.id);
+        const done = processed.get(entry.vin)!;
+        const expected = order.get(entry.vin)![done.length];
+        if (entry.id !== expected) violations.push(`${entry.id} started before ${expected}, an earlier payload of its VIN`);
+        working.set(entry.vin, entry.id);
         await interleave();
-        working.delete(record.vin);
-        if (retryOnce.delete(record.id)) {
-          outcomes.push({ id: record.id, kind: 'retry', error: 'once', nextAttemptAt: T0 });
-          held.add(record.vin);
+        if (retryOnce.delete(entry.id)) {
+          outcomes.set(entry.seq, { kind: 'retry', error: 'once', nextAttemptAt: T0 });
+          held.add(entry.vin);
         } else {
-          done.push(record.id);
-          remaining--;
-          outcomes.push({ id: record.id, kind: 'processed', at: T0 });
+          done.push(entry.id);
+          outcomes.set(entry.seq, PROCESSED);
         }
       }
-      await queue.settle(outcomes);
-      // As the worker does between rounds.
+      await queue.commitBatch(batch, outcomes, T0);
+      // Only once committed may another batch hand out the VIN's next payload.
+      for (const entry of batch.entries) if (working.get(entry.vin) === entry.id) working.delete(entry.vin);
+      remaining = items.length - [...processed.values()].reduce((sum, ids) => sum + ids.length, 0);
       await interleave();
     }
   };
 
-  await Promise.all([claimer(0), claimer(1), claimer(0), claimer(1)]);
+  await Promise.all([worker(0), worker(1), worker(0), worker(1)]);
   assert.deepEqual(violations, []);
   assert.deepEqual(processed, order, "every payload processed once, in its VIN's order");
-  assert.deepEqual([...claimedBy].sort(), [0, 1], 'both instances took part');
+  assert.deepEqual([...batchedBy].sort(), [0, 1], 'both instances took part');
   for (const queue of queues) assert.equal(await queue.depth(), 0);
   for (const entry of items) assert.equal((await queues[1].get(entry.id))?.status, 'processed');
   assert.equal((await queues[0].get(items[3]!.id))?.attempts, 2, 'a retried payload was attempted twice');

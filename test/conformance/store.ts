@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import type { CanonicalCargosafeReading, CanonicalDeviceReading, CanonicalTelemetry } from '../../core/canonical.ts';
+import { type CanonicalCargosafeReading, type CanonicalDeviceReading, type CanonicalTelemetry, MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { Customer, DeviceState, Fleet, GpsFix, Trailer } from '../../core/model.ts';
 import type { AppliedTelemetry, TimeKey, TimePageQuery, TrailwireStore } from '../../core/store.ts';
@@ -720,16 +720,31 @@ const STORE_CASES: StoreCase[] = [
   },
   {
     group: 'time paging',
-    name: 'records of one source share no timestamp: a repeat keeps the first record',
+    name: 'records of one source share no timestamp: a second reading at the same instant replaces the first',
     async run(store) {
-      // Readings are unique per (source, timestamp), which is what makes a retried payload harmless;
-      // so within one list the order of equal timestamps never arises, and the first write wins.
+      // Readings are unique per (source, timestamp), so within one list the order of equal
+      // timestamps never arises. Last received wins (a correction); an identical repeat changes nothing.
       const { customer, trailer } = await customerWithTrailer(store);
       await apply(store, trailer.vin, T0, { gps: [fix(T0, 10), fix(T0, 20), fix(T0 + SECOND, 30)] });
       await apply(store, trailer.vin, T0, { gps: [fix(T0, 40)] });
       const gps = await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 });
-      assert.deepEqual(gps.map((row) => row.record.lat), [10, 30]);
+      assert.deepEqual(gps.map((row) => row.record.lat), [40, 30]);
       assertKeysAscend(gps.map((row) => row.key));
+      await apply(store, trailer.vin, T0, { gps: [fix(T0 + SECOND, 30)] });
+      assert.deepEqual(await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 }), gps, 'an identical repeat changes nothing');
+
+      await apply(store, trailer.vin, T0, { devices: [tire('A', T0, OK)], cargosafe: [cargo('C1', T0, 10)] });
+      await apply(store, trailer.vin, T0, { devices: [tire('A', T0, FAULT)], cargosafe: [cargo('C1', T0, 90)] });
+      const [device] = await store.listDevices(customer.id, trailer.id, { limit: 10, activeOnly: false, staleBefore: 0 });
+      const readings = await store.listDeviceReadings(customer.id, device!.id, { ...ALL_TIME, limit: 10 });
+      assert.deepEqual(readings.map((row) => row.record.state), [FAULT], 'the device reading is replaced');
+      assert.deepEqual([device!.state.isFault, (await store.getTrailer(customer.id, trailer.id))?.statusName], [true, 'Faulted'], 'and so is its state');
+      const [unit] = await store.listCargosafe(customer.id, { limit: 10 });
+      assert.deepEqual(
+        (await store.listCargosafeReadings(customer.id, unit!.id, { ...ALL_TIME, limit: 10 })).map((row) => row.record.loadPercent),
+        [90],
+      );
+      assert.equal(unit!.latest?.loadPercent, 90);
     },
   },
   {
@@ -786,16 +801,16 @@ const STORE_CASES: StoreCase[] = [
   },
   {
     group: 'applyTelemetry',
-    name: "the trailer's latest fix only moves forward",
+    name: "the trailer's latest fix never moves back",
     async run(store) {
       const { customer, trailer } = await customerWithTrailer(store);
-      let applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 2 * MINUTE, 2), fix(T0 + 3 * MINUTE, 3), fix(T0 + MINUTE, 1)] });
+      let applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + 2 * MINUTE, 2), fix(T0 + 3 * MINUTE, 3), fix(T0 + MINUTE, 1)] });
       assert.deepEqual(applied.trailer.telemetry, fix(T0 + 3 * MINUTE, 3), 'the newest fix of the batch, wherever it sits');
-      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0, 0)] });
+      applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0, 0)] });
       assert.deepEqual(applied.trailer.telemetry, fix(T0 + 3 * MINUTE, 3), 'an older fix is stored but does not move it back');
-      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 3 * MINUTE, 99)] });
-      assert.equal(applied.trailer.telemetry?.lat, 3, 'a repeated timestamp does not replace it');
-      applied = await apply(store, trailer.vin, T0, { gps: [fix(T0 + 9 * MINUTE, 9)] });
+      applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + 3 * MINUTE, 99)] });
+      assert.equal(applied.trailer.telemetry?.lat, 99, 'a second fix at the same instant replaces it (last received wins)');
+      applied = await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + 9 * MINUTE, 9)] });
       assert.deepEqual(applied.trailer.telemetry, fix(T0 + 9 * MINUTE, 9));
       assert.deepEqual((await store.getTrailer(customer.id, trailer.id))?.telemetry, fix(T0 + 9 * MINUTE, 9));
       assert.equal((await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 })).length, 5);
@@ -872,6 +887,56 @@ const STORE_CASES: StoreCase[] = [
       assert.deepEqual([switched?.statusName, switched?.faultedDevices, switched?.warningDevices, switched?.statusDate], ['Warning', 0, 1, T0 + 5]);
       const after = await apply(store, trailer.vin, T0 + 6, { devices: [tire('B', T0 + 6, WARNING)] });
       assert.deepEqual([after.trailer.statusName, after.trailer.faultedDevices, after.trailer.warningDevices, after.trailer.statusDate], ['Warning', 0, 1, T0 + 5]);
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: 'a reading dated beyond the allowed lead is stored but never becomes a latest state',
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const at = T0 + HOUR;
+      const beyond = at + MAX_READING_LEAD_MS + SECOND;
+      let applied = await apply(store, trailer.vin, at, { gps: [fix(beyond, 1)], devices: [tire('A', beyond, FAULT)], cargosafe: [cargo('C1', beyond, 77)] });
+      assert.equal(applied.trailer.telemetry, null, 'a fix from the future is not the latest');
+      assert.equal(applied.trailer.statusName, 'OK', "a device reading from the future does not set the device's state");
+      const [unit] = await store.listCargosafe(customer.id, { limit: 10 });
+      assert.equal(unit?.latest ?? null, null, "nor a unit's latest reading");
+      assert.equal((await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 })).length, 1, 'the reading itself is kept');
+      applied = await apply(store, trailer.vin, at, { gps: [fix(at + MAX_READING_LEAD_MS, 2)] });
+      assert.deepEqual(applied.trailer.telemetry, fix(at + MAX_READING_LEAD_MS, 2), 'exactly the allowed lead is fine');
+      applied = await apply(store, trailer.vin, at + 2 * MINUTE, { gps: [fix(at + 2 * MINUTE, 3)] });
+      assert.equal(applied.trailer.telemetry?.lat, 2, 'and it still never moves back');
+    },
+  },
+  {
+    group: 'applyTelemetry',
+    name: "applyTelemetryBatch writes many VINs in one go, each in order, and answers each trailer's state after it",
+    async run(store) {
+      const { customer, trailer } = await customerWithTrailer(store);
+      const unknownVin = vin();
+      const item = (vinOf: string, parts: Partial<CanonicalTelemetry>) => ({ vin: vinOf, at: T0 + HOUR, telemetry: telemetry(parts) });
+      const applied = await store.applyTelemetryBatch([
+        item(trailer.vin, { gps: [fix(T0 + MINUTE, 1)] }),
+        item(unknownVin, { gps: [fix(T0 + MINUTE, 5)] }),
+        item(trailer.vin, { gps: [fix(T0 + 2 * MINUTE, 2)], devices: [tire('A', T0 + 2 * MINUTE, WARNING)] }),
+        item(trailer.vin, { gps: [fix(T0 + 2 * MINUTE, 3)] }),
+        item(unknownVin, { devices: [tire('B', T0, FAULT)] }),
+      ]);
+      assert.deepEqual([...applied.keys()].sort(), [trailer.vin, unknownVin].sort(), 'one answer per VIN');
+      const known = applied.get(trailer.vin)!;
+      assert.deepEqual([known.createdTrailer, known.trailer.telemetry, known.trailer.statusName, known.fleet?.id], [false, fix(T0 + 2 * MINUTE, 3), 'Warning', trailer.fleetId]);
+      const created = applied.get(unknownVin)!;
+      assert.deepEqual([created.createdTrailer, created.fleet, created.trailer.telemetry?.lat, created.trailer.statusName], [true, null, 5, 'Faulted']);
+      assert.deepEqual((await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 })).map((row) => row.record.lat), [1, 3]);
+      assert.deepEqual(await store.findTrailerByVin(unknownVin), created.trailer);
+      assert.deepEqual(await store.applyTelemetryBatch([]), new Map());
+
+      // All or nothing: an item that cannot be written fails the batch, and nothing of it stays.
+      const otherVin = vin();
+      const unwritable = { ...tire('C', T0, OK), metrics: { pressurePsi: 10n as unknown as number } };
+      await assert.rejects(store.applyTelemetryBatch([item(otherVin, { gps: [fix(T0, 7)] }), item(trailer.vin, { devices: [unwritable] })]));
+      assert.equal(await store.findTrailerByVin(otherVin), null, 'the first item is rolled back too');
+      assert.equal((await store.getTrailer(customer.id, trailer.id))?.telemetry?.lat, 3);
     },
   },
   {

@@ -1,8 +1,9 @@
 /**
- * The intake worker over a real (in-memory SQLite) store and queue, with a manual clock: what it
- * writes and publishes, per-VIN order, retries with backoff, dead letters and the payloads they no
- * longer hold back, rounds as units of work (and rounds that fail), rounds ended early, settles that
- * fail, the concurrency bound, stopping, crash recovery, purging and option checks.
+ * The intake worker over a real (in-memory SQLite) store and log, with a manual clock: what it
+ * writes and publishes (one update per changed trailer per batch), per-VIN order, retries with
+ * backoff, dead letters and the payloads they no longer hold back, payloads dated in the future,
+ * batches that fail as a whole and batches where one payload cannot be written, stopping, wake-ups,
+ * trimming and option checks.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -10,6 +11,7 @@ import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore, type SqliteStore } from '../../adapters/sqlite/index.ts';
 import { ManualClock } from '../../core/clock.ts';
 import type { IntakeQueue, IntakeRecord } from '../../core/intake-queue.ts';
+import { MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { defineProduct } from '../../core/products.ts';
@@ -92,7 +94,7 @@ async function fleetTrailer(trailwire: Trailwire, vin: string) {
 }
 
 describe('IntakeWorker', () => {
-  it('writes each payload, marks it processed and publishes trailers of a fleet, each VIN in arrival order', async () => {
+  it('writes each payload, marks it processed and publishes the latest state of each changed fleet trailer once per batch', async () => {
     const s = await setup();
     const owned = uniqueVin();
     const unassigned = uniqueVin();
@@ -112,11 +114,8 @@ describe('IntakeWorker', () => {
     }
     assert.deepEqual(
       s.events.map((event) => [event.customerId, event.fleet.id, event.trailer.vin, event.trailer.telemetry?.timestamp]),
-      [
-        [customerId, fleet.id, owned, T0],
-        [customerId, fleet.id, owned, T0 + 2000],
-      ],
-      'one update per payload of the fleet trailer, in order; none for the unassigned VIN',
+      [[customerId, fleet.id, owned, T0 + 2000]],
+      "one update for the fleet trailer, with its state after the batch (its VIN's payloads applied in order); none for the unassigned VIN",
     );
     assert.equal((await s.store.findTrailerByVin(unassigned))?.fleetId, null, 'the unknown VIN became an unassigned trailer');
     assert.deepEqual(s.worker.counts, { processed: 3, failed: 0 });
@@ -125,15 +124,18 @@ describe('IntakeWorker', () => {
   });
 
   it('retries with exponential backoff, then dead-letters with the reason; the VIN waits meanwhile, then moves on', async () => {
-    const attempts: boolean[] = [];
-    const s = await setup({ onAttemptFailed: (_record, _error, deadLettered) => void attempts.push(deadLettered) }, { maxAttempts: 3 });
+    const attempts: Array<[number, boolean]> = [];
+    const s = await setup({ onAttemptFailed: (_entry, attempt, _error, deadLettered) => void attempts.push([attempt, deadLettered]) }, { maxAttempts: 3 });
     control.failing = true;
     const vin = uniqueVin();
     const bad = await s.send(vin, { n: 1 });
     const good = await s.send(vin, { n: 0 });
     await s.worker.drainDue();
     assert.deepEqual(await pick(s, bad), { status: 'queued', attempts: 1, nextAttemptAt: T0 + 1000, error: 'product "flaky" failed to transform the payload: flaky refuses 1' });
-    assert.deepEqual(await pick(s, good), { status: 'queued', attempts: 0, nextAttemptAt: T0, error: null }, 'released untried behind it');
+    assert.deepEqual(await pick(s, good), { status: 'queued', attempts: 0, nextAttemptAt: T0, error: null }, 'held untried behind it');
+    const later = await s.send(vin, { n: 0 });
+    await s.worker.drainDue();
+    assert.equal((await s.statusOf(later)).status, 'queued', 'a newer payload of the VIN waits too');
     s.clock.advance(999);
     assert.equal(await s.worker.drainDue(), 0, 'not before the backoff');
     s.clock.advance(1);
@@ -146,58 +148,81 @@ describe('IntakeWorker', () => {
     assert.equal(dead.attempts, 3);
     assert.match(dead.error!, /flaky refuses 1/);
     assert.equal((await s.statusOf(good)).status, 'processed', 'the dead letter holds the VIN back no more');
-    assert.deepEqual(attempts, [false, false, true]);
-    assert.deepEqual(s.worker.counts, { processed: 1, failed: 1 });
-    assert.deepEqual(
-      (await s.queue.listFailed(10)).map((record) => record.id),
-      [bad],
-    );
+    assert.equal((await s.statusOf(later)).status, 'processed');
+    assert.deepEqual(attempts, [[1, false], [2, false], [3, true]]);
+    assert.deepEqual(s.worker.counts, { processed: 2, failed: 1 });
+    assert.deepEqual((await s.queue.listFailed(10)).map((record) => record.id), [bad]);
     await s.close();
   });
 
-  it('runs each round in the unit of work; a round that fails as a whole publishes and counts nothing and is claimed again', async () => {
-    let failNext = true;
-    const s = await setup({
-      unitOfWork: async (round) => {
-        s.store.db.exec('BEGIN IMMEDIATE');
-        try {
-          const result = await round();
-          if (failNext) throw new Error('disk full');
-          s.store.db.exec('COMMIT');
-          return result;
-        } catch (error) {
-          s.store.db.exec('ROLLBACK');
-          throw error;
+  it('dead-letters at once a payload its transform dates more than the allowed lead after it was received', async () => {
+    const s = await setup({}, { maxAttempts: 5 });
+    control.failing = false;
+    const vin = uniqueVin();
+    const future = await s.send(vin, { n: MAX_READING_LEAD_MS + 1000 });
+    const onTime = await s.send(vin, { n: MAX_READING_LEAD_MS });
+    await s.worker.drainDue();
+    const dead = await s.statusOf(future);
+    assert.deepEqual([dead.status, dead.attempts], ['failed', 1], 'a retry cannot fix a clock');
+    assert.match(dead.error!, /more than 5 minutes after the payload was received/);
+    assert.equal((await s.statusOf(onTime)).status, 'processed', 'exactly the allowed lead is fine');
+    assert.equal((await s.store.findTrailerByVin(vin))?.telemetry?.timestamp, T0 + MAX_READING_LEAD_MS);
+    control.failing = true;
+    await s.close();
+  });
+
+  it('a batch that fails as a whole is abandoned: nothing written, published or counted, and it is handed out again', async () => {
+    let failCommit = true;
+    const base = await setup();
+    const queue = wrapQueue(base.queue, {
+      commitBatch: async (...args) => {
+        if (failCommit) {
+          failCommit = false;
+          throw new Error('disk full');
         }
+        return base.queue.commitBatch(...args);
       },
     });
+    const events: LiveTrailerEvent[] = [];
+    const worker = new IntakeWorker({ queue, store: base.store, products: base.trailwire.products, clock: base.clock, publish: (event) => void events.push(event) });
     const vin = uniqueVin();
-    await fleetTrailer(s.trailwire, vin);
-    const id = await s.send(vin, { n: 0 });
-    await assert.rejects(s.worker.drainDue(), /disk full/);
-    assert.deepEqual(await pick(s, id), { status: 'queued', attempts: 0, nextAttemptAt: T0, error: null }, 'the claim was rolled back too');
-    assert.equal((await s.store.findTrailerByVin(vin))?.telemetry, null, 'and the write');
-    assert.deepEqual(s.events, []);
-    assert.deepEqual(s.worker.counts, { processed: 0, failed: 0 });
-    failNext = false;
-    assert.equal(await s.worker.drainDue(), 1);
-    assert.equal((await s.statusOf(id)).status, 'processed');
-    assert.equal(s.events.length, 1);
-    await s.close();
+    await fleetTrailer(base.trailwire, vin);
+    const id = await base.send(vin, { n: 0 });
+    await assert.rejects(worker.drainDue(), /disk full/);
+    assert.deepEqual(await pick(base, id), { status: 'queued', attempts: 0, nextAttemptAt: T0, error: null });
+    assert.equal((await base.store.findTrailerByVin(vin))?.telemetry, null, 'the write was rolled back with the batch');
+    assert.deepEqual(events, []);
+    assert.deepEqual(worker.counts, { processed: 0, failed: 0 });
+    assert.equal(await worker.drainDue(), 1);
+    assert.deepEqual(await pick(base, id), { status: 'processed', attempts: 1, nextAttemptAt: T0, error: null });
+    assert.equal(events.length, 1);
+    await base.close();
   });
 
-  it('ends a round early when asked to yield, sending its untried payloads back to the queue', async () => {
-    let asked = 0;
-    const rounds: unknown[] = [];
-    const s = await setup({ shouldYield: () => ++asked > 1 && asked <= 3, onRound: (summary) => void rounds.push(summary) });
-    const ids = [await s.send(uniqueVin(), { n: 0 }), await s.send(uniqueVin(), { n: 0 }), await s.send(uniqueVin(), { n: 0 })];
-    assert.equal(await s.worker.drainDue(), 5);
-    assert.deepEqual(rounds, [
-      { claimed: 3, processed: 1, retried: 2, failed: 0 },
-      { claimed: 2, processed: 2, retried: 0, failed: 0 },
-    ]);
-    for (const id of ids) assert.equal((await s.statusOf(id)).attempts, 1, 'a payload sent back did not spend an attempt');
-    await s.close();
+  it('finds the one payload a batch cannot write: the others are processed, it is retried and its VIN waits', async () => {
+    const base = await setup();
+    const [good, bad] = [uniqueVin(), uniqueVin()];
+    const poisoned = T0 + 7;
+    const calls: number[] = [];
+    const store: TelemetryWriteStore = {
+      applyTelemetry: (item) => base.store.applyTelemetry(item),
+      async applyTelemetryBatch(items) {
+        calls.push(items.length);
+        if (items.some((item) => item.telemetry.gps.some((fix) => fix.timestamp === poisoned))) throw new Error('constraint failed');
+        return base.store.applyTelemetryBatch(items);
+      },
+    };
+    const worker = new IntakeWorker({ queue: base.queue, store, products: base.trailwire.products, clock: base.clock }, { retryBaseMs: 1000 });
+    control.failing = false;
+    const ids = [await base.send(good, { n: 0 }), await base.send(bad, { n: 0 }), await base.send(bad, { n: 7 }), await base.send(bad, { n: 9 }), await base.send(good, { n: 1 })];
+    assert.equal(await worker.drainDue(), 5);
+    const statuses = await Promise.all(ids.map(async (id) => (await base.statusOf(id)).status));
+    assert.deepEqual(statuses, ['processed', 'processed', 'queued', 'queued', 'processed'], 'only the culprit and what follows it in its VIN wait');
+    assert.match((await base.statusOf(ids[2]!)).error!, /constraint failed/);
+    assert.deepEqual(calls, [5, 2, 3, 1, 1], 'the batch, then each VIN, then the failing VIN payload by payload');
+    assert.equal((await base.store.findTrailerByVin(bad))?.telemetry?.timestamp, T0, 'its VIN stopped before the culprit');
+    control.failing = true;
+    await base.close();
   });
 
   it('keeps a payload processed when its live update cannot be published', async () => {
@@ -215,58 +240,7 @@ describe('IntakeWorker', () => {
     await s.close();
   });
 
-  it('settles a round whose settle failed before claiming again, so nothing stays processing', async () => {
-    let failSettle = true;
-    const base = await setup();
-    const queue: IntakeQueue = Object.create(base.queue, {
-      settle: {
-        value: async (...args: Parameters<IntakeQueue['settle']>) => {
-          if (failSettle) {
-            failSettle = false;
-            throw new Error('SQLITE_BUSY');
-          }
-          return base.queue.settle(...args);
-        },
-      },
-    });
-    const worker = new IntakeWorker({ queue, store: base.store, products: base.trailwire.products, clock: base.clock });
-    const id = await base.send(uniqueVin(), { n: 0 });
-    await assert.rejects(worker.drainDue(), /SQLITE_BUSY/);
-    assert.equal((await base.statusOf(id)).status, 'processing');
-    assert.equal(await worker.drainDue(), 0);
-    assert.equal((await base.statusOf(id)).status, 'processed', 'settled without a second attempt');
-    assert.equal((await base.statusOf(id)).attempts, 1);
-    await base.close();
-  });
-
-  it('processes different VINs side by side up to `concurrency`, and one VIN one payload at a time', async () => {
-    let inFlight = 0;
-    let most = 0;
-    const inFlightByVin = new Map<string, number>();
-    let mostForOneVin = 0;
-    const base = await setup();
-    const slowStore: TelemetryWriteStore = {
-      async applyTelemetry(batch) {
-        inFlight++;
-        most = Math.max(most, inFlight);
-        inFlightByVin.set(batch.vin, (inFlightByVin.get(batch.vin) ?? 0) + 1);
-        mostForOneVin = Math.max(mostForOneVin, inFlightByVin.get(batch.vin)!);
-        await new Promise((resolve) => setImmediate(resolve));
-        inFlight--;
-        inFlightByVin.set(batch.vin, inFlightByVin.get(batch.vin)! - 1);
-        return base.store.applyTelemetry(batch);
-      },
-    };
-    const worker = new IntakeWorker({ queue: base.queue, store: slowStore, products: base.trailwire.products, clock: base.clock }, { concurrency: 3 });
-    const vins = Array.from({ length: 6 }, () => uniqueVin());
-    for (let round = 0; round < 3; round++) for (const vin of vins) await base.send(vin, { n: 0 });
-    assert.equal(await worker.drainDue(), 18);
-    assert.equal(most, 3);
-    assert.equal(mostForOneVin, 1);
-    await base.close();
-  });
-
-  it('stops after the round in hand, leaving the rest queued and nothing in flight', async () => {
+  it('stops after the batch in hand, leaving the rest queued', async () => {
     const s = await setup({}, { batchSize: 2 });
     for (let i = 0; i < 10; i++) await s.send(uniqueVin(), { n: 0 });
     await s.worker.start();
@@ -274,70 +248,53 @@ describe('IntakeWorker', () => {
     assert.equal(s.worker.counts.processed, 2);
     assert.equal(await s.queue.depth(), 8);
     assert.equal(s.worker.isRunning, false);
-    assert.deepEqual(
-      (await s.queue.claim(100, T0)).map((record) => record.attempts),
-      Array(8).fill(1),
-      'the rest was never claimed',
-    );
+    const rest = await s.queue.nextBatch(100, T0);
+    assert.deepEqual(rest?.entries.map((entry) => entry.attempts), Array(8).fill(0), 'the rest was never attempted');
+    await s.queue.abandonBatch(rest!);
     await s.close();
   });
 
-  it('does not lose a wake-up that comes while a round is in hand (a payload enqueued after its claim)', async () => {
-    let sendDuringClaim: (() => Promise<void>) | undefined;
-    const s = await setup(
-      {
-        queue: {
-          ...({} as IntakeQueue),
-          // The real queue, but the first empty claim lets a payload arrive (and notify) right after it read the queue.
-          claim: async (limit, now) => {
-            const claimed = await s.queue.claim(limit, now);
-            if (claimed.length === 0 && sendDuringClaim) {
-              const send = sendDuringClaim;
-              sendDuringClaim = undefined;
-              await send();
-            }
-            return claimed;
-          },
-          settle: (outcomes) => s.queue.settle(outcomes),
-          recoverInFlight: () => s.queue.recoverInFlight(),
-          purgeProcessed: (before, limit) => s.queue.purgeProcessed(before, limit),
-        },
+  it('does not lose a wake-up that comes while a batch is being read (a payload appended after the read)', async () => {
+    let sendDuringRead: (() => Promise<void>) | undefined;
+    const base = await setup();
+    const queue = wrapQueue(base.queue, {
+      // The real log, but the first empty read lets a payload arrive (and notify) right after it.
+      nextBatch: async (limit, now) => {
+        const batch = await base.queue.nextBatch(limit, now);
+        if (batch === null && sendDuringRead) {
+          const send = sendDuringRead;
+          sendDuringRead = undefined;
+          await send();
+        }
+        return batch;
       },
-      // Without the fix the payload would wait for this poll: far longer than the test.
-      { idlePollMs: 600_000 },
-    );
+    });
+    // Without the fix the payload would wait for this poll: far longer than the test.
+    const worker = new IntakeWorker({ queue, store: base.store, products: base.trailwire.products, clock: base.clock }, { idlePollMs: 600_000 });
     const vin = uniqueVin();
     let id = '';
-    sendDuringClaim = async () => {
-      id = await s.send(vin, { n: 0 });
-      s.worker.notify();
+    sendDuringRead = async () => {
+      id = await base.send(vin, { n: 0 });
+      worker.notify();
     };
-    await s.worker.start();
+    await worker.start();
     try {
       const deadline = Date.now() + 3_000;
-      const processed = async () => id !== '' && (await s.statusOf(id)).status === 'processed';
+      const processed = async () => id !== '' && (await base.statusOf(id)).status === 'processed';
       while (Date.now() < deadline && !(await processed())) await new Promise((resolve) => setTimeout(resolve, 10));
-      assert.ok(await processed(), 'the payload enqueued during the round was processed without waiting for the idle poll');
+      assert.ok(await processed(), 'the payload appended during the read was processed without waiting for the idle poll');
     } finally {
-      await s.close();
+      await worker.stop();
+      await base.close();
     }
   });
 
-  it('takes up on start what a crashed worker left processing', async () => {
-    const s = await setup();
-    const ids = [await s.send(uniqueVin(), { n: 0 }), await s.send(uniqueVin(), { n: 0 })];
-    await s.queue.claim(10, T0);
-    await s.worker.start();
-    for (let turn = 0; turn < 1000 && s.worker.counts.processed < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
-    for (const id of ids) assert.equal((await s.statusOf(id)).status, 'processed');
-    await s.close();
-  });
-
-  it('purges payloads processed longer ago than the retention, keeping dead letters', async () => {
+  it('trims payloads processed longer ago than the retention, keeping dead letters', async () => {
     const s = await setup({}, { maxAttempts: 1 });
     control.failing = true;
     const done = await s.send(uniqueVin(), { n: 0 });
     const dead = await s.send(uniqueVin(), { n: 1 });
+    const last = await s.send(uniqueVin(), { n: 0 });
     await s.worker.drainDue();
     s.clock.advance(24 * HOUR);
     await s.worker.start();
@@ -349,6 +306,7 @@ describe('IntakeWorker', () => {
     await later.stop();
     assert.equal(await s.queue.get(done), null);
     assert.equal((await s.statusOf(dead)).status, 'failed');
+    assert.equal((await s.statusOf(last)).status, 'processed', "the log's newest payload stays, so no later one can take its seq");
     await s.close();
   });
 
@@ -358,10 +316,16 @@ describe('IntakeWorker', () => {
     assert.throws(() => new IntakeWorker(deps, { batchSize: 0 }), /`batchSize` must be a positive integer, got 0/);
     assert.throws(() => new IntakeWorker(deps, { retryBaseMs: 1.5 }), /`retryBaseMs`/);
     assert.throws(() => new IntakeWorker(deps, { retentionMs: HOUR }), /`retentionMs` must be at least 24 h/);
-    assert.doesNotThrow(() => new IntakeWorker(deps, { concurrency: undefined }));
+    assert.doesNotThrow(() => new IntakeWorker(deps, { batchSize: undefined }));
     await base.close();
   });
 });
+
+/** The queue with some methods replaced, the others calling through. */
+function wrapQueue(queue: IntakeQueue, overrides: Partial<IntakeQueue>): IntakeQueue {
+  const methods = ['enqueue', 'findByIdempotencyKey', 'get', 'nextBatch', 'commitBatch', 'abandonBatch', 'listFailed', 'requeue', 'purgeProcessed', 'depth'] as const;
+  return Object.fromEntries(methods.map((name) => [name, overrides[name] ?? (queue[name] as (...args: never[]) => unknown).bind(queue)])) as unknown as IntakeQueue;
+}
 
 async function pick(s: Setup, id: string) {
   const { status, attempts, nextAttemptAt, error } = await s.statusOf(id);

@@ -45,7 +45,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './testing': ['runProductConformance'],
   './postgres': [
     'DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS', 'DEFAULT_POSTGRES_STORE_OPTIONS', 'POSTGRES_QUEUE_COMPONENT', 'POSTGRES_QUEUE_MIGRATIONS',
-    'POSTGRES_STORE_COMPONENT', 'POSTGRES_STORE_MIGRATIONS', 'PostgresIntakeQueue', 'applyPostgresMigrations', 'createPostgresPool',
+    'INTAKE_PARTITIONS', 'POSTGRES_STORE_COMPONENT', 'POSTGRES_STORE_MIGRATIONS', 'PostgresIntakeQueue', 'applyPostgresMigrations', 'createPostgresPool',
     'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
     'withTransaction', 'writeOrExplain',
   ],

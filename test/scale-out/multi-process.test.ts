@@ -74,8 +74,7 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
   async function serve(extra: string[] = []): Promise<Serving> {
     const args = [BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--heartbeat-ms', '200'];
     args.push('--database-url', DATABASE_URL!, '--database-schema', schema, '--redis-url', REDIS_URL!, '--redis-prefix', redisPrefix);
-    // A crashed process's claims are taken over within half a second instead of a minute.
-    args.push('--abandoned-check-ms', '500', '--product-limit', `gps-basic=${LIMIT}/${LIMIT_WINDOW_SECONDS}`, ...extra);
+    args.push('--product-limit', `gps-basic=${LIMIT}/${LIMIT_WINDOW_SECONDS}`, ...extra);
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     children.push(child);
     const stderr: string[] = [];

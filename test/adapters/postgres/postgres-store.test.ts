@@ -252,6 +252,60 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
       const units = await a.listCargosafe(customer.id, { limit: 50 });
       assert.deepEqual(units.map((unit) => unit.serial).sort(), Array.from({ length: 20 }, (_, round) => `C-${round}`).sort());
     });
+
+    it('batches of many VINs, known and unknown, overlapping in opposite orders, all commit (no deadlock)', async () => {
+      const vins = Array.from({ length: 12 }, (_, i) => `6M8GDM9AXKP${String(i).padStart(6, '0')}`);
+      await a.applyTelemetryBatch(vins.slice(0, 6).map((vin) => ({ vin, at: T0, telemetry: { gps: [], devices: [], cargosafe: [] } })));
+      const batchOf = (order: string[], second: number) =>
+        order.map((vin) => ({ vin, at: T0 + 60_000, telemetry: { gps: [fix(T0 + second * 1000)], devices: [], cargosafe: [] } }));
+      await Promise.all(
+        Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? a : b).applyTelemetryBatch(batchOf(i % 2 === 0 ? vins : [...vins].reverse(), i))),
+      );
+      const stored = await admin.query(
+        `SELECT count(*)::int AS n FROM "${schema}".gps_fixes g JOIN "${schema}".trailers t ON t.id = g.trailer_id WHERE t.vin = ANY($1)`,
+        [vins],
+      );
+      assert.equal(stored.rows[0].n, 8 * vins.length, 'every batch wrote every fix');
+      const trailers = await admin.query(`SELECT count(*)::int AS n FROM "${schema}".trailers WHERE vin = ANY($1)`, [vins]);
+      assert.equal(trailers.rows[0].n, vins.length, 'each unknown VIN created once');
+    });
+
+    it("a batch's round trips to the database do not grow with its size", async () => {
+      const statementsFor = async (items: number) => {
+        const batch = Array.from({ length: items }, (_, i) => ({
+          vin: `7M8GDM9AXKP${String(items).padStart(3, '0')}${String(i % (items / 2)).padStart(3, '0')}`,
+          at: T0 + 60_000,
+          telemetry: {
+            gps: [fix(T0 + i * 1000)],
+            devices: [{ kind: 'tpms', serial: `S${i % 3}`, position: null, timestamp: T0 + i, metrics: { pressurePsi: 60 }, state: { isWarning: i % 2 === 0, isFault: false } }],
+            cargosafe: [{ serial: 'C1', timestamp: T0 + i, doorOpen: false, loadPercent: i, temperatureC: 4, humidityPercent: 50 }],
+          },
+        }));
+        let queries = 0;
+        // Counts the statements sent on the connections the store takes from its pool meanwhile.
+        const connect = a.pool.connect.bind(a.pool);
+        a.pool.connect = (async () => {
+          const client = await connect();
+          const { query, release } = client;
+          client.query = ((...args: unknown[]) => (queries++, (query as (...a: unknown[]) => unknown).apply(client, args))) as typeof client.query;
+          client.release = (error?: Error | boolean) => {
+            Object.assign(client, { query, release });
+            return release.call(client, error);
+          };
+          return client;
+        }) as typeof a.pool.connect;
+        try {
+          const applied = await a.applyTelemetryBatch(batch);
+          assert.equal(applied.size, items / 2);
+        } finally {
+          a.pool.connect = connect as typeof a.pool.connect;
+        }
+        return queries;
+      };
+      const small = await statementsFor(2);
+      assert.ok(small >= 10 && small <= 16, `a batch of every kind of record takes a handful of statements (${small})`);
+      assert.equal(await statementsFor(200), small, 'a hundred times the items, the same statements');
+    });
   });
 
   describe('large batches and deep pages', () => {
@@ -272,9 +326,11 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
     it('applies 100,000 fixes in one batch, and the same batch again adds nothing', async () => {
       // Newest first, so the latest fix has to be found, not just taken from the end.
       const gps = Array.from({ length: FIXES }, (_, i) => fix(T0 + (FIXES - i) * 1000, i % 90));
-      const applied = await store.applyTelemetry({ vin: VIN, at: T0, telemetry: { gps, devices: [], cargosafe: [] } });
+      // Processed as the newest fix is taken: none of them lies in the future.
+      const at = T0 + FIXES * 1000;
+      const applied = await store.applyTelemetry({ vin: VIN, at, telemetry: { gps, devices: [], cargosafe: [] } });
       assert.deepEqual(applied.trailer.telemetry, gps[0]);
-      await store.applyTelemetry({ vin: VIN, at: T0, telemetry: { gps, devices: [], cargosafe: [] } });
+      await store.applyTelemetry({ vin: VIN, at, telemetry: { gps, devices: [], cargosafe: [] } });
       const count = await store.pool.query(`SELECT count(*)::int AS n FROM "${schema}".gps_fixes`);
       assert.equal(count.rows[0].n, FIXES);
       const firstPage = await store.listGps(customerId, trailerId, { from: 0, to: T0 * 2, limit: 3 });

@@ -1,8 +1,9 @@
 /**
- * The SQLite intake queue: the shared conformance suite on a fresh temporary file per case, then
- * what is SQLite's own — group commit, a 202 only after the commit and never a blocked event loop
- * while another connection writes, the upgrade of a file written before the claim indexes, and the
- * query plan behind a claim whose cost does not grow with the number of processed payloads.
+ * The SQLite intake log: the shared conformance suite on a fresh temporary file per case, then what
+ * is SQLite's own — group commit, a 202 only after the commit and never a blocked event loop while
+ * another connection writes, a batch as one transaction with the store's writes, the upgrade of a
+ * file written by the previous (queue-table) version, and the query plans that keep a batch's cost
+ * independent of how much the log keeps.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -71,11 +72,12 @@ describe('SQLite intake queue', () => {
     assert.deepEqual(groups, [20, 2]);
     await queue.enqueue(item({ idempotencyKey: 'k' }));
     assert.equal(wakes, 2, 'a group that stored nothing new wakes nobody');
-    const claimed = await queue.claim(100, T0);
+    const batch = await queue.nextBatch(100, T0);
     assert.deepEqual(
-      claimed.slice(0, 20).map((record) => record.id),
+      batch!.entries.slice(0, 20).map((entry) => entry.id),
       items.map((entry) => entry.id),
     );
+    await queue.abandonBatch(batch!);
     await store.close();
   });
 
@@ -92,7 +94,7 @@ describe('SQLite intake queue', () => {
     assert.equal(resolved, false, 'no answer before the payload is stored');
     other.exec('COMMIT');
     const { record } = await pending;
-    assert.equal(other.prepare('SELECT status FROM intake_queue WHERE id = ?').pluck().get(record.id), 'queued', 'another connection sees it');
+    assert.equal(other.prepare('SELECT id FROM intake_log WHERE id = ?').pluck().get(record.id), record.id, 'another connection sees it');
     other.close();
     await store.close();
   });
@@ -105,117 +107,113 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 
-  it('upgrades a file written with the first schema, keeping its payloads claimable', async () => {
+  it('upgrades a file written by the queue-table version in place, keeping every payload and its status', async () => {
     const file = freshFile();
     const db = new Database(file);
-    applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS.slice(0, 1));
-    db.prepare(
-      `INSERT INTO intake_queue (id, partner_id, product, vin, payload, received_at, idempotency_key, status, next_attempt_at)
-       VALUES ('old-1', 'p', 'gps-basic', '1HGCM82633A004352', '{}', ?, NULL, 'queued', ?)`,
-    ).run(T0, T0);
+    applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS.slice(0, 2));
+    const insert = db.prepare(
+      `INSERT INTO intake_queue (id, partner_id, product, vin, payload, received_at, idempotency_key, status, attempts, next_attempt_at, processed_at, error)
+       VALUES (?, 'p', 'gps-basic', ?, '{}', ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    const [A, B] = ['1HGCM82633A004352', '1M8GDM9AXKP042788'];
+    insert.run('done-1', A, T0, 'key-1', 'processed', 1, T0, T0 + 10, null);
+    insert.run('queued-a1', A, T0 + 1, null, 'queued', 2, T0 + 500, null, 'boom');
+    insert.run('failed-1', B, T0 + 2, null, 'failed', 5, T0, T0 + 20, 'poison');
+    insert.run('processing-b', B, T0 + 3, null, 'processing', 1, T0, null, null);
+    insert.run('queued-a2', A, T0 + 4, 'key-2', 'queued', 0, T0 + 4, null, null);
     db.close();
+
     const store = await openSqliteStore({ file });
     const queue = openSqliteIntakeQueue(store.db);
-    assert.deepEqual(
-      (await queue.claim(10, T0)).map((record) => record.id),
-      ['old-1'],
-    );
+    const status = async (id: string) => {
+      const record = await queue.get(id);
+      return record && [record.status, record.attempts, record.error, record.processedAt];
+    };
+    assert.deepEqual(await status('done-1'), ['processed', 1, null, T0 + 10]);
+    assert.deepEqual(await status('queued-a1'), ['queued', 2, 'boom', null]);
+    assert.deepEqual(await status('failed-1'), ['failed', 5, 'poison', T0 + 20]);
+    assert.deepEqual(await status('processing-b'), ['queued', 0, null, null], 'an interrupted attempt is not counted');
+    assert.equal(await queue.depth(), 3);
+    assert.equal((await queue.findByIdempotencyKey('p', 'key-2', 0))?.id, 'queued-a2', 'keys keep answering');
+    assert.deepEqual((await queue.listFailed(10)).map((record) => record.id), ['failed-1']);
+    const early = await queue.nextBatch(10, T0 + 499);
+    assert.deepEqual(early?.entries.map((entry) => entry.id), ['processing-b'], "VIN A's payloads wait for the retry, in order");
+    await queue.commitBatch(early!, new Map([[early!.entries[0]!.seq, { kind: 'processed' }]]), T0 + 499);
+    const due = await queue.nextBatch(10, T0 + 500);
+    assert.deepEqual(due?.entries.map((entry) => [entry.id, entry.attempts]), [['queued-a1', 2], ['queued-a2', 0]]);
+    await queue.abandonBatch(due!);
+    const appended = item({ vin: B });
+    await queue.enqueue(appended);
+    assert.equal((await queue.get(appended.id))?.status, 'queued', 'a new append lands past the watermark');
     await store.close();
   });
 
-  it('claims through the index of queued rows, whatever number of processed payloads the table keeps', async () => {
+  it('reads a batch by the sequence and the parked indexes, and a status by the id index, whatever the log keeps', async () => {
     const store = await openSqliteStore({ file: freshFile() });
     const queue = openSqliteIntakeQueue(store.db);
-    const plan = (name: string) => {
+    const plan = (name: string, params: unknown) => {
       const statement = (queue as unknown as { sql: Record<string, { source: string }> }).sql[name]!;
-      return (store.db.prepare(`EXPLAIN QUERY PLAN ${statement.source}`).all({ now: 0, limit: 1 }) as { detail: string }[])
+      return (store.db.prepare(`EXPLAIN QUERY PLAN ${statement.source}`).all(params as never) as { detail: string }[])
         .map((row) => row.detail)
         .join('\n');
     };
-    // Without the ready index a claim read every processed payload ever kept (the table scan).
-    assert.match(plan('claim'), /SCAN q USING INDEX intake_ready/);
-    assert.match(plan('claim'), /SEARCH e USING COVERING INDEX intake_unfinished_by_vin \(vin=\? AND seq<\?\)/);
-    assert.doesNotMatch(plan('claim'), /SCAN intake_queue\b(?! USING)/);
+    assert.match(plan('afterWatermark', [0, 1]), /SEARCH l USING INTEGER PRIMARY KEY \(rowid>\?\)/);
+    assert.match(plan('dueParked', { now: 0, limit: 1 }), /SEARCH e USING (COVERING )?INDEX intake_parked_retry_by_vin \(vin=\? AND seq<\?\)/);
+    assert.doesNotMatch(plan('dueParked', { now: 0, limit: 1 }), /SCAN l\b/);
+    assert.match(plan('statusById', ['x']), /SEARCH l USING INDEX intake_log_by_id \(id=\?\)/);
+    assert.match(plan('watermark', []), /SEARCH intake_batches|SCAN intake_batches|USING INTEGER PRIMARY KEY/);
     await store.close();
   });
 });
 
-describe('SQLite intake queue: the round view (a whole round in one transaction)', () => {
-  it('runs a round in one transaction: committed when it returns, rolled back as a whole when it throws', async () => {
+describe('SQLite intake log: a batch is one transaction with the writes made in it', () => {
+  it("commits the store's writes with the batch, rolls them back with an abandoned one, and lets no append join it", async () => {
     const store = await openSqliteStore({ file: freshFile() });
     const queue = openSqliteIntakeQueue(store.db);
-    const round = queue.roundView();
-    const inRound = queue.roundTransaction();
-    const [kept, lost] = [item({ vin: 'VIN-A' }), item({ vin: 'VIN-B' })];
-    for (const entry of [kept, lost]) await queue.enqueue(entry);
-    await assert.rejects(
-      inRound(async () => {
-        await round.claim(10, T0);
-        await round.settle([{ id: lost.id, kind: 'processed', at: T0 + 1 }]);
-        throw new Error('the round failed');
-      }),
-      /the round failed/,
-    );
+    const [first, second] = [item({ vin: '1HGCM82633A004352' }), item({ vin: '1M8GDM9AXKP042788' })];
+    for (const entry of [first, second]) await queue.enqueue(entry);
+    const write = (vin: string) =>
+      store.applyTelemetryBatch([{ vin, at: T0, telemetry: { gps: [{ timestamp: T0, lat: 1, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] } }]);
+
+    let batch = await queue.nextBatch(10, T0);
+    await write(first.vin);
+    // An append while the batch is open waits for it, so it never commits (or rolls back) with it.
+    const appended = item({ vin: '2T1BURHE0JC014709' });
+    let stored = false;
+    const appending = queue.enqueue(appended).then(() => (stored = true));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.equal(stored, false, 'the append waits while the batch is open');
+    await queue.abandonBatch(batch!);
     assert.equal(store.db.inTransaction, false);
-    assert.equal((await queue.get(lost.id))?.status, 'queued', 'a failed round leaves nothing behind');
-    const answer = await inRound(async () => {
-      await round.claim(10, T0);
-      await round.settle([{ id: kept.id, kind: 'processed', at: T0 + 1 }, { id: lost.id, kind: 'processed', at: T0 + 1 }]);
-      return 'done';
-    });
-    assert.equal(answer, 'done');
-    for (const entry of [kept, lost]) assert.equal((await queue.get(entry.id))?.status, 'processed');
+    assert.equal(await store.findTrailerByVin(first.vin), null, "the batch's write is rolled back with it");
+    assert.equal((await queue.get(first.id))?.status, 'queued');
+    await appending;
+    assert.equal((await queue.get(appended.id))?.status, 'queued', 'the append is stored after all');
+
+    batch = await queue.nextBatch(10, T0);
+    assert.deepEqual(batch!.entries.map((entry) => entry.id), [first.id, second.id, appended.id]);
+    await write(first.vin);
+    await queue.commitBatch(batch!, new Map(batch!.entries.map((entry) => [entry.seq, { kind: 'processed' } as const])), T0 + 1);
+    assert.notEqual(await store.findTrailerByVin(first.vin), null, 'committed with the batch');
+    assert.equal((await queue.get(first.id))?.status, 'processed');
     await store.close();
   });
 
-  it('claims without marking, settles each payload straight to its outcome with the attempt counted, and leaves everything queued when the round rolls back', async () => {
-    const store = await openSqliteStore({ file: freshFile() });
+  it('answers no batch at once, without blocking the event loop, while another connection holds the write lock', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file, busyTimeoutMs: 5000 });
     const queue = openSqliteIntakeQueue(store.db);
-    const round = queue.roundView();
-    const [first, second, other] = [item({ vin: 'VIN-A' }), item({ vin: 'VIN-A' }), item({ vin: 'VIN-B' })];
-    for (const entry of [first, second, other]) await queue.enqueue(entry);
-    await assert.rejects(round.claim(10, T0), /outside the round's transaction/);
-
-    store.db.exec('BEGIN IMMEDIATE');
-    const claimed = await round.claim(10, T0);
-    assert.deepEqual(claimed.map((record) => [record.id, record.status, record.attempts]), [
-      [first.id, 'processing', 1],
-      [second.id, 'processing', 1],
-      [other.id, 'processing', 1],
-    ]);
-    await round.settle([
-      { id: first.id, kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 },
-      { id: second.id, kind: 'released' },
-      { id: other.id, kind: 'processed', at: T0 + 5 },
-    ]);
-    store.db.exec('ROLLBACK');
-    for (const entry of [first, second, other]) assert.deepEqual(pick(await queue.get(entry.id)), { status: 'queued', attempts: 0, error: null });
-
-    store.db.exec('BEGIN IMMEDIATE');
-    await round.claim(10, T0);
-    await round.settle([
-      { id: first.id, kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 },
-      { id: second.id, kind: 'released' },
-      { id: other.id, kind: 'processed', at: T0 + 5 },
-    ]);
-    store.db.exec('COMMIT');
-    assert.deepEqual(pick(await queue.get(first.id)), { status: 'queued', attempts: 1, error: 'boom' });
-    assert.deepEqual(pick(await queue.get(second.id)), { status: 'queued', attempts: 0, error: null });
-    assert.deepEqual(pick(await queue.get(other.id)), { status: 'processed', attempts: 1, error: null });
-
-    // VIN A's first payload waits for its retry, so neither it nor the payload behind it is due.
-    store.db.exec('BEGIN IMMEDIATE');
-    assert.deepEqual(await round.claim(10, T0 + 500), []);
-    const due = await round.claim(10, T0 + 1000);
-    assert.deepEqual(due.map((record) => [record.id, record.attempts]), [[first.id, 2], [second.id, 1]]);
-    await round.settle([{ id: first.id, kind: 'failed', error: 'boom again', at: T0 + 1001 }, { id: second.id, kind: 'processed', at: T0 + 1002 }]);
-    store.db.exec('COMMIT');
-    assert.deepEqual(pick(await queue.get(first.id)), { status: 'failed', attempts: 2, error: 'boom again' });
-    assert.deepEqual(pick(await queue.get(second.id)), { status: 'processed', attempts: 1, error: null });
+    await queue.enqueue(item());
+    const other = new Database(file);
+    other.exec('BEGIN IMMEDIATE');
+    const started = performance.now();
+    assert.equal(await queue.nextBatch(10, T0), null);
+    assert.ok(performance.now() - started < 1000, 'it did not wait for the busy timeout');
+    other.exec('COMMIT');
+    other.close();
+    const batch = await queue.nextBatch(10, T0);
+    assert.equal(batch?.entries.length, 1);
+    await queue.abandonBatch(batch!);
     await store.close();
   });
 });
-
-function pick(record: { status: string; attempts: number; error: string | null } | null) {
-  return record && { status: record.status, attempts: record.attempts, error: record.error };
-}

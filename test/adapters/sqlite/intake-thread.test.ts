@@ -70,11 +70,10 @@ describe('IntakeThread', () => {
     const later = await Promise.all([send(1), send(2), send(3)]);
     await until(() => thread!.counts.processed === 4, 'the payloads queued after a notify');
     for (const { record } of [first, ...later]) assert.equal((await queue.get(record.id))?.status, 'processed');
-    assert.deepEqual(
-      events.map((event) => event.trailer.telemetry?.timestamp),
-      [0, 1, 2, 3].map((seconds) => (1780315200 + seconds) * 1000),
-      'every update, in order, with the trailer state after each payload',
-    );
+    const seen = events.map((event) => event.trailer.telemetry?.timestamp);
+    assert.equal(seen[0], 1780315200 * 1000, 'the first batch: the first payload');
+    assert.equal(seen.at(-1), (1780315200 + 3) * 1000, "the last update carries the trailer's latest state");
+    assert.deepEqual([...seen].sort(), seen, 'updates in order (one per trailer per batch: the three later payloads may share one)');
     assert.equal(events[0]!.customerId, principal.id);
     await thread.stop();
     assert.equal(thread.isRunning, false);
@@ -146,7 +145,7 @@ describe('IntakeThread as the intake writer', () => {
     assert.equal(second.created, true);
     // Another connection (another process, after a crash) sees what was acknowledged.
     const reader = new Database(file, { readonly: true });
-    const ids = reader.prepare('SELECT id FROM intake_queue ORDER BY seq').all().map((row) => (row as { id: string }).id);
+    const ids = reader.prepare('SELECT id FROM intake_log ORDER BY seq').all().map((row) => (row as { id: string }).id);
     reader.close();
     assert.deepEqual(ids, ['a', 'c']);
     await thread.stop();

@@ -39,11 +39,16 @@ describe('trailwire queue', () => {
     const payload = JSON.stringify({ timestamp: T0 / 1000, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 80, bearingDeg: 10 });
     for (const { id, vin } of [dead, poison])
       await queue.enqueue({ id, partnerId: 'partner-1', product: 'gps-basic', vin, payload, receivedAt: T0, idempotencyKey: null });
-    await queue.claim(10, T0);
-    await queue.settle([
-      { id: dead.id, kind: 'failed', error: 'the store was unreachable', at: T0 + 60_000 },
-      { id: poison.id, kind: 'failed', error: 'product "gps-basic" failed to transform the payload', at: T0 + 61_000 },
-    ]);
+    const batch = (await queue.nextBatch(10, T0))!;
+    const [first, second] = batch.entries;
+    await queue.commitBatch(
+      batch,
+      new Map([
+        [first!.seq, { kind: 'failed', error: 'the store was unreachable' }],
+        [second!.seq, { kind: 'failed', error: 'product "gps-basic" failed to transform the payload' }],
+      ]),
+      T0 + 60_000,
+    );
     await store.close();
     server = spawn(process.execPath, [BIN, 'serve', '--db', db, '--port', '0', '--json'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
     for await (const line of createInterface({ input: server.stdout! })) {
@@ -79,7 +84,7 @@ describe('trailwire queue', () => {
           attempts: 1,
           error: 'product "gps-basic" failed to transform the payload',
           receivedAt: new Date(T0).toISOString(),
-          failedAt: new Date(T0 + 61_000).toISOString(),
+          failedAt: new Date(T0 + 60_000).toISOString(),
         },
       ],
     });
