@@ -24,6 +24,10 @@ const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
+// The file's one intake writer checkpoints the WAL. Every 16 MB instead of SQLite's 4 MB: a page
+// written by several batches between two checkpoints is copied back to the file once, which takes
+// about a tenth off the processing cost of a fleet's scattered trailer pages (intake-processing bench).
+store.db.pragma('wal_autocheckpoint = 4000');
 const queue = openSqliteIntakeQueue(store.db, { mayWaitForLock: true });
 const products = createProductRegistry([
   ...builtInProducts,
