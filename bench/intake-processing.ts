@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteIntakeQueue } from '../adapters/sqlite/intake-queue.ts';
+import { PROCESSING_WAL_AUTOCHECKPOINT_PAGES } from '../adapters/sqlite/intake-thread.ts';
 import { openSqliteStore, type SqliteDurability } from '../adapters/sqlite/sqlite-store.ts';
 import { systemClock } from '../core/clock.ts';
 import { timeOrderedIds } from '../core/intake-ids.ts';
@@ -71,8 +72,7 @@ function measureBareInsert(file: string, groups: NewIntake[][]): number {
 
 async function measureThreadWork(file: string, durability: SqliteDurability, groups: NewIntake[][], batchSize: number) {
   const store = await openSqliteStore({ file, durability });
-  if (process.env.CACHE) store.db.pragma(`cache_size = -${process.env.CACHE}`);
-  if (process.env.CKPT) store.db.pragma(`wal_autocheckpoint = ${process.env.CKPT}`);
+  store.db.pragma(`wal_autocheckpoint = ${PROCESSING_WAL_AUTOCHECKPOINT_PAGES}`);
   const queue = openSqliteIntakeQueue(store.db);
   const worker = new IntakeWorker({ queue, store, products: createProductRegistry(builtInProducts), clock: systemClock, publish: () => {} }, { batchSize });
   // The fleet exists before the measurement (its trailers were registered or met before), as in a

@@ -14,7 +14,14 @@ import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
 import { builtInProducts } from '../../products/index.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
-import type { IntakeThreadCommand, IntakeThreadData, IntakeThreadLog, IntakeThreadMessage, ThreadEnqueueOutcome } from './intake-thread.ts';
+import {
+  type IntakeThreadCommand,
+  type IntakeThreadData,
+  type IntakeThreadLog,
+  type IntakeThreadMessage,
+  PROCESSING_WAL_AUTOCHECKPOINT_PAGES,
+  type ThreadEnqueueOutcome,
+} from './intake-thread.ts';
 import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
 
@@ -24,10 +31,7 @@ const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
-// The file's one intake writer checkpoints the WAL. Every 16 MB instead of SQLite's 4 MB: a page
-// written by several batches between two checkpoints is copied back to the file once, which takes
-// about a tenth off the processing cost of a fleet's scattered trailer pages (intake-processing bench).
-store.db.pragma('wal_autocheckpoint = 4000');
+store.db.pragma(`wal_autocheckpoint = ${PROCESSING_WAL_AUTOCHECKPOINT_PAGES}`);
 const queue = openSqliteIntakeQueue(store.db, { mayWaitForLock: true });
 const products = createProductRegistry([
   ...builtInProducts,
