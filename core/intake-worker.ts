@@ -208,7 +208,8 @@ export class IntakeWorker {
     let result: { outcomes: Map<number, IntakeOutcome>; applied: Map<string, AppliedTelemetry>; at: number };
     try {
       result = await this.process(batch);
-      await queue.commitBatch(batch, result.outcomes, clock.now());
+      // The processed time of every payload of the batch is the time its live updates carry.
+      await queue.commitBatch(batch, result.outcomes, result.at);
     } catch (error) {
       await queue.abandonBatch(batch).catch(() => {});
       throw error;
