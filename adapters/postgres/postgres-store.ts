@@ -43,7 +43,7 @@ import type {
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
-import { telemetryStatements, type TelemetryStatements, writeTelemetryBatch } from './telemetry-writes.ts';
+import { KnownVins, telemetryStatements, type TelemetryStatements, writeTelemetryBatch } from './telemetry-writes.ts';
 import { createPostgresPool, isSchemaName, queryRow, queryRows, queryRun, quoteSchema, type Statement, withTransaction, writeOrExplain } from './pool.ts';
 import {
   compareKeys,
@@ -146,6 +146,7 @@ const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 
 class PostgresTrailwireStore implements PostgresStore {
   private closing: Promise<void> | undefined;
+  private readonly knownVins = new KnownVins();
 
   constructor(
     readonly pool: pg.Pool,
@@ -378,7 +379,10 @@ class PostgresTrailwireStore implements PostgresStore {
 
   async applyTelemetryBatch(items: readonly TelemetryBatch[]): Promise<Map<string, AppliedTelemetry>> {
     if (items.length === 0) return new Map();
-    return withTransaction(this.pool, (client) => writeTelemetryBatch(client, this.telemetry, this.ids, items));
+    const applied = await withTransaction(this.pool, (client) => writeTelemetryBatch(client, this.telemetry, this.ids, items, this.knownVins));
+    // Committed: the trailers it created exist for everyone now.
+    this.knownVins.addAll(applied.keys());
+    return applied;
   }
 
   // --- lifecycle --------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ export async function writeTelemetryBatch(
   sql: TelemetryStatements,
   ids: IdGenerator,
   items: readonly TelemetryBatch[],
+  knownVins: KnownVins,
 ): Promise<Map<string, AppliedTelemetry>> {
-  const trailers = await lockTrailers(client, sql, ids, items);
+  const trailers = await lockTrailers(client, sql, ids, items, knownVins);
   const trailerOf = (vin: string) => trailers.get(vin)!;
 
   // --- GPS fixes: stored (last received wins at one instant), and each trailer's latest fix.
@@ -155,8 +156,32 @@ interface LockedTrailer {
   at: number;
 }
 
+/**
+ * VINs whose trailer is known to exist (a trailer is never deleted), so that a batch of known VINs
+ * skips the creating statement. Forgotten all at once past `limit`, to bound the memory.
+ */
+export class KnownVins {
+  private readonly vins = new Set<string>();
+  constructor(private readonly limit = 200_000) {}
+  has(vin: string): boolean {
+    return this.vins.has(vin);
+  }
+  addAll(vins: Iterable<string>): void {
+    for (const vin of vins) {
+      if (this.vins.size >= this.limit) this.vins.clear();
+      this.vins.add(vin);
+    }
+  }
+}
+
 /** Creates the unknown VINs' trailers (in VIN order), then locks every trailer of the batch (in id order). */
-async function lockTrailers(client: pg.PoolClient, sql: TelemetryStatements, ids: IdGenerator, items: readonly TelemetryBatch[]): Promise<Map<string, LockedTrailer>> {
+async function lockTrailers(
+  client: pg.PoolClient,
+  sql: TelemetryStatements,
+  ids: IdGenerator,
+  items: readonly TelemetryBatch[],
+  knownVins: KnownVins,
+): Promise<Map<string, LockedTrailer>> {
   const firstAt = new Map<string, number>();
   const lastAt = new Map<string, number>();
   for (const { vin, at } of items) {
@@ -164,10 +189,16 @@ async function lockTrailers(client: pg.PoolClient, sql: TelemetryStatements, ids
     lastAt.set(vin, at);
   }
   const vins = [...firstAt.keys()].sort();
-  const created = await queryRows<{ vin: string }>(client, sql.createTrailers, [vins.map(() => ids()), vins, vins.map((vin) => firstAt.get(vin)!)]);
+  const unknown = vins.filter((vin) => !knownVins.has(vin));
+  const created =
+    unknown.length === 0
+      ? []
+      : await queryRows<{ vin: string }>(client, sql.createTrailers, [unknown.map(() => ids()), unknown, unknown.map((vin) => firstAt.get(vin)!)]);
   const createdVins = new Set(created.map((row) => row.vin));
   const rows = await queryRows<TrailerRow>(client, sql.lockTrailers, [vins]);
   if (rows.length !== vins.length) throw new TrailwireError('internal', 'a trailer vanished while its telemetry was being written');
+  // Only once the batch commits would a created trailer be there for others; the caller adds them then.
+  knownVins.addAll(rows.filter((row) => !createdVins.has(row.vin)).map((row) => row.vin));
   // Keyed in the batch's order of first appearance.
   const byVin = new Map(rows.map((row) => [row.vin, row]));
   return new Map(

@@ -321,6 +321,33 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     }
   });
 
+  it("trimming keeps each remaining payload's processed time, and only the batch times still needed", async () => {
+    const schema = newSchema();
+    const a = await openProcess(schema);
+    try {
+      const items = [item(), item(), item()];
+      for (const [i, entry] of items.entries()) {
+        await a.queue.enqueue(entry);
+        const batch = await a.queue.nextBatch(10, T0);
+        await a.queue.commitBatch(batch!, new Map([[batch!.entries[0]!.seq, { kind: 'processed' }]]), T0 + 10 * (i + 1));
+      }
+      const batchRows = async () => (await admin.query(`SELECT count(*)::int AS n FROM "${schema}".intake_batches`)).rows[0].n;
+      assert.equal(await batchRows(), 3);
+      assert.equal(await a.queue.purgeProcessed(T0 + 15, 10), 1);
+      assert.equal(await a.queue.get(items[0]!.id), null);
+      assert.deepEqual(pickStatus(await a.queue.get(items[1]!.id)), ['processed', 1, T0 + 20]);
+      assert.deepEqual(pickStatus(await a.queue.get(items[2]!.id)), ['processed', 1, T0 + 30]);
+      assert.equal(await batchRows(), 2, "the first batch's time went with its payload");
+      assert.equal(await a.queue.purgeProcessed(T0 + 1000, 10), 2);
+      assert.equal(await batchRows(), 1, 'the newest stays');
+      const fresh = item();
+      await a.queue.enqueue(fresh);
+      assert.equal((await a.queue.get(fresh.id))?.status, 'queued');
+    } finally {
+      await a.close();
+    }
+  });
+
   it('a queue whose session is lost reconnects and wakes its worker (notices meanwhile went unheard)', async () => {
     const schema = newSchema();
     let wakes = 0;
