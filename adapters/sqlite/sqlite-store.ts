@@ -416,8 +416,9 @@ class SqliteTrailwireStore implements SqliteStore {
     for (const { vin, at } of items) {
       if (touched.has(vin)) continue;
       const known = this.trailerIdsByVin.get(vin) ?? sql.trailerIdByVin.get(vin)?.id;
+      // Only a trailer found is remembered: one created here is rolled back with a failed batch.
+      if (known !== undefined) this.rememberTrailerId(vin, known);
       const trailerId = known ?? sql.insertTrailer.get(this.ids(), null, null, vin, at, at)!.id;
-      this.rememberTrailerId(vin, trailerId);
       touched.set(vin, { id: trailerId, created: known === undefined, recount: false, at, row: undefined });
     }
     // In trailer order (each VIN's items keeping theirs): neighbouring writes then land on
@@ -480,7 +481,7 @@ class SqliteTrailwireStore implements SqliteStore {
 
   /**
    * A VIN's trailer id never changes and trailers are never deleted, so the batch write remembers
-   * them rather than look each up again (bounded: forgotten all at once past a million).
+   * the ids it found rather than look each up again (bounded: forgotten all at once past a million).
    */
   private rememberTrailerId(vin: string, trailerId: string): void {
     if (this.trailerIdsByVin.size >= 1_000_000) this.trailerIdsByVin.clear();
