@@ -188,13 +188,17 @@ describe('IntakeWorker', () => {
     const vin = uniqueVin();
     await fleetTrailer(base.trailwire, vin);
     const id = await base.send(vin, { n: 0 });
+    const unknownVin = uniqueVin();
+    const unknown = await base.send(unknownVin, { n: 0 });
     await assert.rejects(worker.drainDue(), /disk full/);
     assert.deepEqual(await pick(base, id), { status: 'queued', attempts: 0, nextAttemptAt: T0, error: null });
     assert.equal((await base.store.findTrailerByVin(vin))?.telemetry, null, 'the write was rolled back with the batch');
+    assert.equal(await base.store.findTrailerByVin(unknownVin), null, 'and so was the trailer it created');
     assert.deepEqual(events, []);
     assert.deepEqual(worker.counts, { processed: 0, failed: 0 });
-    assert.equal(await worker.drainDue(), 1);
+    assert.equal(await worker.drainDue(), 2);
     assert.deepEqual(await pick(base, id), { status: 'processed', attempts: 1, nextAttemptAt: T0, error: null });
+    assert.equal((await base.statusOf(unknown)).status, 'processed', 'the unknown VIN gets its trailer on the second try');
     assert.equal(events.length, 1);
     await base.close();
   });
