@@ -9,15 +9,15 @@ import cluster from 'node:cluster';
 import type { Argv, CommandModule } from 'yargs';
 import type { Logger } from 'pino';
 import { TrailwireError } from '../../core/errors.ts';
-import type { IntakeLimit } from '../../core/products.ts';
 import type { DemoSeed, DemoPrincipal } from '../../simulator/demo-seed.ts';
 import type { RunningServer, ServerOptions } from '../../adapters/server/index.ts';
 import { ACCESS_LOG_LEVELS, type AccessLogLevel } from '../../core/audit.ts';
 import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
 import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
+import { type ServeSettingArguments, serveSettingsOf, withServeSettings } from './serve-settings.ts';
 
-type ServeArguments = StoreArguments & {
+type ServeArguments = StoreArguments & ServeSettingArguments & {
   json: boolean;
   port: number;
   host?: string;
@@ -26,12 +26,10 @@ type ServeArguments = StoreArguments & {
   'intake-worker': boolean;
   'grpc-port': number;
   'heartbeat-ms': number;
-  'max-streams-per-customer': number;
   durability: SqliteDurability;
   workers: number;
   'redis-prefix'?: string;
   'abandoned-check-ms'?: number;
-  'product-limit': string[];
   // Keys, secrets and the audit trail (issue 17).
   'signing-key-file'?: string;
   'access-log-level': AccessLogLevel;
@@ -49,65 +47,56 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
   command: 'serve',
   describe: 'Run the service (HTTP auth + data API)',
   builder: (yargs: Argv<StoreArguments & { json: boolean }>) =>
-    yargs
-      .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
-      .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
-      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
-      .option('max-streams-per-customer', {
-        type: 'number',
-        default: 100,
-        describe: 'LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
-      })
-      .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
-      .option('durability', {
-        choices: ['process', 'power'] as const,
-        default: 'process' as const,
-        describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
-      })
-      .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
-      .option('intake-worker', {
-        type: 'boolean',
-        default: true,
-        describe: 'Process queued intake in this process (--no-intake-worker: only accept it) (env TRAILWIRE_INTAKE_WORKER)',
-      })
-      .option('workers', {
-        type: 'number',
-        default: 1,
-        describe:
-          'Server processes sharing the HTTP and gRPC ports (node:cluster); more than 1 needs --database-url and --redis-url (env TRAILWIRE_WORKERS)',
-      })
-      .option('redis-prefix', {
-        type: 'string',
-        describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
-      })
-      .option('abandoned-check-ms', {
-        type: 'number',
-        describe:
-          'With --database-url: how often, at most, this process takes over the intake that crashed processes left processing, in ms (env TRAILWIRE_ABANDONED_CHECK_MS). Default: 60000',
-      })
-      .option('product-limit', {
-        type: 'string',
-        array: true,
-        default: [] as string[],
-        describe: 'Override a product\'s intake limit per VIN: NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS; repeatable (env TRAILWIRE_PRODUCT_LIMIT)',
-      })
-      // Keys, secrets and the audit trail (issue 17), kept together.
-      .option('signing-key-file', {
-        type: 'string',
-        describe:
-          'PEM file of the token-signing private key (RSA: RS256, EC P-256: ES256), kept out of the database; without it the database keeps a generated key (env TRAILWIRE_SIGNING_KEY_FILE)',
-      })
-      .option('access-log-level', {
-        choices: ACCESS_LOG_LEVELS,
-        default: 'info' as AccessLogLevel,
-        describe: 'Level of the access-log lines (one per HTTP request, two per LiveFeed stream); below --log-level they are not written (env TRAILWIRE_ACCESS_LOG_LEVEL)',
-      })
-      .option('log-level', {
-        type: 'string',
-        default: 'info',
-        choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
-        describe: 'Log level (env TRAILWIRE_LOG_LEVEL)',
-      }),
+    withServeSettings(
+      yargs
+        .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
+        .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
+        .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
+        .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
+        .option('durability', {
+          choices: ['process', 'power'] as const,
+          default: 'process' as const,
+          describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
+        })
+        .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
+        .option('intake-worker', {
+          type: 'boolean',
+          default: true,
+          describe: 'Process queued intake in this process (--no-intake-worker: only accept it) (env TRAILWIRE_INTAKE_WORKER)',
+        })
+        .option('workers', {
+          type: 'number',
+          default: 1,
+          describe:
+            'Server processes sharing the HTTP and gRPC ports (node:cluster); more than 1 needs --database-url and --redis-url (env TRAILWIRE_WORKERS)',
+        })
+        .option('redis-prefix', {
+          type: 'string',
+          describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
+        })
+        .option('abandoned-check-ms', {
+          type: 'number',
+          describe:
+            'With --database-url: how often, at most, this process takes over the intake that crashed processes left processing, in ms (env TRAILWIRE_ABANDONED_CHECK_MS). Default: 60000',
+        })
+        // Keys, secrets and the audit trail (issue 17), kept together.
+        .option('signing-key-file', {
+          type: 'string',
+          describe:
+            'PEM file of the token-signing private key (RSA: RS256, EC P-256: ES256), kept out of the database; without it the database keeps a generated key (env TRAILWIRE_SIGNING_KEY_FILE)',
+        })
+        .option('access-log-level', {
+          choices: ACCESS_LOG_LEVELS,
+          default: 'info' as AccessLogLevel,
+          describe: 'Level of the access-log lines (one per HTTP request, two per LiveFeed stream); below --log-level they are not written (env TRAILWIRE_ACCESS_LOG_LEVEL)',
+        })
+        .option('log-level', {
+          type: 'string',
+          default: 'info',
+          choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+          describe: 'Log level (env TRAILWIRE_LOG_LEVEL)',
+        }),
+    ),
   handler: async (args) => {
     try {
       await serve(args);
@@ -189,19 +178,10 @@ function workersOf(args: ServeArguments): number {
   return workers;
 }
 
-/** `--product-limit NAME=REQUESTS[/WINDOW_SECONDS]`, parsed into `productLimits`; the core checks the numbers. */
-function productLimitsOf(specs: readonly string[]): Record<string, Partial<IntakeLimit>> {
-  const limits: Record<string, Partial<IntakeLimit>> = {};
-  for (const spec of specs) {
-    const match = /^([^=\s]+)=(\d+)(?:\/(\d+))?$/.exec(spec);
-    if (!match) throw new TrailwireError('validation_failed', `--product-limit ${spec}: expected NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS`);
-    limits[match[1]!] = { requests: Number(match[2]), ...(match[3] === undefined ? {} : { windowSeconds: Number(match[3]) }) };
-  }
-  return limits;
-}
-
 function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
+  const settings = serveSettingsOf(args);
   return {
+    ...settings,
     ...backendOptionsOf(args),
     abandonedCheckMs: args['abandoned-check-ms'],
     redisUrl: args['redis-url'] || undefined,
@@ -214,10 +194,8 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     intakeWorker: args['intake-worker'],
     grpcPort: args['grpc-port'],
     heartbeatIntervalMs: args['heartbeat-ms'],
-    maxStreamsPerCustomer: args['max-streams-per-customer'],
     signingKeyFile: args['signing-key-file'] || undefined,
     accessLogLevel: args['access-log-level'],
-    core: { productLimits: productLimitsOf(args['product-limit']) },
   };
 }
 
