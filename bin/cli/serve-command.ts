@@ -1,6 +1,7 @@
 /**
  * `trailwire serve`: runs the service until SIGINT/SIGTERM, then shuts down gracefully. With
- * `--demo` it seeds the demo fleet once and prints working demo keys and a first curl to try. With
+ * `--demo` it seeds the demo fleet once and prints working demo keys, the demo customers' ids and
+ * fleets, and a first curl to try. With
  * `--workers N` (N > 1) this process becomes the primary of N server processes sharing the HTTP and
  * gRPC ports (`adapters/server/cluster.ts`); it prints the banner or `--json` document once, when
  * every worker listens.
@@ -40,8 +41,11 @@ interface ServeReport {
   url: string;
   grpc: string;
   store: string;
-  demo: DemoSeed | null;
+  demo: DemoReport | null;
 }
+
+/** The demo as `serve --demo` reports it: its keys, and the demo customers' fleets (to find them by id). */
+type DemoReport = DemoSeed & { fleets: { id: number; customerId: string; name: string }[] };
 
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
@@ -118,7 +122,12 @@ async function serverModules() {
     import('../../simulator/demo-seed.ts'),
     import('../../products/index.ts'),
   ]);
-  const seedDemoOf = (server: RunningServer) => seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) });
+  const seedDemoOf = async (server: RunningServer): Promise<DemoReport> => {
+    const seed = await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name) });
+    const customers = seed.principals.filter((principal) => principal.audience === 'customers');
+    const fleets = await Promise.all(customers.map((customer) => server.trailwire.store.listFleets(customer.id, { limit: 100 })));
+    return { ...seed, fleets: fleets.flat().map(({ id, customerId, name }) => ({ id, customerId, name })) };
+  };
   return { pino, startServer, reportFailure, reportReady, startCluster, seedDemoOf };
 }
 
@@ -199,7 +208,7 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
   };
 }
 
-function reportOf(server: RunningServer, demo: DemoSeed | null): ServeReport {
+function reportOf(server: RunningServer, demo: DemoReport | null): ServeReport {
   return { url: server.url, grpc: grpcAddress(server), store: server.storeDescription, demo };
 }
 
@@ -243,6 +252,11 @@ function banner({ url, grpc, store, demo }: ServeReport, workers: number): strin
     for (const principal of principals) {
       const who = principal.audience === 'customers' ? `customer  ${principal.name}` : `partner   ${principal.product}`;
       lines.push(`  ${who.padEnd(30)} ${principal.apiKey}`);
+    }
+    lines.push('', 'Demo customers and their fleets (the operator finds them with trailwire customers list, fleets list, trailers list):');
+    for (const principal of principals.filter((p) => p.audience === 'customers')) {
+      lines.push(`  ${principal.name.padEnd(28)} customer ${principal.id}`);
+      for (const fleet of demo!.fleets.filter((f) => f.customerId === principal.id)) lines.push(`    fleet ${String(fleet.id).padEnd(5)} ${fleet.name}`);
     }
     const customer = principals.find((p) => p.audience === 'customers');
     if (customer) {
