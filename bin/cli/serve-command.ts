@@ -50,57 +50,56 @@ type DemoReport = DemoSeed & { fleets: { id: number; customerId: string; name: s
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
   describe: 'Run the service (HTTP auth + data API)',
+  // The service settings (limits, tokens, ...) come first in --help, then where and how it runs.
   builder: (yargs: Argv<StoreArguments & { json: boolean }>) =>
-    withServeSettings(
-      yargs
-        .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
-        .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
-        .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
-        .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
-        .option('durability', {
-          choices: ['process', 'power'] as const,
-          default: 'process' as const,
-          describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
-        })
-        .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
-        .option('intake-worker', {
-          type: 'boolean',
-          default: true,
-          describe: 'Process queued intake in this process (--no-intake-worker: only accept it) (env TRAILWIRE_INTAKE_WORKER)',
-        })
-        .option('workers', {
-          type: 'number',
-          default: 1,
-          describe:
-            'Server processes sharing the HTTP and gRPC ports (node:cluster); more than 1 needs --database-url and --redis-url (env TRAILWIRE_WORKERS)',
-        })
-        .option('redis-prefix', {
-          type: 'string',
-          describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
-        })
-        .option('abandoned-check-ms', {
-          type: 'number',
-          describe:
-            'With --database-url: how often, at most, this process takes over the intake that crashed processes left processing, in ms (env TRAILWIRE_ABANDONED_CHECK_MS). Default: 60000',
-        })
-        // Keys, secrets and the audit trail (issue 17), kept together.
-        .option('signing-key-file', {
-          type: 'string',
-          describe:
-            'PEM file of the token-signing private key (RSA: RS256, EC P-256: ES256), kept out of the database; without it the database keeps a generated key (env TRAILWIRE_SIGNING_KEY_FILE)',
-        })
-        .option('access-log-level', {
-          choices: ACCESS_LOG_LEVELS,
-          default: 'info' as AccessLogLevel,
-          describe: 'Level of the access-log lines (one per HTTP request, two per LiveFeed stream); below --log-level they are not written (env TRAILWIRE_ACCESS_LOG_LEVEL)',
-        })
-        .option('log-level', {
-          type: 'string',
-          default: 'info',
-          choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
-          describe: 'Log level (env TRAILWIRE_LOG_LEVEL)',
-        }),
-    ),
+    withServeSettings(yargs)
+      .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
+      .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
+      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
+      .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
+      .option('durability', {
+        choices: ['process', 'power'] as const,
+        default: 'process' as const,
+        describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
+      })
+      .option('demo', { type: 'boolean', default: false, describe: "Seed demo data once; print demo keys and the demo customers' ids and fleets" })
+      .option('intake-worker', {
+        type: 'boolean',
+        default: true,
+        describe: 'Process queued intake in this process (--no-intake-worker: only accept it) (env TRAILWIRE_INTAKE_WORKER)',
+      })
+      .option('workers', {
+        type: 'number',
+        default: 1,
+        describe:
+          'Server processes sharing the HTTP and gRPC ports (node:cluster); more than 1 needs --database-url and --redis-url (env TRAILWIRE_WORKERS)',
+      })
+      .option('redis-prefix', {
+        type: 'string',
+        describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
+      })
+      .option('abandoned-check-ms', {
+        type: 'number',
+        describe:
+          'With --database-url: how often, at most, this process takes over the intake that crashed processes left processing, in ms (env TRAILWIRE_ABANDONED_CHECK_MS). Default: 60000',
+      })
+      // Keys, secrets and the audit trail (issue 17), kept together.
+      .option('signing-key-file', {
+        type: 'string',
+        describe:
+          'PEM file of the token-signing private key (RSA: RS256, EC P-256: ES256), kept out of the database; without it the database keeps a generated key (env TRAILWIRE_SIGNING_KEY_FILE)',
+      })
+      .option('access-log-level', {
+        choices: ACCESS_LOG_LEVELS,
+        default: 'info' as AccessLogLevel,
+        describe: 'Level of the access-log lines (one per HTTP request, two per LiveFeed stream); below --log-level they are not written (env TRAILWIRE_ACCESS_LOG_LEVEL)',
+      })
+      .option('log-level', {
+        type: 'string',
+        default: 'info',
+        choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+        describe: 'Log level (env TRAILWIRE_LOG_LEVEL)',
+      }),
   handler: async (args) => {
     try {
       await serve(args);

@@ -9,6 +9,7 @@
 import type { Argv } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
+import type { TrailwireOptions } from '../../core/trailwire.ts';
 import type { ServerOptions } from '../../adapters/server/index.ts';
 
 /**
@@ -113,7 +114,7 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
 
 /** What the serve settings set in `ServerOptions`; `core` is merged into the server's core options. */
 export type ServeSettings = Pick<ServerOptions, 'trustProxy' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer'> & {
-  core: NonNullable<Pick<Required<ServerOptions>['core'], 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>>;
+  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>;
 };
 
 /** Checks the serve settings, throwing a `validation_failed` that names the first bad option, and maps them. */
