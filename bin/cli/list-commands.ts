@@ -12,7 +12,7 @@ import type { Device, GpsFix } from '../../core/model.ts';
 import type { IdPageQuery, OperatorTrailer, TrailerScope, TrailwireStore } from '../../core/store.ts';
 import { type StoreArguments, withStore } from './open-core.ts';
 import { printFailure, printResult } from './output.ts';
-import { type Column, formatTable, isoTime } from './table.ts';
+import { type Column, formatTable, isoTime, shortTime } from './table.ts';
 
 type Common = StoreArguments & { json: boolean };
 
@@ -63,7 +63,7 @@ export const customersList: CommandModule<Common, Common> = {
       [
         { header: 'ID', cell: (c) => c.id },
         { header: 'NAME', cell: (c) => c.name },
-        { header: 'CREATED', cell: (c) => c.createdAt },
+        { header: 'CREATED', cell: (c) => shortTime(c.createdAt) },
       ],
       'no customers',
     ),
@@ -85,7 +85,7 @@ export const partnersList: CommandModule<Common, Common> = {
         { header: 'ID', cell: (p) => p.id },
         { header: 'NAME', cell: (p) => p.name },
         { header: 'PRODUCT', cell: (p) => p.product },
-        { header: 'CREATED', cell: (p) => p.createdAt },
+        { header: 'CREATED', cell: (p) => shortTime(p.createdAt) },
       ],
       'no partners',
     ),
@@ -118,7 +118,7 @@ export const fleetsList: CommandModule<Common, Common & { customer?: string }> =
         { header: 'ID', cell: (f) => f.id },
         { header: 'CUSTOMER', cell: (f) => f.customerId },
         { header: 'NAME', cell: (f) => f.name },
-        { header: 'CREATED', cell: (f) => f.createdAt },
+        { header: 'CREATED', cell: (f) => shortTime(f.createdAt) },
       ],
       args.customer === undefined ? 'no fleets' : `customer ${args.customer} has no fleets`,
     ),
@@ -184,7 +184,7 @@ export const trailersList: CommandModule<Common, Common & { fleet?: number; unas
         { header: 'UNIT', cell: (t) => t.unitId },
         { header: 'FLEET', cell: (t) => t.fleetId },
         { header: 'STATUS', cell: (t) => (t.active ? t.status : `${t.status} (inactive)`) },
-        { header: 'LAST SEEN', cell: (t) => t.lastSeenAt },
+        { header: 'LAST SEEN', cell: (t) => shortTime(t.lastSeenAt) },
       ],
       args.unassigned ? 'no unassigned trailers' : args.fleet === undefined ? 'no trailers' : `fleet ${args.fleet} has no trailers`,
     ),
@@ -224,7 +224,7 @@ export const trailersHistory: CommandModule<Common, Common & { trailer: string; 
         return fixes.map((fix) => ({ timestamp: isoTime(fix.timestamp), lat: fix.lat, long: fix.long, speed: fix.speed, heading: fix.heading }));
       },
       [
-        { header: 'TIME', cell: (f) => f.timestamp },
+        { header: 'TIME', cell: (f) => shortTime(f.timestamp) },
         { header: 'LAT', cell: (f) => f.lat.toFixed(5) },
         { header: 'LONG', cell: (f) => f.long.toFixed(5) },
         { header: 'MPH', cell: (f) => Math.round(f.speed) },
@@ -278,7 +278,7 @@ export const devicesList: CommandModule<Common, Common & { trailer: string }> = 
         { header: 'SERIAL', cell: (d) => d.serial },
         { header: 'POSITION', cell: (d) => d.position },
         { header: 'STATE', cell: (d) => (d.active ? d.state : `${d.state} (inactive)`) },
-        { header: 'LAST SEEN', cell: (d) => d.lastSeenAt },
+        { header: 'LAST SEEN', cell: (d) => shortTime(d.lastSeenAt) },
       ],
       `trailer ${args.trailer} has no devices`,
     ),

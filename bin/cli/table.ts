@@ -18,7 +18,12 @@ export function formatTable<T>(rows: readonly T[], columns: readonly Column<T>[]
   return cells.map((line) => line.map((cell, index) => (index === line.length - 1 ? cell : cell.padEnd(widths[index]!))).join('  ')).join('\n');
 }
 
-/** An epoch-ms time as the tables and JSON show it: RFC 3339 UTC to the second, or null. */
+/** An epoch-ms time as the JSON shows it, as the read API does: RFC 3339 UTC with milliseconds, or null. */
 export function isoTime(epochMs: number | null): string | null {
-  return epochMs === null ? null : new Date(epochMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return epochMs === null ? null : new Date(epochMs).toISOString();
+}
+
+/** Such a time as a table shows it: to the second, which is what a reader compares. */
+export function shortTime(iso: string | null): string | null {
+  return iso === null ? null : iso.replace(/\.\d{3}Z$/, 'Z');
 }
