@@ -2,10 +2,12 @@
  * The settings of `trailwire serve` (contract 9, issue 15), as an operator gives them: a bad value
  * stops the start with a message naming the option (exit 1, nothing opened), and good values — from
  * options and from `TRAILWIRE_*` variables — take effect in a running server: the read limit answers
- * 429 on the third read, `--trust-proxy` counts failed authentications per X-Forwarded-For address,
- * `--body-limit` answers 413, `--token-ttl` shows in the token's exp, ES256 signs, and
- * `--no-verify-vin-check-digit` takes a VIN whose check digit is wrong (which `trailers create` then
- * assigns). A server started with the defaults answers the other way round. Needs `npm run build`.
+ * 429 on the third read, the authenticate and rotate limits on the next one past theirs,
+ * `--trust-proxy` counts failed authentications per X-Forwarded-For address, `--body-limit` answers
+ * 413, `--token-ttl` shows in the token's exp, ES256 signs, `--max-streams-per-customer` refuses a
+ * stream, and `--no-verify-vin-check-digit` takes a VIN whose check digit is wrong (which
+ * `trailers create` then assigns). A server started with the defaults answers the other way round.
+ * Needs `npm run build`.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -13,7 +15,10 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
 import jwt from 'jsonwebtoken';
+import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import { DEFAULT_INTAKE_BODY_LIMIT } from '../../../adapters/koa/index.ts';
 import { limitOf, SERVE_SETTING_DEFAULTS } from '../../../bin/cli/serve-settings.ts';
 import { DEFAULT_LIMITS } from '../../../core/trailwire.ts';
@@ -62,7 +67,7 @@ describe('serve with a bad setting', () => {
 });
 
 /** A `trailwire serve --json` child process, once it printed its document. */
-async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; child: ChildProcess }> {
+async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; grpc: string; child: ChildProcess }> {
   const child = spawn(process.execPath, [TRAILWIRE_BIN, 'serve', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', ...args], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
@@ -78,7 +83,8 @@ async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<
     child.stderr!.on('data', (chunk) => (stderr += chunk));
     child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
   });
-  return { url: JSON.parse(line).url, child };
+  const { url, grpc } = JSON.parse(line);
+  return { url, grpc, child };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -134,16 +140,20 @@ function intake(url: string, token: string, vin: string, body: string): Promise<
 const fix = (padding = '') => JSON.stringify({ timestamp: Math.floor(Date.now() / 1000) - 60, position: { latitude: 41.9, longitude: -87.6 }, speedKph: 0, bearingDeg: 0 }) + padding;
 
 describe('serve settings in a running server', { timeout: 60_000 }, () => {
-  let tuned: { url: string; child: ChildProcess; db: string; principals: Principals };
-  let defaults: { url: string; child: ChildProcess; db: string; principals: Principals };
+  let tuned: { url: string; grpc: string; child: ChildProcess; db: string; principals: Principals };
+  let defaults: { url: string; grpc: string; child: ChildProcess; db: string; principals: Principals };
   before(async () => {
     const [tunedDb, defaultDb] = [join(directory, 'tuned.db'), join(directory, 'defaults.db')];
     const [tunedPrincipals, defaultPrincipals] = await Promise.all([provision(tunedDb), provision(defaultDb)]);
-    // Windows of an hour: the few requests of a case do not straddle a window's end.
+    // Windows of an hour: the few requests of a case do not straddle a window's end. The cases
+    // authenticate the provisioned keys fewer than 5 times in all (--authenticate-limit 5/3600).
     const [tunedServe, defaultServe] = await Promise.all([
       startServe(
-        ['--db', tunedDb, '--failed-authenticate-limit', '2/3600', '--body-limit', '1000', '--token-ttl', '120', '--signing-algorithm', 'ES256', '--no-verify-vin-check-digit'],
-        { TRAILWIRE_READ_LIMIT: '2/3600', TRAILWIRE_TRUST_PROXY: 'true' },
+        [
+          ...['--db', tunedDb, '--failed-authenticate-limit', '2/3600', '--authenticate-limit', '5/3600', '--rotate-limit', '1/3600'],
+          ...['--body-limit', '1000', '--token-ttl', '120', '--signing-algorithm', 'ES256', '--no-verify-vin-check-digit'],
+        ],
+        { TRAILWIRE_READ_LIMIT: '2/3600', TRAILWIRE_TRUST_PROXY: 'true', TRAILWIRE_MAX_STREAMS_PER_CUSTOMER: '1' },
       ),
       startServe(['--db', defaultDb, '--failed-authenticate-limit', '2/3600']),
     ]);
@@ -213,6 +223,46 @@ describe('serve settings in a running server', { timeout: 60_000 }, () => {
     const fresh = await runTrailwire(['trailers', 'create', '--fleet', String(tuned.principals.fleetId), '--vin', vinWithWrongCheckDigit(), '--json', '--db', tuned.db]);
     assert.equal(fresh.code, 1, 'a VIN intake does not know is still checked');
     assert.match(JSON.parse(fresh.stdout).error.message, /check digit/);
+  });
+
+  it('--authenticate-limit 5/3600: the sixth authentication of one key is 429; --rotate-limit 1/3600: the second rotation is 429', async () => {
+    // A customer made while serve runs, so its key has counted nothing yet.
+    const { apiKey } = await created(['customers', 'create', '--name', 'Counted', '--db', tuned.db]);
+    const statuses = [];
+    for (let i = 0; i < 6; i++) statuses.push((await authenticate(tuned.url, 'customers', apiKey!, '198.51.100.2')).status);
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
+
+    const other = await created(['customers', 'create', '--name', 'Rotating', '--db', tuned.db]);
+    const rotate = async (key: string) => {
+      const { token } = await tokenOf(tuned.url, 'customers', key);
+      return fetch(`${tuned.url}/api/v1/customers/rotate`, { method: 'PUT', headers: { authorization: `Bearer ${token}` } });
+    };
+    const first = await rotate(other.apiKey!);
+    assert.equal(first.status, 200);
+    const second = await rotate(((await first.json()) as { api_key: string }).api_key);
+    assert.equal(second.status, 429, 'one rotation an hour');
+    assert.ok(Number(second.headers.get('retry-after')) > 0);
+  });
+
+  it('TRAILWIRE_MAX_STREAMS_PER_CUSTOMER=1: a second LiveFeed stream of one customer is RESOURCE_EXHAUSTED', async () => {
+    const livefeed = (
+      grpc.loadPackageDefinition(protoLoader.loadSync('livefeed/v1/livefeed.proto', { keepCase: true, includeDirs: [PROTO_ROOT] })) as any
+    ).livefeed.v1;
+    const { token } = await tokenOf(tuned.url, 'customers', tuned.principals.customerKey);
+    const client = new livefeed.LiveFeed(tuned.grpc, grpc.credentials.createInsecure());
+    const metadata = new grpc.Metadata();
+    metadata.set('authorization', `Bearer ${token}`);
+    const firstStream = client.Subscribe({}, metadata);
+    firstStream.on('error', () => {});
+    try {
+      await new Promise((resolve) => firstStream.once('data', resolve));
+      const secondStream = client.Subscribe({}, metadata);
+      const refused = await new Promise<grpc.ServiceError>((resolve) => secondStream.on('error', resolve));
+      assert.equal(refused.code, grpc.status.RESOURCE_EXHAUSTED);
+    } finally {
+      firstStream.cancel();
+      client.close();
+    }
   });
 
   it('TRAILWIRE_TRUST_PROXY=true: failed authentications count per X-Forwarded-For address, so one client cannot lock out another', async () => {
