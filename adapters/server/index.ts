@@ -221,8 +221,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       : undefined,
   });
   const server: Server = createServer(HTTP_SERVER_TIMEOUTS, app.callback());
-  server.listen(options.port ?? 8080, options.host);
   try {
+    // Inside the try: a bad port throws at once, and the core started above must still be closed.
+    server.listen(options.port ?? 8080, options.host);
     await once(server, 'listening');
   } catch (error) {
     await closeCore();

@@ -16,7 +16,7 @@ import { ACCESS_LOG_LEVELS, type AccessLogLevel } from '../../core/audit.ts';
 import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
 import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
-import { type ServeSettingArguments, serveSettingsOf, withServeSettings } from './serve-settings.ts';
+import { portOf, positiveIntegerOf, type ServeSettingArguments, serveSettingsOf, withServeSettings } from './serve-settings.ts';
 
 type ServeArguments = StoreArguments & ServeSettingArguments & {
   json: boolean;
@@ -196,12 +196,12 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     redisKeyPrefix: args['redis-prefix'],
     productModules: args['product-module'],
     durability: args.durability,
-    port: args.port,
+    port: portOf('--port', args.port),
     host: args.host,
     logger,
     intakeWorker: args['intake-worker'],
-    grpcPort: args['grpc-port'],
-    heartbeatIntervalMs: args['heartbeat-ms'],
+    grpcPort: portOf('--grpc-port', args['grpc-port']),
+    heartbeatIntervalMs: positiveIntegerOf('--heartbeat-ms', args['heartbeat-ms'], 'milliseconds'),
     signingKeyFile: args['signing-key-file'] || undefined,
     accessLogLevel: args['access-log-level'],
   };

@@ -160,10 +160,21 @@ function productLimitsOf(specs: readonly string[]): Record<string, Partial<Intak
   return limits;
 }
 
+/** A port option (`--port`, `--grpc-port`): 0 (any free port) to 65535. */
+export function portOf(option: string, value: number): number {
+  return integerIn(option, value, { min: 0, max: 65_535 }, '');
+}
+
+/** A whole number option of at least 1, e.g. `--heartbeat-ms`. */
+export function positiveIntegerOf(option: string, value: number, unit: string): number {
+  return integerIn(option, value, { min: 1, max: Number.MAX_SAFE_INTEGER }, unit);
+}
+
 function integerIn(option: string, value: number, bounds: { min: number; max: number }, unit: string): number {
-  if (!Number.isInteger(value) || value < bounds.min || value > bounds.max)
-    throw invalidSetting(`${option} must be a whole number of ${unit} from ${bounds.min} to ${bounds.max}, got ${Number.isNaN(value) ? 'a value that is not a number' : value}`);
-  return value;
+  if (Number.isInteger(value) && value >= bounds.min && value <= bounds.max) return value;
+  const range = bounds.max === Number.MAX_SAFE_INTEGER ? `≥ ${bounds.min}` : `from ${bounds.min} to ${bounds.max}`;
+  const got = Number.isNaN(value) ? 'a value that is not a number' : String(value);
+  throw invalidSetting(`${option} must be a whole number${unit ? ` of ${unit}` : ''} ${range}, got ${got}`);
 }
 
 function invalidSetting(message: string): TrailwireError {

@@ -54,11 +54,13 @@ describe('serve with a bad setting', () => {
     [['--body-limit', '0'], {}, /^trailwire: --body-limit must be a whole number of bytes from 1 to 16777216, got 0$/],
     [['--max-streams-per-customer', '0'], {}, /^trailwire: --max-streams-per-customer must be a whole number of streams from 1 to 1000000, got 0$/],
     [['--signing-algorithm', 'HS256'], {}, /signing-algorithm, Given: "HS256", Choices: "RS256", "ES256"/],
+    [[], { TRAILWIRE_PORT: '-5' }, /^trailwire: --port must be a whole number from 0 to 65535, got -5$/],
+    [[], { TRAILWIRE_HEARTBEAT_MS: '0' }, /^trailwire: --heartbeat-ms must be a whole number of milliseconds ≥ 1, got 0$/],
   ];
   for (const [args, env, message] of cases)
     it(`${[...args, ...Object.entries(env).map(([name, value]) => `${name}=${value}`)].join(' ')}: exit 1, the option named, nothing opened`, async () => {
       const db = join(directory, `bad-${Math.random().toString(36).slice(2)}.db`);
-      const result = await runTrailwire(['serve', '--port', '0', '--grpc-port', '0', '--db', db, ...args], env);
+      const result = await runTrailwire(['serve', ...(env.TRAILWIRE_PORT ? [] : ['--port', '0']), '--grpc-port', '0', '--db', db, ...args], env);
       assert.equal(result.code, 1);
       assert.equal(result.stdout, '');
       assert.match(result.stderr.trim().split('\n').at(-1)!, message);
