@@ -34,10 +34,13 @@ export class AdminService {
    * the fleet, keeping its history; a VIN already in a fleet is a conflict.
    */
   async registerTrailer(input: { fleetId: number; vin: string; unitId?: string | null }): Promise<Trailer> {
-    const vin = parseVin(input.vin, { verifyCheckDigit: this.options.verifyVinCheckDigit });
+    // A VIN intake already knows is taken as it is: a server started with --no-verify-vin-check-digit
+    // accepted it, and the operator must be able to assign it from a command that verifies by default.
+    const shaped = parseVin(input.vin, { verifyCheckDigit: false });
+    const known = await this.store.findTrailerByVin(shaped);
+    const vin = known ? shaped : parseVin(input.vin, { verifyCheckDigit: this.options.verifyVinCheckDigit });
     if (!(await this.store.getFleetById(input.fleetId))) throw new TrailwireError('not_found', `No fleet ${input.fleetId}.`);
     const unitId = input.unitId?.trim() || null;
-    const known = await this.store.findTrailerByVin(vin);
     if (known) {
       if (known.fleetId !== null)
         throw new TrailwireError('conflict', `VIN ${vin} is already registered in fleet ${known.fleetId}.`);

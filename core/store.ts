@@ -213,6 +213,39 @@ export interface FleetReadStore {
   listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]>;
 }
 
+/** Which trailers the operator's trailer list holds. */
+export type TrailerScope =
+  | { kind: 'all' }
+  | { kind: 'fleet'; fleetId: number }
+  /** The VINs intake met before an operator registered them (contract 4): no fleet yet. */
+  | { kind: 'unassigned' };
+
+/** A trailer as the operator's list shows it: the record, and when it last reported anything. */
+export interface OperatorTrailer extends Trailer {
+  /** The newest timestamp its GPS, devices or cargosafe units reported (epoch ms); null if never. */
+  lastSeenAt: number | null;
+}
+
+/**
+ * The operator's reads (the `trailwire ... list` commands): every customer's records, unlike the
+ * customer-scoped `FleetReadStore`, so only the operator's own tools call it — never a transport a
+ * customer or partner reaches. Lists are keyset pages by id, as everywhere in the store.
+ */
+export interface OperatorReadStore {
+  listCustomers(page: IdPageQuery): Promise<Customer[]>;
+  listPartners(page: IdPageQuery): Promise<Partner[]>;
+  /** Every fleet, or only those of `customerId`. */
+  listAllFleets(query: IdPageQuery<number> & { customerId?: string }): Promise<Fleet[]>;
+  /** Every trailer, those of one fleet, or the unassigned ones. */
+  listAllTrailers(query: IdPageQuery & { scope: TrailerScope }): Promise<OperatorTrailer[]>;
+  /** One trailer by id, whoever owns it (or none does); null when there is no such trailer. */
+  getAnyTrailer(trailerId: string): Promise<OperatorTrailer | null>;
+  /** A trailer's devices; `active` is the operator flag alone (staleness is the read API's view). */
+  listTrailerDevices(trailerId: string, page: IdPageQuery): Promise<Device[]>;
+  /** A trailer's GPS history, whoever owns it — also what intake recorded while it was unassigned. */
+  listTrailerGps(trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]>;
+}
+
 /**
  * The canonical writes of intake payloads (or of demo data). For each batch item the trailer is
  * found by VIN (created unassigned when unknown), GPS fixes are stored and the latest fix moves,
@@ -256,7 +289,7 @@ export interface AppliedTelemetry {
 }
 
 /** Everything a Trailwire process needs from its store. */
-export interface TrailwireStore extends PrincipalStore, SecretStore, FleetAdminStore, TrailerChangeStore, FleetReadStore, TelemetryWriteStore {
+export interface TrailwireStore extends PrincipalStore, SecretStore, FleetAdminStore, TrailerChangeStore, FleetReadStore, OperatorReadStore, TelemetryWriteStore {
   /** Answers when the store can serve queries (for `/readyz`); throws otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

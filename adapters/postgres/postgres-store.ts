@@ -33,11 +33,13 @@ import type {
   NewCustomer,
   NewPartner,
   NewTrailer,
+  OperatorTrailer,
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
   TimePageQuery,
   TrailerChange,
+  TrailerScope,
   TrailwireStore,
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
@@ -56,6 +58,7 @@ import {
   toFleet,
   toFleetOrNull,
   toGpsFix,
+  toOperatorTrailer,
   toPartner,
   toPartnerPrincipal,
   toTrailer,
@@ -66,6 +69,7 @@ import {
   type DeviceRow,
   type FleetRow,
   type GpsRow,
+  type OperatorTrailerRow,
   type PartnerRow,
   type PrincipalRow,
   type StateCountRow,
@@ -371,6 +375,51 @@ class PostgresTrailwireStore implements PostgresStore {
     return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toCargosafeReading(row.unit_id, row) }));
   }
 
+  // --- operator reads (the `trailwire ... list` commands) -----------------------------------------
+
+  async listCustomers(page: IdPageQuery): Promise<Customer[]> {
+    return (await queryRows<PrincipalRow>(this.pool, this.sql.operatorCustomers, [page.afterId ?? '', page.limit])).map(toCustomer);
+  }
+
+  async listPartners(page: IdPageQuery): Promise<Partner[]> {
+    return (await queryRows<PartnerRow>(this.pool, this.sql.operatorPartners, [page.afterId ?? '', page.limit])).map(toPartner);
+  }
+
+  async listAllFleets(query: IdPageQuery<number> & { customerId?: string }): Promise<Fleet[]> {
+    const rows =
+      query.customerId === undefined
+        ? await queryRows<FleetRow>(this.pool, this.sql.operatorFleets, [query.afterId ?? 0, query.limit])
+        : await queryRows<FleetRow>(this.pool, this.sql.customerFleets, [query.customerId, query.afterId ?? 0, query.limit]);
+    return rows.map(toFleet);
+  }
+
+  async listAllTrailers(query: IdPageQuery & { scope: TrailerScope }): Promise<OperatorTrailer[]> {
+    const afterId = query.afterId ?? '';
+    const { scope } = query;
+    const rows =
+      scope.kind === 'fleet'
+        ? await queryRows<OperatorTrailerRow>(this.pool, this.sql.operatorFleetTrailers, [scope.fleetId, afterId, query.limit])
+        : await queryRows<OperatorTrailerRow>(this.pool, scope.kind === 'unassigned' ? this.sql.operatorUnassignedTrailers : this.sql.operatorTrailers, [
+            afterId,
+            query.limit,
+          ]);
+    return rows.map(toOperatorTrailer);
+  }
+
+  async getAnyTrailer(trailerId: string): Promise<OperatorTrailer | null> {
+    const row = await queryRow<OperatorTrailerRow>(this.pool, this.sql.operatorTrailer, [trailerId]);
+    return row === undefined ? null : toOperatorTrailer(row);
+  }
+
+  async listTrailerDevices(trailerId: string, page: IdPageQuery): Promise<Device[]> {
+    return (await queryRows<DeviceRow>(this.pool, this.sql.operatorDevices, [trailerId, page.afterId ?? '', page.limit])).map(toDevice);
+  }
+
+  async listTrailerGps(trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]> {
+    const rows = await queryRows<GpsRow>(this.pool, this.sql.operatorGps, [trailerId, ...timeBounds(page)]);
+    return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toGpsFix(row) }));
+  }
+
   // --- telemetry writes -------------------------------------------------------------------------
 
   async applyTelemetry(item: TelemetryBatch): Promise<AppliedTelemetry> {
@@ -462,6 +511,35 @@ const ownsFleet = (s: string, fleetId: string, customerId: string) =>
   `EXISTS (SELECT 1 FROM ${s}.fleets f WHERE f.id = ${fleetId} AND f.customer_id = ${customerId})`;
 const ownsTrailer = (s: string, trailerId: string, customerId: string) =>
   `EXISTS (SELECT 1 FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.id = ${trailerId} AND f.customer_id = ${customerId})`;
+
+/**
+ * The newest report of a trailer's devices and of its cargosafe units, each one index range of that
+ * trailer (`toOperatorTrailer` takes the newest of these and the latest fix).
+ */
+const operatorTrailerColumns = (s: string) => `${TRAILER_COLUMNS},
+  (SELECT MAX(d.last_seen_at) FROM ${s}.devices d WHERE d.trailer_id = t.id) AS devices_seen_at,
+  (SELECT MAX(u.last_seen_at) FROM ${s}.cargosafe_units u WHERE u.trailer_id = t.id) AS units_seen_at`;
+
+/** The operator's reads: across customers, so none checks a `customer_id`. `s` is the quoted schema. */
+function operatorStatements(s: string) {
+  return {
+    operatorCustomers: `SELECT id, name, key_version, created_at, rotated_at FROM ${s}.customers WHERE id > $1 ORDER BY id LIMIT $2`,
+    operatorPartners: `SELECT id, name, product, key_version, created_at, rotated_at FROM ${s}.partners WHERE id > $1 ORDER BY id LIMIT $2`,
+    operatorFleets: `SELECT id, customer_id, name, created_at FROM ${s}.fleets WHERE id > $1 ORDER BY id LIMIT $2`,
+    operatorTrailers: `SELECT ${operatorTrailerColumns(s)} FROM ${s}.trailers t WHERE t.id > $1 ORDER BY t.id LIMIT $2`,
+    operatorFleetTrailers: `SELECT ${operatorTrailerColumns(s)} FROM ${s}.trailers t WHERE t.fleet_id = $1 AND t.id > $2 ORDER BY t.id LIMIT $3`,
+    // `IS NULL` is an index condition on trailers_by_fleet (fleet_id, id): the unassigned VINs are one range.
+    operatorUnassignedTrailers: `SELECT ${operatorTrailerColumns(s)} FROM ${s}.trailers t
+      WHERE t.fleet_id IS NULL AND t.id > $1 ORDER BY t.id LIMIT $2`,
+    operatorTrailer: `SELECT ${operatorTrailerColumns(s)} FROM ${s}.trailers t WHERE t.id = $1`,
+    operatorDevices: `SELECT d.id, d.trailer_id, d.kind, d.serial, d.position, d.is_warning, d.is_fault, d.last_seen_at, d.created_at,
+        d.active AS effective_active
+      FROM ${s}.devices d WHERE d.trailer_id = $1 AND d.id > $2 ORDER BY d.id LIMIT $3`,
+    // Parameters: trailer, then the time page's [afterTimestamp, afterSeq, to, limit] as in TIME_PAGE.
+    operatorGps: `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading FROM ${s}.gps_fixes g
+      WHERE g.trailer_id = $1 AND g.timestamp < $4 AND (g.timestamp, g.seq) > ($2, $3) ORDER BY g.timestamp, g.seq LIMIT $5`,
+  };
+}
 
 /** Every statement of the store, its tables qualified with `schema` (exported for the query-plan test). */
 export function storeStatements(schema: string) {
@@ -557,6 +635,8 @@ export function storeStatements(schema: string) {
         AND EXISTS (SELECT 1 FROM ${s}.cargosafe_units u JOIN ${s}.trailers t ON t.id = u.trailer_id JOIN ${s}.fleets f ON f.id = t.fleet_id
                     WHERE u.id = $1 AND f.customer_id = $2)
         AND ${TIME_PAGE}`,
+
+    ...operatorStatements(s),
   };
   // Named per statement: `pg` prepares each once per connection and reuses it. A name must always
   // carry the same text on a connection, so other modules sharing the pool use their own prefix.

@@ -83,6 +83,8 @@ export interface ServerOptions {
   accessLogLevel?: AccessLogLevel;
   /** Trust X-Forwarded-For for client addresses. Default false. */
   trustProxy?: boolean;
+  /** Largest intake body in bytes; a larger one is refused 413. Default 262,144 (256 KiB). */
+  intakeBodyLimitBytes?: number;
   /** Default: pino at `info` on stdout. */
   logger?: Logger;
   /** Core options besides the store and queue (limits, products, token lifetime, clock...). Products default to the built-in three. */
@@ -109,7 +111,7 @@ export interface RunningServer {
 
 /**
  * The Node HTTP server's timeouts, set deliberately (docs/operations.md, "HTTP timeouts"): a client
- * must send its headers within 15 s and its whole request (at most a 256 KiB body) within 30 s, so a
+ * must send its headers within 15 s and its whole request (by default at most a 256 KiB body) within 30 s, so a
  * slow-loris client cannot hold sockets open; an idle keep-alive connection is kept 65 s, longer than
  * the 60 s idle timeout of common load balancers, so the balancer, not the server, closes it.
  */
@@ -124,6 +126,9 @@ export { DEFAULT_DB_FILE } from './backends.ts';
  */
 export async function startServer(options: ServerOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? pino();
+  const bodyLimit = options.intakeBodyLimitBytes;
+  if (bodyLimit !== undefined && (!Number.isSafeInteger(bodyLimit) || bodyLimit < 1))
+    throw new TrailwireError('validation_failed', `ServerOptions.intakeBodyLimitBytes must be a positive integer of bytes, got ${String(bodyLimit)}`);
   // Read before anything opens, so that a missing or unreadable file fails the start at once.
   const signingKeyPem = options.signingKeyFile === undefined ? undefined : readSigningKeyFile(options.signingKeyFile);
   const productModules = options.productModules ?? [];
@@ -198,6 +203,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const app = createTrailwireApp(trailwire, {
     logger,
     trustProxy: options.trustProxy,
+    intakeBodyLimitBytes: options.intakeBodyLimitBytes,
     intakeWorkerExpected: runWorker && !useThread,
     accessLogLevel: options.accessLogLevel,
     readinessChecks: thread
@@ -209,8 +215,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       : undefined,
   });
   const server: Server = createServer(HTTP_SERVER_TIMEOUTS, app.callback());
-  server.listen(options.port ?? 8080, options.host);
   try {
+    // Inside the try: a bad port throws at once, and the core started above must still be closed.
+    server.listen(options.port ?? 8080, options.host);
     await once(server, 'listening');
   } catch (error) {
     await closeCore();

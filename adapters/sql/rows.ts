@@ -4,7 +4,7 @@
  * (SQLite: 0/1, PostgreSQL: true/false), which `SqlBool` and `isTrue` absorb, so one mapping serves both.
  */
 import type { CargosafeReading, CargosafeUnit, Customer, Device, DeviceState, Fleet, GpsFix, Heading, Partner, Principal, StatusName, Trailer } from '../../core/model.ts';
-import type { StoredSigningKey, TimeKey } from '../../core/store.ts';
+import type { OperatorTrailer, StoredSigningKey, TimeKey } from '../../core/store.ts';
 
 /** A boolean column as a driver returns it. */
 export type SqlBool = boolean | number;
@@ -226,4 +226,16 @@ export function toCargosafeUnit(row: CargosafeUnitRow): CargosafeUnit {
 /** Drops the options given as undefined, so that spreading them over defaults keeps the defaults. */
 export function withoutUndefined<T extends object>(options: T): Partial<T> {
   return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+/** A trailer row of the operator's lists: its columns and the newest report of its devices and cargosafe units. */
+export interface OperatorTrailerRow extends TrailerRow {
+  devices_seen_at: number | null;
+  units_seen_at: number | null;
+}
+
+/** The newest of the trailer's three report times, taken here so that both dialects share one rule. */
+export function toOperatorTrailer(row: OperatorTrailerRow): OperatorTrailer {
+  const seen = [row.gps_timestamp, row.devices_seen_at, row.units_seen_at].filter((at): at is number => at !== null);
+  return { ...toTrailer(row), lastSeenAt: seen.length === 0 ? null : Math.max(...seen) };
 }

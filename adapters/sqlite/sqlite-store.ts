@@ -32,11 +32,13 @@ import type {
   NewCustomer,
   NewPartner,
   NewTrailer,
+  OperatorTrailer,
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
   TimePageQuery,
   TrailerChange,
+  TrailerScope,
   TrailwireStore,
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
@@ -55,6 +57,7 @@ import {
   toFleet,
   toFleetOrNull,
   toGpsFix,
+  toOperatorTrailer,
   toPartner,
   toPartnerPrincipal,
   toTrailer,
@@ -65,6 +68,7 @@ import {
   type DeviceRow,
   type FleetRow,
   type GpsRow,
+  type OperatorTrailerRow,
   type PartnerRow,
   type PrincipalRow,
   type StateCountRow,
@@ -392,6 +396,52 @@ class SqliteTrailwireStore implements SqliteStore {
     return this.sql.customerUnitReadings.all({ ...timeBounds(page), customerId, sourceId: unitId }).map((row) => ({
       key: { timestamp: row.timestamp, seq: row.seq },
       record: toCargosafeReading(row.unit_id, row),
+    }));
+  }
+
+  // --- operator reads (the `trailwire ... list` commands) -----------------------------------------
+
+  async listCustomers(page: IdPageQuery): Promise<Customer[]> {
+    return this.sql.operatorCustomers.all(page.afterId ?? '', page.limit).map(toCustomer);
+  }
+
+  async listPartners(page: IdPageQuery): Promise<Partner[]> {
+    return this.sql.operatorPartners.all(page.afterId ?? '', page.limit).map(toPartner);
+  }
+
+  async listAllFleets(query: IdPageQuery<number> & { customerId?: string }): Promise<Fleet[]> {
+    const rows =
+      query.customerId === undefined
+        ? this.sql.operatorFleets.all(query.afterId ?? 0, query.limit)
+        : this.sql.customerFleets.all(query.customerId, query.afterId ?? 0, query.limit);
+    return rows.map(toFleet);
+  }
+
+  async listAllTrailers(query: IdPageQuery & { scope: TrailerScope }): Promise<OperatorTrailer[]> {
+    const afterId = query.afterId ?? '';
+    const { scope } = query;
+    const rows =
+      scope.kind === 'fleet'
+        ? this.sql.operatorFleetTrailers.all(scope.fleetId, afterId, query.limit)
+        : scope.kind === 'unassigned'
+          ? this.sql.operatorUnassignedTrailers.all(afterId, query.limit)
+          : this.sql.operatorTrailers.all(afterId, query.limit);
+    return rows.map(toOperatorTrailer);
+  }
+
+  async getAnyTrailer(trailerId: string): Promise<OperatorTrailer | null> {
+    const row = this.sql.operatorTrailer.get(trailerId);
+    return row === undefined ? null : toOperatorTrailer(row);
+  }
+
+  async listTrailerDevices(trailerId: string, page: IdPageQuery): Promise<Device[]> {
+    return this.sql.operatorDevices.all(trailerId, page.afterId ?? '', page.limit).map(toDevice);
+  }
+
+  async listTrailerGps(trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]> {
+    return this.sql.operatorGps.all({ ...timeBounds(page), sourceId: trailerId }).map((row) => ({
+      key: { timestamp: row.timestamp, seq: row.seq },
+      record: toGpsFix(row),
     }));
   }
 
@@ -751,6 +801,44 @@ function prepareStoreStatements(db: Database.Database) {
        FROM cargosafe_readings g JOIN cargosafe_units u ON u.id = g.unit_id JOIN trailers t ON t.id = u.trailer_id
          JOIN fleets f ON f.id = t.fleet_id
        WHERE u.id = :sourceId AND g.unit_id = :sourceId AND f.customer_id = :customerId AND ${TIME_PAGE}`,
+    ),
+
+    ...prepareOperatorStatements(db),
+  };
+}
+
+/**
+ * The newest report of a trailer's devices and of its cargosafe units, each one index range of that
+ * trailer (`toOperatorTrailer` takes the newest of these and the latest fix).
+ */
+const OPERATOR_TRAILER_COLUMNS = `${TRAILER_COLUMNS},
+  (SELECT MAX(d.last_seen_at) FROM devices d WHERE d.trailer_id = t.id) AS devices_seen_at,
+  (SELECT MAX(u.last_seen_at) FROM cargosafe_units u WHERE u.trailer_id = t.id) AS units_seen_at`;
+
+/** The operator's reads: across customers, so none joins through `fleets.customer_id`. */
+function prepareOperatorStatements(db: Database.Database) {
+  return {
+    operatorCustomers: db.prepare<[string, number], PrincipalRow>('SELECT * FROM customers WHERE id > ? ORDER BY id LIMIT ?'),
+    operatorPartners: db.prepare<[string, number], PartnerRow>('SELECT * FROM partners WHERE id > ? ORDER BY id LIMIT ?'),
+    operatorFleets: db.prepare<[number, number], FleetRow>('SELECT * FROM fleets WHERE id > ? ORDER BY id LIMIT ?'),
+    operatorTrailers: db.prepare<[string, number], OperatorTrailerRow>(
+      `SELECT ${OPERATOR_TRAILER_COLUMNS} FROM trailers t WHERE t.id > ? ORDER BY t.id LIMIT ?`,
+    ),
+    operatorFleetTrailers: db.prepare<[number, string, number], OperatorTrailerRow>(
+      `SELECT ${OPERATOR_TRAILER_COLUMNS} FROM trailers t WHERE t.fleet_id = ? AND t.id > ? ORDER BY t.id LIMIT ?`,
+    ),
+    // `IS NULL` is an equality on trailers_by_fleet (fleet_id, id): the unassigned VINs are one index range.
+    operatorUnassignedTrailers: db.prepare<[string, number], OperatorTrailerRow>(
+      `SELECT ${OPERATOR_TRAILER_COLUMNS} FROM trailers t WHERE t.fleet_id IS NULL AND t.id > ? ORDER BY t.id LIMIT ?`,
+    ),
+    operatorTrailer: db.prepare<[string], OperatorTrailerRow>(`SELECT ${OPERATOR_TRAILER_COLUMNS} FROM trailers t WHERE t.id = ?`),
+    operatorDevices: db.prepare<[string, string, number], DeviceRow>(
+      `SELECT d.id, d.trailer_id, d.kind, d.serial, d.position, d.is_warning, d.is_fault, d.last_seen_at, d.created_at,
+         d.active AS effective_active
+       FROM devices d WHERE d.trailer_id = ? AND d.id > ? ORDER BY d.id LIMIT ?`,
+    ),
+    operatorGps: db.prepare<Omit<TimePageParams, 'customerId'>, GpsRow & { seq: number }>(
+      `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading FROM gps_fixes g WHERE g.trailer_id = :sourceId AND ${TIME_PAGE}`,
     ),
   };
 }

@@ -5,6 +5,7 @@
  * file, and PostgreSQL is made for it.
  */
 import type { IntakeQueue } from '../../core/intake-queue.ts';
+import type { TrailwireStore } from '../../core/store.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import type { StoreBackend } from '../../adapters/server/backends.ts';
 import { printFailure } from './output.ts';
@@ -46,6 +47,21 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
     throw error;
   } finally {
     await backend.releaseQueue();
+  }
+}
+
+/**
+ * Runs `work` with the configured backend's store alone, closing it afterwards: for reads, which need
+ * neither the products nor the signing keys the core sets up.
+ */
+export async function withStore<T>(args: StoreArguments, work: (store: TrailwireStore) => Promise<T>): Promise<T> {
+  const { openStoreBackend } = await import('../../adapters/server/backends.ts');
+  const backend = await openStoreBackend(backendOptionsOf(args));
+  try {
+    return await work(backend.store);
+  } finally {
+    await backend.releaseQueue();
+    await backend.store.close();
   }
 }
 

@@ -1,12 +1,13 @@
 /**
  * Operator provisioning commands (contract 9): `partners create`, `customers create`,
- * `fleets create`, `trailers create`, and switching trailers and devices on and off. API keys are
- * printed once here and stored only as hashes.
+ * `fleets create`, `trailers create`, and switching trailers and devices on and off, grouped with the
+ * list commands of `list-commands.ts`. API keys are printed once here and stored only as hashes.
  */
 import type { Argv, CommandModule } from 'yargs';
 import { invalidField, TrailwireError } from '../../core/errors.ts';
 import { BUILT_IN_PRODUCT_NAMES } from '../../products/built-in-names.ts';
 import { auditOperatorCommand } from './audit.ts';
+import { customersList, devicesList, fleetsList, partnersList, trailersHistory, trailersList } from './list-commands.ts';
 import { runWithCore, type StoreArguments } from './open-core.ts';
 import { printResult } from './output.ts';
 
@@ -107,11 +108,11 @@ const trailersCreate: CommandModule<Common, Common & { fleet: number; vin: strin
 };
 
 export const provisionCommands = [
-  group('partners', 'Manage partners (telemetry senders)', [partnersCreate]),
-  group('customers', 'Manage customers (data readers)', [customersCreate]),
-  group('fleets', 'Manage fleets', [fleetsCreate]),
-  group('trailers', 'Manage trailers', [trailersCreate, switchCommand('trailer', true), switchCommand('trailer', false)]),
-  group('devices', 'Manage devices', [switchCommand('device', true), switchCommand('device', false)]),
+  group('partners', 'Manage partners (telemetry senders)', [partnersCreate, partnersList]),
+  group('customers', 'Manage customers (data readers)', [customersCreate, customersList]),
+  group('fleets', 'Manage fleets', [fleetsCreate, fleetsList]),
+  group('trailers', 'Manage trailers', [trailersCreate, trailersList, trailersHistory, switchCommand('trailer', true), switchCommand('trailer', false)]),
+  group('devices', 'Manage devices', [devicesList, switchCommand('device', true), switchCommand('device', false)]),
 ];
 
 function nonEmpty(value: string, path: string): string {

@@ -1,6 +1,7 @@
 /**
  * `trailwire serve`: runs the service until SIGINT/SIGTERM, then shuts down gracefully. With
- * `--demo` it seeds the demo fleet once and prints working demo keys and a first curl to try. With
+ * `--demo` it seeds the demo fleet once and prints working demo keys, the demo customers' ids and
+ * fleets, and a first curl to try. With
  * `--workers N` (N > 1) this process becomes the primary of N server processes sharing the HTTP and
  * gRPC ports (`adapters/server/cluster.ts`); it prints the banner or `--json` document once, when
  * every worker listens.
@@ -9,15 +10,15 @@ import cluster from 'node:cluster';
 import type { Argv, CommandModule } from 'yargs';
 import type { Logger } from 'pino';
 import { TrailwireError } from '../../core/errors.ts';
-import type { IntakeLimit } from '../../core/products.ts';
 import type { DemoSeed, DemoPrincipal } from '../../simulator/demo-seed.ts';
 import type { RunningServer, ServerOptions } from '../../adapters/server/index.ts';
 import { ACCESS_LOG_LEVELS, type AccessLogLevel } from '../../core/audit.ts';
 import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
 import { backendOptionsOf, type StoreArguments } from './open-core.ts';
 import { printFailure } from './output.ts';
+import { portOf, positiveIntegerOf, type ServeSettingArguments, serveSettingsOf, withServeSettings } from './serve-settings.ts';
 
-type ServeArguments = StoreArguments & {
+type ServeArguments = StoreArguments & ServeSettingArguments & {
   json: boolean;
   port: number;
   host?: string;
@@ -27,11 +28,9 @@ type ServeArguments = StoreArguments & {
   'intake-worker': boolean;
   'grpc-port': number;
   'heartbeat-ms': number;
-  'max-streams-per-customer': number;
   durability: SqliteDurability;
   workers: number;
   'redis-prefix'?: string;
-  'product-limit': string[];
   // Keys, secrets and the audit trail (issue 17).
   'signing-key-file'?: string;
   'access-log-level': AccessLogLevel;
@@ -42,29 +41,28 @@ interface ServeReport {
   url: string;
   grpc: string;
   store: string;
-  demo: DemoSeed | null;
+  demo: DemoReport | null;
 }
+
+/** The demo as `serve --demo` reports it: its keys, and the demo customers' fleets (to find them by id). */
+type DemoReport = DemoSeed & { fleets: { id: number; customerId: string; name: string }[] };
 
 export const serveCommand: CommandModule<StoreArguments & { json: boolean }, ServeArguments> = {
   command: 'serve',
   describe: 'Run the service (HTTP auth + data API)',
+  // The service settings (limits, tokens, ...) come first in --help, then where and how it runs.
   builder: (yargs: Argv<StoreArguments & { json: boolean }>) =>
-    yargs
+    withServeSettings(yargs)
       .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
       .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
       .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
-      .option('max-streams-per-customer', {
-        type: 'number',
-        default: 100,
-        describe: 'LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
-      })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
       .option('durability', {
         choices: ['process', 'power'] as const,
         default: 'process' as const,
         describe: 'What a 202 survives: a process crash (process) or also power loss (power: fsync per group commit) (env TRAILWIRE_DURABILITY)',
       })
-      .option('demo', { type: 'boolean', default: false, describe: 'Seed demo data once and print demo keys' })
+      .option('demo', { type: 'boolean', default: false, describe: "Seed demo data once; print demo keys and the demo customers' ids and fleets" })
       .option('demo-seed', {
         type: 'number',
         describe: 'With --demo on a fresh store: the seed of the demo data, 0 to 4294967295; the same seed gives the same demo (env TRAILWIRE_DEMO_SEED). Default: a new demo each time',
@@ -83,12 +81,6 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
       .option('redis-prefix', {
         type: 'string',
         describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
-      })
-      .option('product-limit', {
-        type: 'string',
-        array: true,
-        default: [] as string[],
-        describe: 'Override a product\'s intake limit per VIN: NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS; repeatable (env TRAILWIRE_PRODUCT_LIMIT)',
       })
       // Keys, secrets and the audit trail (issue 17), kept together.
       .option('signing-key-file', {
@@ -128,7 +120,12 @@ async function serverModules() {
     import('../../simulator/demo-seed.ts'),
     import('../../products/index.ts'),
   ]);
-  const seedDemoOf = (server: RunningServer, seed: number | undefined) => seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name), seed });
+  const seedDemoOf = async (server: RunningServer, seed: number | undefined): Promise<DemoReport> => {
+    const report = await seedDemo(server.trailwire, { products: builtInProducts.map((p) => p.name), seed });
+    const customers = report.principals.filter((principal) => principal.audience === 'customers');
+    const fleets = await Promise.all(customers.map((customer) => server.trailwire.store.listFleets(customer.id, { limit: 100 })));
+    return { ...report, fleets: fleets.flat().map(({ id, customerId, name }) => ({ id, customerId, name })) };
+  };
   return { pino, startServer, reportFailure, reportReady, startCluster, seedDemoOf, checkDemoSeed };
 }
 
@@ -189,38 +186,27 @@ function workersOf(args: ServeArguments): number {
   return workers;
 }
 
-/** `--product-limit NAME=REQUESTS[/WINDOW_SECONDS]`, parsed into `productLimits`; the core checks the numbers. */
-function productLimitsOf(specs: readonly string[]): Record<string, Partial<IntakeLimit>> {
-  const limits: Record<string, Partial<IntakeLimit>> = {};
-  for (const spec of specs) {
-    const match = /^([^=\s]+)=(\d+)(?:\/(\d+))?$/.exec(spec);
-    if (!match) throw new TrailwireError('validation_failed', `--product-limit ${spec}: expected NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS`);
-    limits[match[1]!] = { requests: Number(match[2]), ...(match[3] === undefined ? {} : { windowSeconds: Number(match[3]) }) };
-  }
-  return limits;
-}
-
 function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
+  const settings = serveSettingsOf(args);
   return {
+    ...settings,
     ...backendOptionsOf(args),
     redisUrl: args['redis-url'] || undefined,
     redisKeyPrefix: args['redis-prefix'],
     productModules: args['product-module'],
     durability: args.durability,
-    port: args.port,
+    port: portOf('--port', args.port),
     host: args.host,
     logger,
     intakeWorker: args['intake-worker'],
-    grpcPort: args['grpc-port'],
-    heartbeatIntervalMs: args['heartbeat-ms'],
-    maxStreamsPerCustomer: args['max-streams-per-customer'],
+    grpcPort: portOf('--grpc-port', args['grpc-port']),
+    heartbeatIntervalMs: positiveIntegerOf('--heartbeat-ms', args['heartbeat-ms'], 'milliseconds'),
     signingKeyFile: args['signing-key-file'] || undefined,
     accessLogLevel: args['access-log-level'],
-    core: { productLimits: productLimitsOf(args['product-limit']) },
   };
 }
 
-function reportOf(server: RunningServer, demo: DemoSeed | null): ServeReport {
+function reportOf(server: RunningServer, demo: DemoReport | null): ServeReport {
   return { url: server.url, grpc: grpcAddress(server), store: server.storeDescription, demo };
 }
 
@@ -264,6 +250,11 @@ function banner({ url, grpc, store, demo }: ServeReport, workers: number): strin
     for (const principal of principals) {
       const who = principal.audience === 'customers' ? `customer  ${principal.name}` : `partner   ${principal.product}`;
       lines.push(`  ${who.padEnd(30)} ${principal.apiKey}`);
+    }
+    lines.push('', 'Demo customers and their fleets (the operator finds them with trailwire customers list, fleets list, trailers list):');
+    for (const principal of principals.filter((p) => p.audience === 'customers')) {
+      lines.push(`  ${principal.name.padEnd(28)} customer ${principal.id}`);
+      for (const fleet of demo!.fleets.filter((f) => f.customerId === principal.id)) lines.push(`    fleet ${String(fleet.id).padEnd(5)} ${fleet.name}`);
     }
     const customer = principals.find((p) => p.audience === 'customers');
     if (customer) {

@@ -1003,6 +1003,132 @@ const STORE_CASES: StoreCase[] = [
     },
   },
 
+  // operator reads ---------------------------------------------------------------------------------
+  // The store may be shared with other cases (one PostgreSQL schema), so each case looks only at its own rows.
+  {
+    group: 'operator reads',
+    name: 'listCustomers and listPartners page through every principal in id order',
+    async run(store) {
+      const customers = [await newCustomer(store, T0), await newCustomer(store, T0 + 1), await newCustomer(store, T0 + 2)];
+      const partners = [
+        await store.createPartner({ id: uid('partner'), name: 'Tiremetrics', product: 'tpms', keyHash: uid('hash'), createdAt: T0 }),
+        await store.createPartner({ id: uid('partner'), name: 'Geo Co', product: 'gps-basic', keyHash: uid('hash'), createdAt: T0 + 1 }),
+      ];
+      const listedCustomers = await allIdPages(2, (afterId: string | undefined) => store.listCustomers({ afterId, limit: 2 }));
+      const listedPartners = await allIdPages(2, (afterId: string | undefined) => store.listPartners({ afterId, limit: 2 }));
+      for (const listed of [listedCustomers, listedPartners])
+        assert.deepEqual(listed.map(idOf), listed.map(idOf).sort(byCodeUnit), 'in id order, without repeats across pages');
+      const mine = <T extends { id: string }>(listed: T[], made: T[]) => listed.filter((row) => made.some((own) => own.id === row.id));
+      assert.deepEqual(mine(listedCustomers, customers), [...customers].sort((a, b) => byCodeUnit(a.id, b.id)));
+      assert.deepEqual(mine(listedPartners, partners), [...partners].sort((a, b) => byCodeUnit(a.id, b.id)));
+      assert.ok(!listedCustomers.some((row) => 'keyHash' in row || 'key_hash' in row), 'no key hash leaves the store');
+    },
+  },
+  {
+    group: 'operator reads',
+    name: "listAllFleets answers every customer's fleets, or one customer's",
+    async run(store) {
+      const [acme, globex] = [await newCustomer(store), await newCustomer(store)];
+      const acmeFleets = [await newFleet(store, acme.id, 'North'), await newFleet(store, acme.id, 'South')];
+      const globexFleet = await newFleet(store, globex.id, 'East');
+      const all = await allIdPages(2, (afterId: number | undefined) => store.listAllFleets({ afterId, limit: 2 }));
+      assert.deepEqual(all.map(idOf), all.map(idOf).sort((a, b) => a - b));
+      assert.deepEqual(
+        all.filter((fleet) => [acme.id, globex.id].includes(fleet.customerId)),
+        [...acmeFleets, globexFleet].sort((a, b) => a.id - b.id),
+      );
+      assert.deepEqual(await allIdPages(1, (afterId: number | undefined) => store.listAllFleets({ customerId: acme.id, afterId, limit: 1 })), acmeFleets);
+      assert.deepEqual(await store.listAllFleets({ customerId: uid('customer'), limit: 10 }), []);
+    },
+  },
+  {
+    group: 'operator reads',
+    name: 'listAllTrailers answers every trailer, one fleet\'s, or the unassigned VINs, each with when it last reported',
+    async run(store) {
+      const { fleet, trailer: registered } = await customerWithTrailer(store);
+      const second = await newTrailer(store, fleet.id);
+      // Intake meets two VINs nobody registered: one with GPS and a later tire reading, one with a cargosafe unit only.
+      const gpsAndTire = (await apply(store, vin(), T0 + HOUR, { gps: [fix(T0 + MINUTE)], devices: [tire('S1', T0 + 5 * MINUTE)] })).trailer;
+      const cargoOnly = (await apply(store, vin(), T0 + HOUR, { cargosafe: [cargo('C1', T0 + 2 * MINUTE)] })).trailer;
+
+      const unassigned = await allIdPages(1, (afterId: string | undefined) => store.listAllTrailers({ scope: { kind: 'unassigned' }, afterId, limit: 1 }));
+      assert.ok(unassigned.every((trailer) => trailer.fleetId === null), 'only trailers without a fleet');
+      const mine = unassigned.filter((trailer) => [gpsAndTire.id, cargoOnly.id].includes(trailer.id));
+      assert.deepEqual(
+        mine,
+        [
+          { ...gpsAndTire, lastSeenAt: T0 + 5 * MINUTE },
+          { ...cargoOnly, lastSeenAt: T0 + 2 * MINUTE },
+        ].sort((a, b) => byCodeUnit(a.id, b.id)),
+      );
+
+      const inFleet = await allIdPages(1, (afterId: string | undefined) => store.listAllTrailers({ scope: { kind: 'fleet', fleetId: fleet.id }, afterId, limit: 1 }));
+      assert.deepEqual(inFleet, [registered, second].map((trailer) => ({ ...trailer, lastSeenAt: null })).sort((a, b) => byCodeUnit(a.id, b.id)));
+      assert.deepEqual(await store.listAllTrailers({ scope: { kind: 'fleet', fleetId: 2 ** 31 - 1 }, limit: 10 }), []);
+
+      const all = await allIdPages(2, (afterId: string | undefined) => store.listAllTrailers({ scope: { kind: 'all' }, afterId, limit: 2 }));
+      assert.deepEqual(all.map(idOf), all.map(idOf).sort(byCodeUnit));
+      for (const trailer of [registered, second, gpsAndTire, cargoOnly]) assert.ok(all.some((row) => row.id === trailer.id), `${trailer.id} is listed`);
+
+      // Assigned, a VIN leaves the unassigned list and joins its fleet's, its history with it.
+      const assigned = await store.assignTrailer(gpsAndTire.id, fleet.id, 'TR-9');
+      const unassignedAfter = await allIdPages(50, (afterId: string | undefined) => store.listAllTrailers({ scope: { kind: 'unassigned' }, afterId, limit: 50 }));
+      assert.ok(!unassignedAfter.some((trailer) => trailer.id === gpsAndTire.id));
+      assert.ok(unassignedAfter.some((trailer) => trailer.id === cargoOnly.id));
+      const fleetAfter = await store.listAllTrailers({ scope: { kind: 'fleet', fleetId: fleet.id }, limit: 10 });
+      assert.deepEqual(fleetAfter.find((trailer) => trailer.id === gpsAndTire.id), { ...assigned, lastSeenAt: T0 + 5 * MINUTE });
+    },
+  },
+  {
+    group: 'operator reads',
+    name: 'getAnyTrailer answers a trailer whoever owns it, an unassigned one, or null',
+    async run(store) {
+      const { trailer } = await customerWithTrailer(store);
+      assert.deepEqual(await store.getAnyTrailer(trailer.id), { ...trailer, lastSeenAt: null });
+      const unassigned = (await apply(store, vin(), T0 + HOUR, { gps: [fix(T0), fix(T0 + MINUTE)] })).trailer;
+      assert.deepEqual(await store.getAnyTrailer(unassigned.id), { ...unassigned, lastSeenAt: T0 + MINUTE });
+      assert.equal(await store.getAnyTrailer(uid('trailer')), null);
+    },
+  },
+  {
+    group: 'operator reads',
+    name: "listTrailerDevices shows the operator flag as active; listTrailerGps pages a trailer's fixes, assigned or not",
+    async run(store) {
+      const unassigned = (
+        await apply(store, vin(), T0 + DAY, {
+          gps: [fix(T0), fix(T0 + MINUTE), fix(T0 + 2 * MINUTE)],
+          devices: [tire('S1', T0, WARNING), tire('S2', T0), tire('S3', T0)],
+        })
+      ).trailer;
+      const devices = await allIdPages(2, (afterId: string | undefined) => store.listTrailerDevices(unassigned.id, { afterId, limit: 2 }));
+      assert.deepEqual(devices.map((device) => device.serial).sort(), ['S1', 'S2', 'S3']);
+      assert.deepEqual(devices.map(idOf), devices.map(idOf).sort(byCodeUnit));
+      const s2 = devices.find((device) => device.serial === 'S2')!;
+      await store.setDeviceActive(s2.id, false, T0 + DAY);
+      const after = await store.listTrailerDevices(unassigned.id, { limit: 10 });
+      assert.deepEqual(
+        after.map((device) => [device.serial, device.active, device.state, device.lastSeenAt]).sort(),
+        [
+          ['S1', true, WARNING, T0],
+          ['S2', false, OK, T0],
+          ['S3', true, OK, T0],
+        ],
+        'a device that last reported long ago still shows the operator flag (staleness is the read API\'s view)',
+      );
+      assert.deepEqual(await store.listTrailerDevices(uid('trailer'), { limit: 10 }), []);
+
+      const fixes = await allTimePages(2, (afterKey) => store.listTrailerGps(unassigned.id, { ...ALL_TIME, after: afterKey, limit: 2 }));
+      assert.deepEqual(fixes.map(timestampOf), [T0, T0 + MINUTE, T0 + 2 * MINUTE]);
+      assertKeysAscend(fixes.map((row) => row.key));
+      assert.deepEqual(fixes[1]!.record, fix(T0 + MINUTE));
+      assert.deepEqual(
+        (await store.listTrailerGps(unassigned.id, { from: T0 + MINUTE, to: T0 + 2 * MINUTE, limit: 10 })).map(timestampOf),
+        [T0 + MINUTE],
+        'from inclusive, to exclusive',
+      );
+    },
+  },
+
   // lifecycle ---------------------------------------------------------------------------------------
   {
     group: 'lifecycle',

@@ -1,0 +1,182 @@
+/**
+ * The settings of `trailwire serve` that tune the service rather than say where it runs (contract 9):
+ * token lifetime, signing algorithm, the authenticate, failed-authenticate, rotate and read limits,
+ * trusting a proxy's X-Forwarded-For, the intake body limit, the VIN check digit, the LiveFeed streams
+ * per customer and `--product-limit` — each an option with its `TRAILWIRE_<NAME>` variable (yargs'
+ * `.env`). They are checked here, once, at start, with a message that names the option, and mapped
+ * onto `ServerOptions`.
+ */
+import type { Argv } from 'yargs';
+import { TrailwireError } from '../../core/errors.ts';
+import type { IntakeLimit } from '../../core/products.ts';
+import type { TrailwireOptions } from '../../core/trailwire.ts';
+import type { ServerOptions } from '../../adapters/server/index.ts';
+
+/**
+ * The defaults `--help` shows. Written out here so that `--help` loads neither the core nor the
+ * adapters; `test/bin/cli/serve-settings.test.ts` holds them to the core's and the HTTP adapter's own.
+ */
+export const SERVE_SETTING_DEFAULTS = {
+  tokenTtlSeconds: 1800,
+  signingAlgorithm: 'RS256',
+  authenticateLimit: '10/300',
+  failedAuthenticateLimit: '30/300',
+  rotateLimit: '3/3600',
+  readLimit: '600/60',
+  bodyLimitBytes: 262_144,
+  maxStreamsPerCustomer: 100,
+} as const;
+
+/** Bounds of the numeric settings, with why. */
+const TOKEN_TTL_SECONDS = { min: 60, max: 86_400 };
+// A body is held in memory whole and must arrive within the HTTP server's 30 s request timeout.
+const BODY_LIMIT_BYTES = { min: 1, max: 16 * 1024 * 1024 };
+const STREAMS_PER_CUSTOMER = { min: 1, max: 1_000_000 };
+
+/** The serve settings as yargs parses them. */
+export interface ServeSettingArguments {
+  'token-ttl': number;
+  'signing-algorithm': 'RS256' | 'ES256';
+  'authenticate-limit': string;
+  'failed-authenticate-limit': string;
+  'rotate-limit': string;
+  'read-limit': string;
+  'trust-proxy': boolean;
+  'body-limit': number;
+  'verify-vin-check-digit': boolean;
+  'max-streams-per-customer': number;
+  'product-limit': string[];
+}
+
+const LIMIT_FORMAT = 'REQUESTS/WINDOW_SECONDS';
+
+/** Adds the serve settings' options to the `serve` command. */
+export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArguments> {
+  const d = SERVE_SETTING_DEFAULTS;
+  return yargs
+    .option('token-ttl', {
+      type: 'number',
+      default: d.tokenTtlSeconds,
+      describe: `Lifetime of the access tokens authenticate issues, in seconds (${TOKEN_TTL_SECONDS.min} to ${TOKEN_TTL_SECONDS.max}) (env TRAILWIRE_TOKEN_TTL)`,
+    })
+    .option('signing-algorithm', {
+      choices: ['RS256', 'ES256'] as const,
+      default: d.signingAlgorithm,
+      describe: 'Algorithm of the token-signing key the store generates; a --signing-key-file decides by its key instead (env TRAILWIRE_SIGNING_ALGORITHM)',
+    })
+    .option('authenticate-limit', {
+      type: 'string',
+      default: d.authenticateLimit,
+      describe: `Authentications per API key presented, as ${LIMIT_FORMAT} (env TRAILWIRE_AUTHENTICATE_LIMIT)`,
+    })
+    .option('failed-authenticate-limit', {
+      type: 'string',
+      default: d.failedAuthenticateLimit,
+      describe: `Failed authentications per client address (then even good keys from it wait), as ${LIMIT_FORMAT} (env TRAILWIRE_FAILED_AUTHENTICATE_LIMIT)`,
+    })
+    .option('rotate-limit', {
+      type: 'string',
+      default: d.rotateLimit,
+      describe: `Key rotations per partner or customer, as ${LIMIT_FORMAT} (env TRAILWIRE_ROTATE_LIMIT)`,
+    })
+    .option('read-limit', {
+      type: 'string',
+      default: d.readLimit,
+      describe: `Read requests per customer (and intake status polls per partner), as ${LIMIT_FORMAT} (env TRAILWIRE_READ_LIMIT)`,
+    })
+    .option('trust-proxy', {
+      type: 'boolean',
+      default: false,
+      describe: 'Take client addresses from X-Forwarded-For: behind a reverse proxy, so failed-authenticate limits count per client, not per proxy (env TRAILWIRE_TRUST_PROXY)',
+    })
+    .option('body-limit', {
+      type: 'number',
+      default: d.bodyLimitBytes,
+      describe: `Largest intake body in bytes, at most ${BODY_LIMIT_BYTES.max}; a larger one is refused 413 (env TRAILWIRE_BODY_LIMIT)`,
+    })
+    .option('verify-vin-check-digit', {
+      type: 'boolean',
+      default: true,
+      describe: 'Verify the VIN check digit (position 9); --no-verify-vin-check-digit accepts any 17 VIN characters (env TRAILWIRE_VERIFY_VIN_CHECK_DIGIT)',
+    })
+    .option('max-streams-per-customer', {
+      type: 'number',
+      default: d.maxStreamsPerCustomer,
+      describe: 'LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
+    })
+    .option('product-limit', {
+      type: 'string',
+      array: true,
+      default: [] as string[],
+      describe: "Override a product's intake limit per VIN: NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS; repeatable (env TRAILWIRE_PRODUCT_LIMIT)",
+    }) as Argv<T & ServeSettingArguments>;
+}
+
+/** What the serve settings set in `ServerOptions`; `core` is merged into the server's core options. */
+export type ServeSettings = Pick<ServerOptions, 'trustProxy' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer'> & {
+  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>;
+};
+
+/** Checks the serve settings, throwing a `validation_failed` that names the first bad option, and maps them. */
+export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
+  return {
+    trustProxy: args['trust-proxy'],
+    intakeBodyLimitBytes: integerIn('--body-limit', args['body-limit'], BODY_LIMIT_BYTES, 'bytes'),
+    maxStreamsPerCustomer: integerIn('--max-streams-per-customer', args['max-streams-per-customer'], STREAMS_PER_CUSTOMER, 'streams'),
+    core: {
+      tokens: { ttlSeconds: integerIn('--token-ttl', args['token-ttl'], TOKEN_TTL_SECONDS, 'seconds') },
+      signingAlgorithm: args['signing-algorithm'],
+      limits: {
+        authenticate: limitOf('--authenticate-limit', args['authenticate-limit']),
+        failedAuthenticatePerAddress: limitOf('--failed-authenticate-limit', args['failed-authenticate-limit']),
+        rotate: limitOf('--rotate-limit', args['rotate-limit']),
+        read: limitOf('--read-limit', args['read-limit']),
+      },
+      verifyVinCheckDigit: args['verify-vin-check-digit'],
+      productLimits: productLimitsOf(args['product-limit']),
+    },
+  };
+}
+
+/** `REQUESTS/WINDOW_SECONDS`, e.g. `600/60`: both whole numbers, at least 1 request in at least 1 s. */
+export function limitOf(option: string, text: string): { requests: number; windowSeconds: number } {
+  const match = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(String(text));
+  if (!match) throw invalidSetting(`${option} ${text}: expected ${LIMIT_FORMAT} in whole numbers, e.g. 600/60`);
+  const [requests, windowSeconds] = [Number(match[1]), Number(match[2])];
+  if (requests < 1) throw invalidSetting(`${option} ${text}: requests must be ≥ 1`);
+  if (windowSeconds < 1) throw invalidSetting(`${option} ${text}: window must be ≥ 1 s`);
+  if (!Number.isSafeInteger(requests) || !Number.isSafeInteger(windowSeconds)) throw invalidSetting(`${option} ${text}: the numbers are too large`);
+  return { requests, windowSeconds };
+}
+
+/** `--product-limit NAME=REQUESTS[/WINDOW_SECONDS]`, parsed into `productLimits`; the core checks the names. */
+function productLimitsOf(specs: readonly string[]): Record<string, Partial<IntakeLimit>> {
+  const limits: Record<string, Partial<IntakeLimit>> = {};
+  for (const spec of specs) {
+    const match = /^([^=\s]+)=(\d+)(?:\/(\d+))?$/.exec(spec);
+    if (!match) throw invalidSetting(`--product-limit ${spec}: expected NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS`);
+    limits[match[1]!] = { requests: Number(match[2]), ...(match[3] === undefined ? {} : { windowSeconds: Number(match[3]) }) };
+  }
+  return limits;
+}
+
+/** A port option (`--port`, `--grpc-port`): 0 (any free port) to 65535. */
+export function portOf(option: string, value: number): number {
+  return integerIn(option, value, { min: 0, max: 65_535 }, '');
+}
+
+/** A whole number option of at least 1, e.g. `--heartbeat-ms`. */
+export function positiveIntegerOf(option: string, value: number, unit: string): number {
+  return integerIn(option, value, { min: 1, max: Number.MAX_SAFE_INTEGER }, unit);
+}
+
+function integerIn(option: string, value: number, bounds: { min: number; max: number }, unit: string): number {
+  if (Number.isInteger(value) && value >= bounds.min && value <= bounds.max) return value;
+  const range = bounds.max === Number.MAX_SAFE_INTEGER ? `≥ ${bounds.min}` : `from ${bounds.min} to ${bounds.max}`;
+  const got = Number.isNaN(value) ? 'a value that is not a number' : String(value);
+  throw invalidSetting(`${option} must be a whole number${unit ? ` of ${unit}` : ''} ${range}, got ${got}`);
+}
+
+function invalidSetting(message: string): TrailwireError {
+  return new TrailwireError('validation_failed', message);
+}
