@@ -5,10 +5,18 @@
  * the end at the token's expiry or rotation, and shutdown.
  */
 import assert from 'node:assert/strict';
+import { get as httpGet, type IncomingMessage } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
 import { startGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
+import { startServer } from '../../../adapters/server/index.ts';
+import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { Trailer } from '../../../core/model.ts';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from '../../../adapters/koa/live-events-route.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
@@ -33,32 +41,15 @@ export async function openLiveEvents(baseUrl: string, token: string | undefined)
     for (const resolve of waiters.splice(0)) resolve();
   };
   let ended = false;
+  const parser = eventStreamParser((event) => {
+    events.push(event);
+    wake();
+  });
   const done = (async () => {
     if (!response.ok || !response.body) return;
     const decoder = new TextDecoder();
-    let buffer = '';
     try {
-      for await (const chunk of response.body) {
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-        let split: number;
-        while ((split = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, split);
-          buffer = buffer.slice(split + 2);
-          const event: ServerSentEvent = { event: 'message', data: '' };
-          const data: string[] = [];
-          for (const line of block.split('\n')) {
-            const colon = line.indexOf(':');
-            const field = colon < 0 ? line : line.slice(0, colon);
-            const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-            if (field === 'event') event.event = value;
-            else if (field === 'id') event.id = value;
-            else if (field === 'data') data.push(value);
-          }
-          event.data = data.join('\n');
-          events.push(event);
-          wake();
-        }
-      }
+      for await (const chunk of response.body) parser.push(decoder.decode(chunk as Uint8Array, { stream: true }));
     } catch {
       // Aborted by close().
     } finally {
@@ -89,6 +80,53 @@ export async function openLiveEvents(baseUrl: string, token: string | undefined)
     close() {
       controller.abort();
     },
+  };
+}
+
+/** Splits event-stream text into events as the SSE specification says (`field: value` lines, a blank line ends an event). */
+function eventStreamParser(onEvent: (event: ServerSentEvent) => void) {
+  let buffer = '';
+  return {
+    push(text: string) {
+      buffer += text;
+      let split: number;
+      while ((split = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, split);
+        buffer = buffer.slice(split + 2);
+        const event: ServerSentEvent = { event: 'message', data: '' };
+        const data: string[] = [];
+        for (const line of block.split('\n')) {
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+          if (field === 'event') event.event = value;
+          else if (field === 'id') event.id = value;
+          else if (field === 'data') data.push(value);
+        }
+        event.data = data.join('\n');
+        onEvent(event);
+      }
+    },
+  };
+}
+
+/** A stream read with node:http, whose reading can be paused (a slow reader). */
+function openPausableLiveEvents(baseUrl: string, token: string) {
+  const events: ServerSentEvent[] = [];
+  const parser = eventStreamParser((event) => events.push(event));
+  let response: IncomingMessage | undefined;
+  const request = httpGet(`${baseUrl}/api/v1/live`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
+    response = res;
+    res.setEncoding('utf8');
+    res.on('data', (text: string) => parser.push(text));
+  });
+  request.on('error', () => {});
+  return {
+    events,
+    updates: () => events.filter((e) => e.event === 'update').map((e) => JSON.parse(e.data)),
+    pause: () => response?.pause(),
+    resume: () => response?.resume(),
+    close: () => request.destroy(),
   };
 }
 
@@ -257,6 +295,59 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
     assert.match(JSON.parse(last.data).detail, /rotated/);
   });
 
+  it('a paused reader does not hold back a fast one, holds at most one pending update per trailer, then gets the latest state of each', async () => {
+    const customer = await customerWithToken(app, 'Busy Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Busy' });
+    const trailers: Trailer[] = [];
+    for (let i = 0; i < 5; i++) trailers.push(await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: uniqueVin() }));
+    const fast = await openLiveEvents(app.url, customer.token);
+    const slow = openPausableLiveEvents(app.url, customer.token);
+    await fast.until((e) => e.length >= 1);
+    await until(() => slow.events.length >= 1);
+    slow.pause();
+
+    // Large updates fill the slow reader's socket buffers quickly: the unit id carries 16 KiB.
+    const rounds = 200;
+    const padding = 'x'.repeat(16 * 1024);
+    let mostPending = 0;
+    for (let round = 0; round < rounds; round++) {
+      for (const trailer of trailers) {
+        const event: LiveTrailerEvent = {
+          customerId: customer.id,
+          fleet: { id: fleet.id, name: 'Busy' },
+          trailer: { ...trailer, unitId: `${round}:${padding}`, faultedDevices: round },
+          ts: Date.now(),
+        };
+        await app.trailwire.live.publish(event);
+      }
+      mostPending = Math.max(mostPending, app.trailwire.live.stats().pendingTrailers);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const hasFinalStates = (updates: () => Array<{ id: string; faultedDevices: number }>) => () => {
+      const latest = new Map(updates().map((t) => [t.id, t.faultedDevices]));
+      return trailers.every((trailer) => latest.get(trailer.id) === rounds - 1);
+    };
+    await fast.until(hasFinalStates(fast.updates), 10_000);
+    assert.ok(mostPending <= 2 * trailers.length, `at most one pending update per trailer and subscriber, saw ${mostPending}`);
+    // The paused reader's socket is full: the hub holds the latest update of each trailer for it, no more.
+    await until(() => {
+      const stats = app.trailwire.live.stats();
+      return stats.congestedSubscribers === 1 && stats.pendingTrailers === trailers.length;
+    });
+    assert.ok(slow.updates().length < rounds * trailers.length, 'the paused reader has not read everything');
+
+    slow.resume();
+    await until(hasFinalStates(slow.updates), 10_000);
+    assert.ok(slow.updates().length < rounds * trailers.length, `coalesced, not all ${rounds * trailers.length}: got ${slow.updates().length}`);
+    for (const trailer of trailers) {
+      const seen = slow.updates().filter((t) => t.id === trailer.id).map((t) => t.faultedDevices);
+      assert.deepEqual(seen, [...seen].sort((x, y) => x - y), 'never an older state after a newer one');
+    }
+    assert.equal(app.trailwire.live.stats().pendingTrailers, 0);
+    fast.close();
+    slow.close();
+  });
+
   it('ends every stream with `event: error` (unavailable) on shutdown, then refuses new ones with 503', async () => {
     const customer = await customerWithToken(app, 'Shutdown Co');
     const stream = await openLiveEvents(app.url, customer.token);
@@ -285,3 +376,39 @@ async function until(condition: () => boolean, ms = 5000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+describe('GET /api/v1/live in the standalone server', () => {
+  it('writes a stream.open and a stream.close access-log line, and ends open streams on close() without hanging', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'trailwire-live-'));
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const running = await startServer({ db: join(dir, 'trailwire.db'), host: '127.0.0.1', port: 0, grpcPort: 0, logger, heartbeatIntervalMs: 60_000 });
+    try {
+      const { principal, apiKey } = await running.trailwire.auth.createCustomer({ name: 'Standalone Co' });
+      const authenticated = await fetch(`${running.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
+      const { access_token: token } = (await authenticated.json()) as { access_token: string };
+      const stream = await openLiveEvents(running.url, token);
+      await stream.until((e) => e.length >= 1);
+      const opened = lines.find((line) => line.event === 'stream.open');
+      assert.equal(opened?.route, '/api/v1/live');
+      assert.equal(opened?.principalId, principal.id);
+      assert.equal(opened?.status, 200);
+
+      const closing = running.close();
+      const outcome = await Promise.race([closing.then(() => 'closed'), new Promise((resolve) => setTimeout(() => resolve('hung'), 10_000))]);
+      assert.equal(outcome, 'closed', 'close() does not wait for an open event stream');
+      await stream.done;
+      const last = stream.events.at(-1)!;
+      assert.equal(last.event, 'error');
+      assert.equal(JSON.parse(last.data).status, 503);
+      const closed = lines.find((line) => line.event === 'stream.close');
+      assert.equal(closed?.endReason, 'unavailable');
+      assert.equal(closed?.requestId, opened?.requestId);
+      assert.equal(typeof closed?.durationMs, 'number');
+      assert.equal(lines.filter((line) => line.access === 'http' && line.route === '/api/v1/live').length, 2, 'two lines, no third');
+    } finally {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
