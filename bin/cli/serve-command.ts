@@ -55,7 +55,7 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
     withServeSettings(yargs)
       .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
       .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
-      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
+      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'Heartbeat interval in ms of the LiveFeed and of GET /api/v1/live (env TRAILWIRE_HEARTBEAT_MS)' })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
       .option('durability', {
         choices: ['process', 'power'] as const,

@@ -102,7 +102,7 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
     .option('max-streams-per-customer', {
       type: 'number',
       default: d.maxStreamsPerCustomer,
-      describe: 'LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
+      describe: 'Live streams one customer may hold in this process, LiveFeed and GET /api/v1/live together; the next is refused (RESOURCE_EXHAUSTED, HTTP 429) (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
     })
     .option('product-limit', {
       type: 'string',

@@ -24,8 +24,8 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   '.': CORE,
   './core': CORE,
   './koa': [
-    'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
-    'createIntakeRouter', 'createOpsRouter', 'createReadRouter', 'createTrailwireApp', 'createTrailwireMiddleware', 'problemMiddleware',
+    'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'LIVE_EVENTS_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
+    'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createReadRouter', 'createTrailwireApp', 'createTrailwireMiddleware', 'problemMiddleware',
     'requestIdMiddleware',
   ],
   './grpc': [
