@@ -51,6 +51,9 @@ export const LIVE_STREAM_DEFAULTS = { heartbeatIntervalMs: 15_000, maxStreamsPer
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** The open streams of one transport in one process. */
+/** What a stream refused for the per-customer cap is told to wait before trying again, in seconds. */
+export const STREAM_CAP_RETRY_SECONDS = 5;
+
 export class LiveStreams {
   private readonly streams = new Set<LiveStream>();
   private readonly hub: LiveHub;
@@ -96,6 +99,9 @@ export class LiveStreams {
       throw new TrailwireError(
         'rate_limited',
         `This customer already holds ${this.maxStreamsPerCustomer} live streams here (LiveFeed and /api/v1/live together), the most allowed; close one first.`,
+        // Not a window: a slot frees when one of the customer's streams ends. Every 429 still says
+        // when to try again (contract 7), so HTTP clients are told a few seconds.
+        { rateLimit: { allowed: false, limit: this.maxStreamsPerCustomer, remaining: 0, resetSeconds: STREAM_CAP_RETRY_SECONDS } },
       );
   }
 

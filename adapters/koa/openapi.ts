@@ -196,7 +196,8 @@ function liveEventsOperation(): Json {
         },
         ...refusals,
         429: {
-          description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first.',
+          description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first. Not a window: a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
+          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again (a fixed advice: 5).', schema: { type: 'integer' } } },
           content: { 'application/problem+json': { schema: ref('Problem') } },
         },
       },

@@ -232,6 +232,8 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
     const refused = await fetch(`${app.url}/api/v1/live`, { headers: { authorization: `Bearer ${customer.token}` } });
     assert.equal(refused.status, 429);
     assert.equal(refused.headers.get('content-type'), 'application/problem+json');
+    assert.equal(refused.headers.get('retry-after'), '5', 'every 429 says when to try again');
+    assert.equal(refused.headers.get('ratelimit-remaining'), '0');
     assert.match(((await refused.json()) as { detail: string }).detail, /2 live streams/);
     const modest = await openLiveEvents(app.url, other.token);
     await modest.until((e) => e.length >= 1);
