@@ -6,7 +6,7 @@
  * payload of each. Beside it, in the same run, the bare cost of a durable write: the same payloads
  * inserted into a one-table file in the same groups. Every payload is a new GPS fix of one of 20,000
  * VINs, as in the intake benchmark; groups of 25 are about what 50 connections give. The worker
- * processes after every group (batches of 25: a light load) or once 256 are waiting (a batch of
+ * processes after every group (batches of 25: a light load) or once 512 are waiting (a batch of
  * the default size: what a sustained load gives).
  *
  * The figure says how many payloads a second one core can process; intake's 202/s can only be kept
@@ -31,7 +31,7 @@ import { printTable, round, writeResults } from './lib/results.ts';
 export interface IntakeProcessingBenchOptions {
   /** Payloads per configuration. Default 30,000. */
   payloads?: number;
-  /** Batch sizes to measure (groups of 25 are written until a batch is waiting). Default 25 and 256. */
+  /** Batch sizes to measure (groups of 25 are written until a batch is waiting). Default 25 and 512. */
   batchSizes?: readonly number[];
 }
 
@@ -103,7 +103,7 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
 
 export async function runIntakeProcessingBench(options: IntakeProcessingBenchOptions = {}) {
   const payloads = options.payloads ?? 30_000;
-  const batchSizes = options.batchSizes ?? [25, 256];
+  const batchSizes = options.batchSizes ?? [25, 512];
   const groupSize = GROUP_SIZE;
   const directory = mkdtempSync(join(tmpdir(), 'trailwire-bench-processing-'));
   const rows: Array<Record<string, string | number>> = [];
