@@ -56,7 +56,22 @@ export interface EnqueueResult {
 
 /** The record of an item just stored: queued, due at once, never attempted. */
 export function queuedRecord(item: NewIntake): IntakeRecord {
-  return { ...item, status: 'queued', attempts: 0, nextAttemptAt: item.receivedAt, processedAt: null, error: null };
+  // Field by field rather than spread: on the accept path of every 202, a spread of the item cost
+  // several microseconds (a CPU profile of the intake bench).
+  return {
+    id: item.id,
+    partnerId: item.partnerId,
+    product: item.product,
+    vin: item.vin,
+    payload: item.payload,
+    receivedAt: item.receivedAt,
+    idempotencyKey: item.idempotencyKey,
+    status: 'queued',
+    attempts: 0,
+    nextAttemptAt: item.receivedAt,
+    processedAt: null,
+    error: null,
+  };
 }
 
 /** One payload of a batch, to be processed. */

@@ -113,7 +113,8 @@ export class FixedWindowLimiter {
  */
 export class MemoryWindowCounter implements WindowCounter {
   private readonly windows = new Map<number, Map<string, number>>();
-  private readonly expiresAtByKey = new Map<string, number>();
+  /** The earliest window end held: nothing expires before it, so most calls skip the sweep. */
+  private nextExpiry = Number.POSITIVE_INFINITY;
 
   constructor(private readonly clock: Clock) {}
 
@@ -123,25 +124,30 @@ export class MemoryWindowCounter implements WindowCounter {
     if (!counts) {
       counts = new Map();
       this.windows.set(expiresAt, counts);
+      if (expiresAt < this.nextExpiry) this.nextExpiry = expiresAt;
     }
     const count = (counts.get(key) ?? 0) + 1;
     counts.set(key, count);
-    this.expiresAtByKey.set(key, expiresAt);
     return count;
   }
 
   async peek(key: string): Promise<number> {
     this.dropExpired();
-    const expiresAt = this.expiresAtByKey.get(key);
-    return expiresAt === undefined ? 0 : (this.windows.get(expiresAt)?.get(key) ?? 0);
+    // A key names its window (the limiter puts the window's start in it), so at most one group holds it.
+    for (const counts of this.windows.values()) {
+      const count = counts.get(key);
+      if (count !== undefined) return count;
+    }
+    return 0;
   }
 
   private dropExpired(): void {
     const now = this.clock.now();
-    for (const [expiresAt, counts] of this.windows) {
-      if (expiresAt > now) continue;
-      for (const key of counts.keys()) this.expiresAtByKey.delete(key);
-      this.windows.delete(expiresAt);
+    if (now < this.nextExpiry) return;
+    this.nextExpiry = Number.POSITIVE_INFINITY;
+    for (const expiresAt of [...this.windows.keys()]) {
+      if (expiresAt <= now) this.windows.delete(expiresAt);
+      else if (expiresAt < this.nextExpiry) this.nextExpiry = expiresAt;
     }
   }
 }
