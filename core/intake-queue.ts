@@ -75,15 +75,9 @@ export function queuedRecord(item: NewIntake): IntakeRecord {
 }
 
 /** One payload of a batch, to be processed. */
-export interface IntakeEntry {
+export interface IntakeEntry extends Omit<NewIntake, 'idempotencyKey'> {
   /** Its position in the log: arrival order. */
   seq: number;
-  id: string;
-  partnerId: string;
-  product: string;
-  vin: string;
-  payload: string;
-  receivedAt: number;
   /** Failed attempts before this one (0 for a payload never tried, or re-queued by an operator). */
   attempts: number;
 }
