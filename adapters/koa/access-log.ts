@@ -56,13 +56,18 @@ export function accessLogMiddleware(options: AccessLogOptions): Middleware {
     try {
       await next();
     } finally {
-      const fields = fieldsNow();
-      const { principalId, route } = fields;
-      if (state.streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
-      else logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: state.streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
-      if (ctx.status === 429) {
-        const suppressed = limitHits.admit(`${principalId ?? ctx.ip}|${route}`);
-        if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');
+      // The line is built only when it is written (or a limit hit is audited): on every request
+      // otherwise, for nothing, when the level is off.
+      const writesAccess = logger.isLevelEnabled(level);
+      if (writesAccess || ctx.status === 429) {
+        const fields = fieldsNow();
+        if (writesAccess && state.streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
+        else if (writesAccess)
+          logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: state.streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
+        if (ctx.status === 429) {
+          const suppressed = limitHits.admit(`${fields.principalId ?? ctx.ip}|${fields.route}`);
+          if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');
+        }
       }
     }
   };
