@@ -25,7 +25,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './core': CORE,
   './koa': [
     'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
-    'createIntakeRouter', 'createOpsRouter', 'createReadRouter', 'createTrailwireApp', 'createTrailwireMiddleware', 'problemMiddleware',
+    'createIntakeRouter', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp', 'createTrailwireMiddleware', 'problemMiddleware',
     'requestIdMiddleware',
   ],
   './grpc': [

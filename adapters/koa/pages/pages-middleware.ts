@@ -112,7 +112,7 @@ export function parseTileTemplate(template: string): { template: string; imageSo
   const match = /^(https?):\/\/([A-Za-z0-9.{}-]+(?::\d+)?)\/\S*$/.exec(template);
   if (!match || !['{z}', '{x}', '{y}'].every((part) => template.includes(part)))
     throw new TypeError(
-      `Trailwire pages: \`mapTilesUrl\` must be an http(s) URL template with {z}, {x} and {y}, such as "https://tiles.example.com/{z}/{x}/{y}.png", got ${JSON.stringify(template)}`,
+      `Trailwire pages: \`mapTilesUrl\` (serve --map-tiles) must be an http(s) URL template with {z}, {x} and {y}, such as "https://tiles.example.com/{z}/{x}/{y}.png", got ${JSON.stringify(template)}`,
     );
   // `{s}` (a subdomain the map picks) becomes the wildcard CSP allows at the start of a host.
   const host = match[2]!.replace(/^\{s\}\./, '*.');
