@@ -37,9 +37,29 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
     return { page, watch };
   }
 
-  it('shows the demo fleet after pasting the demo key: fleets, trailers in status colours, a marker each', async () => {
-    const { page, watch } = await openWithKey(server.key('customers'));
+  it('shows the demo fleet after pasting the demo key: fleets, trailers in status colours, a marker each', async (t) => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 }, reducedMotion: 'reduce' });
+    const watch = await watchPage(page, server.url);
+    // The bytes on the wire (gzipped where the server gzips), as Chromium counts them.
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Network.enable');
+    let transferred = 0;
+    let requests = 0;
+    cdp.on('Network.loadingFinished', (event) => {
+      transferred += event.encodedDataLength;
+      requests++;
+    });
     try {
+      await page.goto(`${server.url}/`);
+      // The outlines drawn (countries and states are SVG paths) is the page fully loaded.
+      await page.waitForFunction(() => document.querySelectorAll('.leaflet-overlay-pane path').length > 100);
+      const pageWeight = { kb: transferred / 1024, requests };
+      t.diagnostic(`page weight, first load: ${pageWeight.kb.toFixed(1)} KB transferred in ${pageWeight.requests} requests`);
+      console.log(`page weight, first load: ${pageWeight.kb.toFixed(1)} KB transferred in ${pageWeight.requests} requests`);
+      assert.ok(pageWeight.kb < 400, 'the page stays small');
+      await page.fill('#api-key', server.key('customers'));
+      await page.click('#connect');
+      await page.waitForSelector('li.trailer');
       const fleets = await page.locator('section.fleet h2').allInnerTexts();
       assert.deepEqual(
         fleets.map((text) => text.split('\n')[0]),
@@ -53,9 +73,7 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
       for (const row of rows) assert.equal(row.colour, STATUS_RGB[row.status], `a ${row.status} trailer's dot is its status colour`);
       assert.ok(rows.some((row) => row.status !== 'OK'), 'the demo fleet has trailers in warning or faulted (its slow leak and warm tyres)');
       await page.waitForFunction(() => document.querySelectorAll('path.trailer-marker').length === 12);
-      // The outlines are drawn: countries and states are SVG paths too.
-      await page.waitForFunction(() => document.querySelectorAll('.leaflet-overlay-pane path').length > 100);
-      await page.waitForSelector('#connection[data-state="live"]');
+      console.log(`with the demo fleet loaded: ${(transferred / 1024).toFixed(1)} KB in ${requests} requests`);
       assert.equal(await page.inputValue('#api-key'), '', 'the key is not left in the field');
       assert.deepEqual(
         await page.evaluate(() => [localStorage.length, sessionStorage.length, document.cookie]),
@@ -81,6 +99,79 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
       assert.ok(fixes >= 280 && fixes <= 290, `${fixes} fixes`);
       assert.equal(await page.locator('li.trailer.selected').count(), 1);
       console.log(`screenshot: ${await screenshot(page, 'live-selected-track')}`);
+    } finally {
+      await page.close();
+    }
+  });
+
+  /** Posts a gps-basic fix for `vin` as the demo partner, answering when it was sent (epoch ms). */
+  async function postFix(vin: string, latitude: number, longitude: number): Promise<number> {
+    const auth = await fetch(`${server.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': server.key('gps-basic') } });
+    const token = ((await auth.json()) as { access_token: string }).access_token;
+    const sentAt = Date.now();
+    const response = await fetch(`${server.url}/api/v1/telemetry/intake/${vin}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ timestamp: Math.floor(sentAt / 1000), position: { latitude, longitude }, speedKph: 90, bearingDeg: 45 }),
+    });
+    assert.equal(response.status, 202);
+    return sentAt;
+  }
+
+  /** Notes in the page when the trailer's row first shows the position (epoch ms, same clock as Node's). */
+  async function watchForPosition(page: Page, trailerId: string, lat: number, long: number): Promise<void> {
+    await page.evaluate(
+      ({ trailerId, lat, long }) => {
+        const row = document.querySelector<HTMLElement>(`li.trailer[data-trailer-id="${trailerId}"]`)!;
+        const w = window as unknown as { movedAt?: number };
+        w.movedAt = undefined;
+        const check = () => {
+          if (Math.abs(Number(row.dataset.lat) - lat) < 1e-4 && Math.abs(Number(row.dataset.long) - long) < 1e-4) w.movedAt ??= Date.now();
+        };
+        new MutationObserver(check).observe(row, { attributes: true });
+      },
+      { trailerId, lat, long },
+    );
+  }
+
+  it("an intake post moves the trailer's marker on the map (and the test prints the intake-to-browser latency)", async (t) => {
+    const { page } = await openWithKey(server.key('customers'));
+    try {
+      await page.waitForSelector('#connection[data-state="live"]');
+      const row = page.locator('li.trailer').first();
+      const trailerId = (await row.getAttribute('data-trailer-id'))!;
+      const vin = (await row.locator('.vin').innerText()).trim();
+      const marker = page.locator(`path.trailer-marker[data-trailer-id="${trailerId}"]`);
+      const before = await marker.getAttribute('d');
+      const [lat, long] = [Number(await row.getAttribute('data-lat')) + 1.5, Number(await row.getAttribute('data-long')) - 2];
+      await watchForPosition(page, trailerId, lat, long);
+      const sentAt = await postFix(vin, lat, long);
+      await page.waitForFunction(() => (window as unknown as { movedAt?: number }).movedAt !== undefined, undefined, { timeout: 10_000 });
+      const latency = (await page.evaluate(() => (window as unknown as { movedAt: number }).movedAt)) - sentAt;
+      t.diagnostic(`intake-to-browser latency: ${latency} ms (POST sent → the trailer's row and marker updated in the page)`);
+      console.log(`intake-to-browser latency: ${latency} ms`);
+      assert.notEqual(await marker.getAttribute('d'), before, 'the marker moved');
+      console.log(`screenshot: ${await screenshot(page, 'live-marker-moved')}`);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('a dropped stream is said, reconnects by itself, and moves markers again', async () => {
+    const { page } = await openWithKey(server.key('customers'));
+    try {
+      await page.waitForSelector('#connection[data-state="live"]');
+      server.server.closeAllConnections();
+      await page.waitForFunction(() => /Live updates interrupted .* Reconnecting in 1 s \(attempt 1\)/.test(document.querySelector('#notice')!.textContent!));
+      console.log(`screenshot: ${await screenshot(page, 'live-stream-dropped')}`);
+      await page.waitForFunction(() => document.querySelector('#notice')!.textContent === 'Live updates resumed.', undefined, { timeout: 10_000 });
+      await page.waitForSelector('#connection[data-state="live"]');
+      const row = page.locator('li.trailer').nth(1);
+      const trailerId = (await row.getAttribute('data-trailer-id'))!;
+      const [lat, long] = [Number(await row.getAttribute('data-lat')) - 1, Number(await row.getAttribute('data-long')) + 1];
+      await watchForPosition(page, trailerId, lat, long);
+      await postFix((await row.locator('.vin').innerText()).trim(), lat, long);
+      await page.waitForFunction(() => (window as unknown as { movedAt?: number }).movedAt !== undefined, undefined, { timeout: 10_000 });
     } finally {
       await page.close();
     }

@@ -97,16 +97,32 @@ async function connect(key) {
   current.stream = startLiveStream(api, { onUpdate: (trailer) => applyUpdate(current, trailer), onState: (state, detail) => streamState(current, state, detail) });
 }
 
+/**
+ * Reads the customer's fleets and trailers. The first time (or when the set of trailers changed) it
+ * renders the panel and fits the map; otherwise it updates rows and markers in place, as after a
+ * reconnect, when updates missed while the stream was down are caught up from the read API.
+ */
 async function loadFleet(current) {
   const fleets = await current.api.list('/api/v1/fleets?take=500');
   const trailersByFleet = new Map();
   await Promise.all(fleets.map(async (fleet) => trailersByFleet.set(fleet.id, await current.api.list(`/api/v1/trailers/${fleet.id}?take=500`))));
   if (session !== current) return;
+  const all = [...trailersByFleet.values()].flat();
+  const first = current.fleets === undefined;
+  const sameTrailers =
+    !first &&
+    fleets.length === current.fleets.length &&
+    all.length === current.trailers.size &&
+    all.every((trailer) => current.trailers.get(trailer.id)?.fleetId === trailer.fleetId);
   current.fleets = fleets;
-  for (const trailers of trailersByFleet.values()) for (const trailer of trailers) current.trailers.set(trailer.id, trailer);
-  list.render(fleets, trailersByFleet);
-  for (const trailer of current.trailers.values()) map.showTrailer(trailer);
-  map.fitTrailers();
+  current.trailers = new Map(all.map((trailer) => [trailer.id, trailer]));
+  if (!sameTrailers) list.render(fleets, trailersByFleet);
+  for (const trailer of all) {
+    list.update(trailer);
+    map.showTrailer(trailer);
+  }
+  if (current.selected) list.select(current.selected);
+  if (first) map.fitTrailers();
 }
 
 function applyUpdate(current, trailer) {
@@ -114,12 +130,9 @@ function applyUpdate(current, trailer) {
   const known = current.trailers.has(trailer.id);
   current.trailers.set(trailer.id, trailer);
   map.showTrailer(trailer);
-  // A trailer new to the list (just assigned to one of the fleets): reload the panel once.
+  // A trailer new to the list (just assigned to one of the fleets): reload the panel.
   if (!known || !list.update(trailer)) {
-    if (!current.reloading)
-      current.reloading = loadFleet(current)
-        .catch(() => {})
-        .finally(() => (current.reloading = undefined));
+    refresh(current);
     return;
   }
   if (trailer.id === current.selected && trailer.telemetry) {
@@ -128,16 +141,28 @@ function applyUpdate(current, trailer) {
   }
 }
 
+/** Reads the fleet again, once at a time; a failure is left to the next update or reconnect. */
+function refresh(current) {
+  current.reloading ??= loadFleet(current)
+    .catch(() => {})
+    .finally(() => (current.reloading = undefined));
+}
+
 function streamState(current, state, detail) {
   if (session !== current) return;
   if (state === 'connecting') setConnection('connecting', 'connecting to live updates');
   else if (state === 'live') {
     setConnection('live', 'live');
-    if (current.interrupted) say('info', 'Live updates resumed.');
+    // Updates are not replayed: what changed while the stream was down is read again.
+    if (current.renewing || current.interrupted) refresh(current);
+    if (current.renewing) say('info', 'Session renewed: the token had expired, so the page signed in again with the key in memory and reconnected.');
+    else if (current.interrupted) say('info', 'Live updates resumed.');
     current.interrupted = false;
+    current.renewing = false;
   } else if (state === 'renewing') {
+    current.renewing = true;
     setConnection('connecting', 'renewing session');
-    say('warning', 'The session token expired; signed in again with the key in memory and reconnected.');
+    say('warning', 'The session token expired; signing in again with the key in memory…');
   } else if (state === 'reconnecting') {
     current.interrupted = true;
     setConnection('reconnecting', 'reconnecting');

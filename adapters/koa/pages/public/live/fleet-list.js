@@ -58,7 +58,8 @@ export function createFleetList(container, { onSelect }) {
   function render(fleets, trailersByFleet) {
     rows.clear();
     const sections = fleets.map((fleet) => {
-      const trailers = trailersByFleet.get(fleet.id) ?? [];
+      // By unit id, as a dispatcher reads them (the API orders by the opaque id).
+      const trailers = [...(trailersByFleet.get(fleet.id) ?? [])].sort((a, b) => (a.unitId ?? a.vin).localeCompare(b.unitId ?? b.vin));
       const list = element('ul', { class: 'trailers' });
       for (const trailer of trailers) {
         const item = row(trailer);

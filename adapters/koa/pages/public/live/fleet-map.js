@@ -10,7 +10,28 @@ async function outline(base, file, object) {
   const response = await fetch(`${base}/assets/map/${file}`);
   if (!response.ok) throw new Error(`${file}: HTTP ${response.status}`);
   const topology = await response.json();
-  return window.topojson.feature(topology, topology.objects[object]);
+  const collection = window.topojson.feature(topology, topology.objects[object]);
+  for (const feature of collection.features) unwrapAntimeridian(feature.geometry);
+  return collection;
+}
+
+/**
+ * Natural Earth's rings that cross the 180th meridian (Russia's far east, Fiji) jump from +180 to
+ * -180; drawn as they are, each jump is a stripe across the whole map. Shifting the rest of such a
+ * ring by 360° keeps it continuous (Leaflet draws longitudes beyond 180 where they belong).
+ */
+function unwrapAntimeridian(geometry) {
+  const polygons = geometry?.type === 'Polygon' ? [geometry.coordinates] : geometry?.type === 'MultiPolygon' ? geometry.coordinates : [];
+  for (const polygon of polygons)
+    for (const ring of polygon) {
+      let shift = 0;
+      for (let i = 1; i < ring.length; i++) {
+        const step = ring[i][0] + shift - ring[i - 1][0];
+        if (step > 180) shift -= 360;
+        else if (step < -180) shift += 360;
+        ring[i][0] += shift;
+      }
+    }
 }
 
 /** A map in `element`; `onSelect(trailerId)` when a trailer's circle is clicked. */
@@ -58,10 +79,11 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
   function showTrack(selectedId, fixes) {
     track?.remove();
     for (const [id, marker] of markers) marker.setRadius(id === selectedId ? 10 : 7);
-    markers.get(selectedId)?.bringToFront();
     if (fixes.length === 0) return;
-    track = L.polyline(fixes.map((fix) => [fix.lat, fix.long]), { color: '#17324d', weight: 3, opacity: 0.7, dashArray: '6 4', className: 'trailer-track' }).addTo(map);
-    track.bringToBack();
+    track = L.polyline(fixes.map((fix) => [fix.lat, fix.long]), { color: '#17324d', weight: 3, opacity: 0.8, dashArray: '6 4', className: 'trailer-track' }).addTo(map);
+    // Above the outlines, below the trailers.
+    for (const marker of markers.values()) marker.bringToFront();
+    markers.get(selectedId)?.bringToFront();
     map.fitBounds(track.getBounds().pad(0.2), { maxZoom: 11 });
   }
 
