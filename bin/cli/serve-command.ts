@@ -263,10 +263,10 @@ function banner({ url, grpc, store, demo }: ServeReport, workers: number): strin
     `Trailwire is running`,
     `  Live map  ${url}/   (paste a customer API key)`,
     `  API docs  ${url}/docs   (OpenAPI document: ${url}/openapi.json)`,
-    `  HTTP   ${url}   (auth + data API)`,
-    `  gRPC   ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
-    `  Store  ${store}`,
-    ...(workers > 1 ? [`  Workers  ${workers} processes sharing both ports`] : []),
+    `  HTTP      ${url}   (auth + data API)`,
+    `  gRPC      ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
+    `  Store     ${store}`,
+    ...(workers > 1 ? [`  Workers   ${workers} processes sharing both ports`] : []),
     '',
   ];
   if (principals) {
