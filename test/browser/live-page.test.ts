@@ -3,13 +3,20 @@
  * sees its two fleets and twelve trailers in their status colours, on a map drawn from the outlines
  * shipped in the package (no request leaves the machine, nothing breaks the page's CSP); a selected
  * trailer shows its last 24 h track; an intake post moves the trailer's marker (the test prints the
- * intake-to-browser latency); a wrong key says so; a dropped stream reconnects. Each test saves a
- * screenshot (see SCREENSHOT_DIR).
+ * intake-to-browser latency); a dropped stream reconnects; an operator's tile server is the one
+ * other origin the map may load images from; a wrong key says so. Tests save screenshots (see
+ * SCREENSHOT_DIR).
  */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
+import { serveTrailwire } from '../support/fixtures.ts';
 import { launchChromium, screenshot, skipWithoutChromium, startDemoServer, watchPage, type DemoServer } from './browser.ts';
+
+/** A 1×1 PNG: what the test's tile server answers for every tile. */
+const ONE_PIXEL_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
 
 const STATUS_RGB: Record<string, string> = { OK: 'rgb(46, 133, 64)', Warning: 'rgb(232, 164, 0)', Faulted: 'rgb(200, 30, 30)' };
 
@@ -174,6 +181,31 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
       await page.waitForFunction(() => (window as unknown as { movedAt?: number }).movedAt !== undefined, undefined, { timeout: 10_000 });
     } finally {
       await page.close();
+    }
+  });
+
+  it("with a tile URL the map draws the operator's tiles, the only images allowed from elsewhere", async () => {
+    // A tile server of the operator's, on another port (another origin) of this machine.
+    const tileRequests: string[] = [];
+    const tiles = createServer((request, response) => {
+      tileRequests.push(request.url!);
+      response.writeHead(200, { 'content-type': 'image/png' }).end(ONE_PIXEL_PNG);
+    });
+    await new Promise<void>((resolve) => tiles.listen(0, '127.0.0.1', resolve));
+    const tileOrigin = `http://127.0.0.1:${(tiles.address() as AddressInfo).port}`;
+    const tiled = await serveTrailwire(server.trailwire, { pages: { mapTilesUrl: `${tileOrigin}/{z}/{x}/{y}.png` } });
+    const page = await browser.newPage({ viewport: { width: 1000, height: 700 }, reducedMotion: 'reduce' });
+    try {
+      const watch = await watchPage(page, tiled.url);
+      await page.goto(`${tiled.url}/`);
+      await page.waitForFunction(() => document.querySelectorAll('img.leaflet-tile-loaded').length > 0);
+      assert.ok(tileRequests.some((url) => /^\/\d+\/\d+\/\d+\.png$/.test(url)), tileRequests.join(' '));
+      assert.ok(watch.foreignRequests.length > 0 && watch.foreignRequests.every((url) => url.startsWith(`${tileOrigin}/`)), 'only tiles come from elsewhere');
+      assert.deepEqual(await watch.violations(), []);
+    } finally {
+      await page.close();
+      await tiled.close();
+      tiles.close();
     }
   });
 
