@@ -3,7 +3,7 @@
 // badge, which would ask a public service, is off.
 const base = document.querySelector('meta[name="trailwire-base"]').content;
 
-window.ui = window.SwaggerUIBundle({
+window.SwaggerUIBundle({
   url: `${base}/openapi.json`,
   dom_id: '#swagger-ui',
   presets: [window.SwaggerUIBundle.presets.apis],
