@@ -18,10 +18,11 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, systemClock } from '../../core/clock.ts';
+import { LiveStreams } from '../../core/live-streams.ts';
 import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveHub, LiveSubscription, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveHub, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
 import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from './live-update-message.ts';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from './proto.ts';
@@ -34,7 +35,10 @@ export interface LiveFeedServiceOptions {
   hub: LiveHub;
   /** Milliseconds between heartbeats; the first is sent as soon as the stream opens. Default 15,000. */
   heartbeatIntervalMs?: number;
-  /** Open streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED. Default 100. */
+  /**
+   * Open live streams one customer may hold in this process, counted over every transport on `hub`
+   * (LiveFeed and `GET /api/v1/live` together); the next is refused RESOURCE_EXHAUSTED. Default 100.
+   */
   maxStreamsPerCustomer?: number;
   /** What "now" is when a stream's token expires. Default: the clock of `tokens`, else the system clock. */
   clock?: Clock;
@@ -65,34 +69,21 @@ export interface LiveFeedService {
   endAllStreams(reason?: TrailwireError): void;
 }
 
-const DEFAULTS = { heartbeatIntervalMs: 15_000, maxStreamsPerCustomer: 100 };
-
 const HEARTBEAT_BYTES = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
 
 type SubscribeCall = grpc.ServerWritableStream<unknown, Buffer>;
 
 /** Builds the LiveFeed service; nothing runs until a server serves it. */
 export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeedService {
-  // An option given as undefined means "the default", as if it were left out.
-  const settings = {
-    ...options,
-    heartbeatIntervalMs: options.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs,
-    maxStreamsPerCustomer: options.maxStreamsPerCustomer ?? DEFAULTS.maxStreamsPerCustomer,
+  const { tokens, hub } = options;
+  const streams = new LiveStreams({
+    hub,
+    tokens,
     clock: options.clock ?? options.tokens.clock ?? systemClock,
-  };
-  for (const name of ['heartbeatIntervalMs', 'maxStreamsPerCustomer'] as const)
-    if (!Number.isInteger(settings[name]) || settings[name] < 1)
-      throw new TypeError(`createLiveFeedService: \`${name}\` must be a positive integer, got ${settings[name]}`);
-  const { tokens, hub, heartbeatIntervalMs, maxStreamsPerCustomer, clock } = settings;
-
-  const streams = new Set<LiveStream>();
-  const streamsOf = new Map<string, number>();
-  const release = (stream: LiveStream) => {
-    if (!streams.delete(stream)) return;
-    const left = (streamsOf.get(stream.customerId) ?? 1) - 1;
-    if (left > 0) streamsOf.set(stream.customerId, left);
-    else streamsOf.delete(stream.customerId);
-  };
+    heartbeatIntervalMs: options.heartbeatIntervalMs,
+    maxStreamsPerCustomer: options.maxStreamsPerCustomer,
+    streamName: 'LiveFeed',
+  });
   // Encoded once per event, whichever stream asks first; the event is dropped with its bytes once
   // no stream's pending updates hold it any more.
   const encoded = new WeakMap<LiveTrailerEvent, Buffer>();
@@ -104,21 +95,17 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     }
     return bytes;
   };
-  let closing: TrailwireError | null = null;
-  const stopRechecks = settings.recheckOn?.(() => {
-    for (const stream of streams) stream.recheck(tokens);
-  });
+  const stopRechecks = options.recheckOn?.(() => streams.recheckAll());
 
   async function subscribe(call: SubscribeCall): Promise<void> {
-    const log = streamLog(call, settings.accessLog);
+    const log = streamLog(call, options.accessLog);
     let claims: AccessClaims;
     try {
-      if (closing) throw closing;
+      // Refused before the token is checked once shutting down; `open` checks again after.
+      if (streams.closing) throw streams.closing;
       claims = await tokens.verify(bearerToken(call.metadata));
       requireAudience(claims, 'customers');
-      if (closing) throw closing;
-      if ((streamsOf.get(claims.sub) ?? 0) >= maxStreamsPerCustomer)
-        throw new TrailwireError('rate_limited', `This customer already holds ${maxStreamsPerCustomer} LiveFeed streams here, the most allowed; close one first.`);
+      streams.admit(claims);
     } catch (error) {
       endCall(call, error);
       log.closed(error);
@@ -126,13 +113,23 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     }
     if (call.cancelled) return log.closed(null);
     log.opened(claims.sub);
-    const stream = new LiveStream(call, claims, encode, (which, reason) => {
-      release(which);
-      log.closed(reason);
-    });
-    streams.add(stream);
-    streamsOf.set(claims.sub, (streamsOf.get(claims.sub) ?? 0) + 1);
-    stream.open(hub, tokens, heartbeatIntervalMs, clock);
+    const stream = streams.open(
+      claims,
+      {
+        writeUpdate: (event) => call.write(encode(event)),
+        writeHeartbeat: () => void call.write(HEARTBEAT_BYTES),
+        get full() {
+          return call.writableNeedDrain;
+        },
+        end: (reason) => {
+          if (!call.cancelled) endCall(call, reason);
+        },
+      },
+      (reason) => log.closed(reason),
+    );
+    // 'cancelled' fires whenever the call is over: the client went away, or the status was sent.
+    call.on('cancelled', () => stream.clientGone());
+    call.on('drain', () => stream.drained());
   }
 
   return {
@@ -142,9 +139,8 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
       return streams.size;
     },
     endAllStreams(reason = new TrailwireError('unavailable', 'The live feed is shutting down.')) {
-      closing = reason;
       stopRechecks?.();
-      for (const stream of [...streams]) stream.end(reason);
+      streams.endAll(reason);
     },
   };
 }
@@ -154,81 +150,6 @@ export function addLiveFeedService(server: grpc.Server, options: LiveFeedService
   const service = createLiveFeedService(options);
   server.addService(service.definition, service.implementation);
   return service;
-}
-
-/** The longest delay `setTimeout` takes (about 24.8 days); a later expiry is re-checked then. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** One open Subscribe call: the hub's sink, its heartbeat, its revocation and expiry checks. */
-class LiveStream {
-  private subscription: LiveSubscription | undefined;
-  private heartbeat: NodeJS.Timeout | undefined;
-  private expiry: NodeJS.Timeout | undefined;
-  private finished = false;
-
-  constructor(
-    private readonly call: SubscribeCall,
-    private readonly claims: AccessClaims,
-    private readonly encode: (event: LiveTrailerEvent) => Buffer,
-    private readonly onFinish: (stream: LiveStream, reason: unknown) => void,
-  ) {}
-
-  get customerId(): string {
-    return this.claims.sub;
-  }
-
-  open(hub: LiveHub, tokens: LiveFeedServiceOptions['tokens'], heartbeatIntervalMs: number, clock: Clock): void {
-    // 'cancelled' fires whenever the call is over: the client went away, or the status was sent.
-    this.call.on('cancelled', () => this.finish(null));
-    this.call.write(HEARTBEAT_BYTES);
-    this.subscription = hub.subscribe(this.claims.sub, {
-      write: (event) => this.call.write(this.encode(event)),
-      end: (reason) => this.finish(reason),
-    });
-    this.call.on('drain', () => this.subscription?.drained());
-    this.heartbeat = setInterval(() => {
-      // A full transport means the client is behind, not idle: it needs no keep-alive then.
-      if (!this.call.writableNeedDrain) this.call.write(HEARTBEAT_BYTES);
-      // Catches a rotation done by another process, once this process's key versions know of it.
-      this.recheck(tokens);
-      // The timer below ends the stream on time; this catches a clock that jumped (or a test's manual clock).
-      this.endIfExpired(clock);
-    }, heartbeatIntervalMs);
-    this.scheduleExpiry(clock);
-  }
-
-  /** Ends the stream at its token's `exp`, timed by `clock`. */
-  private scheduleExpiry(clock: Clock): void {
-    if (this.endIfExpired(clock)) return;
-    const delay = Math.min(this.claims.exp * 1000 - clock.now(), MAX_TIMER_MS);
-    this.expiry = setTimeout(() => this.scheduleExpiry(clock), delay);
-    this.expiry.unref();
-  }
-
-  private endIfExpired(clock: Clock): boolean {
-    if (this.finished || clock.now() < this.claims.exp * 1000) return this.finished;
-    this.end(new TrailwireError('invalid_token', 'The token has expired; authenticate again and subscribe with the fresh token.'));
-    return true;
-  }
-
-  /** Ends the stream with UNAUTHENTICATED when its token was revoked (its principal's key rotated, or its signing key revoked). */
-  recheck(tokens: LiveFeedServiceOptions['tokens']): void {
-    tokens.assertNotRevoked(this.claims).catch((error: unknown) => this.end(error));
-  }
-
-  end(reason: unknown): void {
-    this.finish(reason);
-  }
-
-  private finish(reason: unknown): void {
-    if (this.finished) return;
-    this.finished = true;
-    clearInterval(this.heartbeat);
-    clearTimeout(this.expiry);
-    this.subscription?.unsubscribe();
-    this.onFinish(this, reason);
-    if (reason !== null && !this.call.cancelled) endCall(this.call, reason);
-  }
 }
 
 const SUBSCRIBE_ROUTE = '/livefeed.v1.LiveFeed/Subscribe';

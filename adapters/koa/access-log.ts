@@ -32,6 +32,10 @@ export interface AccessLogState {
   claims?: AccessClaims;
   /** Set by authenticate once the key is known. */
   principal?: { audience: string; id: string };
+  /** Called by a streaming route (`GET /api/v1/live`) once its stream is open: writes the `stream.open` line. */
+  streamOpened?: () => void;
+  /** Set by a streaming route when its stream is over: why (an error code, or `client_closed`); the request's line is then its `stream.close` line. */
+  streamEnd?: string;
 }
 
 export function accessLogMiddleware(options: AccessLogOptions): Middleware {
@@ -40,15 +44,22 @@ export function accessLogMiddleware(options: AccessLogOptions): Middleware {
   const limitHits = new OncePerWindow({ windowMs: options.limitHitWindowMs ?? 60_000, clock });
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
-    try {
-      await next();
-    } finally {
-      const state = ctx.state as AccessLogState;
+    const state = ctx.state as AccessLogState;
+    const fieldsNow = () => {
       const principalId = state.claims?.sub ?? state.principal?.id;
       const audience = state.claims?.aud ?? state.principal?.audience;
       const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : '(unmatched)';
-      const fields = { requestId: state.requestId, method: ctx.method, route, status: ctx.status, principalId, audience, clientAddress: ctx.ip };
-      logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
+      return { requestId: state.requestId, method: ctx.method, route, status: ctx.status, principalId, audience, clientAddress: ctx.ip };
+    };
+    // A stream writes two lines, as a LiveFeed stream does: one when it opens, one when it closes.
+    state.streamOpened = () => logger[level]({ access: 'http', event: 'stream.open', ...fieldsNow() }, 'stream opened');
+    try {
+      await next();
+    } finally {
+      const fields = fieldsNow();
+      const { principalId, route } = fields;
+      if (state.streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
+      else logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: state.streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
       if (ctx.status === 429) {
         const suppressed = limitHits.admit(`${principalId ?? ctx.ip}|${route}`);
         if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');

@@ -17,6 +17,7 @@ import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './open
 import { createIntakeRouter } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { problemMiddleware } from './problem.ts';
+import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
 import { requestIdMiddleware } from './request-id.ts';
 import { accessLogMiddleware } from './access-log.ts';
@@ -30,6 +31,12 @@ export interface TrailwireAppOptions {
   data?: boolean;
   /** Extra routers mounted with the data API (the intake router). */
   dataRouters?: KoaRouter[];
+  /**
+   * `GET /api/v1/live`, mounted with the data API. Pass one built with `createLiveEventsRoute` to set
+   * its heartbeat and per-customer cap, and to end its streams before closing the HTTP server
+   * (`endAllStreams`). Default: one with the defaults (15 s, 100), whose streams end when the core closes.
+   */
+  liveEvents?: LiveEventsRoute;
   /** Extra OpenAPI paths/schemas documenting `dataRouters`. */
   openapi?: Pick<OpenApiOptions, 'extraPaths' | 'extraSchemas'>;
   /** Whether `/readyz` requires this process's intake worker to run. Default true. */
@@ -112,7 +119,12 @@ function buildStack(
 
   const routers: KoaRouter[] = [];
   if (mountAuth) routers.push(createAuthRouter(trailwire, { auditLogger: logger }));
-  if (mountData) routers.push(createReadRouter(trailwire), ...(options.dataRouters ?? []));
+  if (mountData)
+    routers.push(
+      createReadRouter(trailwire),
+      (options.liveEvents ?? createLiveEventsRoute(trailwire, { logger })).router,
+      ...(options.dataRouters ?? []),
+    );
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
   if (withIntake) {

@@ -166,6 +166,41 @@ function readPaths(): Record<string, Json> {
     '/api/v1/cargosafe': readOperation('The customer\'s cargosafe units', pagingParams, pageOf('CargosafeUnit')),
     '/api/v1/cargosafe/{id}': readOperation('One cargosafe unit', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
     '/api/v1/cargosafe/telemetry/{id}': readOperation('Readings of a cargosafe unit in a time range', [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
+    '/api/v1/live': liveEventsOperation(),
+  };
+}
+
+/** `GET /api/v1/live` (`live-events-route.ts`): the LiveFeed as Server-Sent Events. */
+function liveEventsOperation(): Json {
+  const { 429: _windowed, ...refusals } = problems(401, 403, 429, 503);
+  return {
+    get: {
+      tags: ['Customer read API'],
+      summary: 'Live trailer updates of the customer\'s fleets, as Server-Sent Events',
+      description: [
+        'A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`).',
+        'Events: `update` (`id: <epoch ms>-<trailer id>`; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer\'s fleets);',
+        '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s);',
+        'and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect;',
+        '`unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends.',
+        'A reader that falls behind gets each trailer\'s latest state (intermediate updates of a trailer are coalesced).',
+        'Updates are not replayed (`Last-Event-ID` is ignored): after a reconnect, re-read the current state from the read API.',
+        'Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).',
+      ].join(' '),
+      security: [{ customerToken: [] }],
+      responses: {
+        200: {
+          description: 'The event stream.',
+          headers: { 'Cache-Control': { description: '`no-cache`.', schema: { type: 'string' } } },
+          content: { 'text/event-stream': { schema: { type: 'string' }, example: 'event: heartbeat\ndata: {"timestamp":"2026-06-01T12:00:00.000Z"}\n\n' } },
+        },
+        ...refusals,
+        429: {
+          description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first.',
+          content: { 'application/problem+json': { schema: ref('Problem') } },
+        },
+      },
+    },
   };
 }
 

@@ -84,21 +84,26 @@ function fromAuthenticationError(http: HttpLikeError, ctx: Context): TrailwireEr
   return new TrailwireError('invalid_token', 'The Authorization header must be "Bearer <token>".');
 }
 
-/** Writes the problem+json response of an error, with the headers its code calls for. */
-export function sendProblem(ctx: Context, error: TrailwireError): void {
+/** The RFC 9457 body of an error (also the `data` of a live event stream's final `error` event). */
+export function problemBody(error: TrailwireError, requestId?: string) {
   const { status, title } = HTTP_STATUS_BY_CODE[error.code];
-  ctx.status = status;
-  ctx.type = 'application/problem+json';
   // Only 4xx details are written for the caller; a 5xx detail is fixed text.
   const detail = status >= 500 ? (error.code === 'unavailable' ? error.message : 'An unexpected error occurred; quote the request id to support.') : error.message;
-  ctx.body = {
+  return {
     type: problemType(error.code),
     title,
     status,
     detail,
     ...(error.errors ? { errors: error.errors } : {}),
-    ...(ctx.state.requestId ? { requestId: ctx.state.requestId } : {}),
+    ...(requestId ? { requestId } : {}),
   };
+}
+
+/** Writes the problem+json response of an error, with the headers its code calls for. */
+export function sendProblem(ctx: Context, error: TrailwireError): void {
+  ctx.status = HTTP_STATUS_BY_CODE[error.code].status;
+  ctx.type = 'application/problem+json';
+  ctx.body = problemBody(error, ctx.state.requestId);
   if (error.code === 'invalid_token')
     ctx.set('WWW-Authenticate', `Bearer realm="trailwire", error="invalid_token", error_description="${error.message.replace(/"/g, "'")}"`);
   if (error.code === 'missing_token') ctx.set('WWW-Authenticate', 'Bearer realm="trailwire"');

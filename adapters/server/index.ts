@@ -15,6 +15,7 @@ import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
+import { createLiveEventsRoute } from '../koa/live-events-route.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
@@ -61,9 +62,12 @@ export interface ServerOptions {
   port?: number;
   /** gRPC (LiveFeed) port; 0 picks a free one. Default 50051. */
   grpcPort?: number;
-  /** LiveFeed heartbeat interval. Default 15,000 ms. */
+  /** Heartbeat interval of the LiveFeed and of `GET /api/v1/live`. Default 15,000 ms. */
   heartbeatIntervalMs?: number;
-  /** LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED. Default 100. */
+  /**
+   * Live streams one customer may hold in this process, LiveFeed and `GET /api/v1/live` together; the
+   * next is refused (gRPC RESOURCE_EXHAUSTED, HTTP 429). Default 100.
+   */
   maxStreamsPerCustomer?: number;
   /**
    * Run the intake worker in this process. Default true; false makes a process that only takes
@@ -207,8 +211,15 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await closeCore();
     throw error;
   }
+  // One heartbeat and one per-customer cap for both live transports (the cap counts their streams together).
+  const liveEvents = createLiveEventsRoute(trailwire, {
+    heartbeatIntervalMs: options.heartbeatIntervalMs,
+    maxStreamsPerCustomer: options.maxStreamsPerCustomer,
+    logger,
+  });
   const app = createTrailwireApp(trailwire, {
     logger,
+    liveEvents,
     trustProxy: options.trustProxy,
     intakeWorkerExpected: runWorker && !useThread,
     accessLogLevel: options.accessLogLevel,
@@ -260,6 +271,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     },
     async close() {
       await grpc.shutdown();
+      // The HTTP server waits for open responses: the event streams end first, each with its final event.
+      liveEvents.endAllStreams();
       const closed = once(server, 'close');
       server.close();
       server.closeIdleConnections();

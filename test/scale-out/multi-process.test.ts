@@ -1,7 +1,7 @@
 /**
  * Contract 11 end to end: two real `trailwire serve` processes on one PostgreSQL schema and one
- * Redis prefix serve one fleet. An intake taken by A reaches a LiveFeed subscriber of B; a product's
- * per-VIN limit holds across both; and when A is killed (SIGKILL, no shutdown hook) right after its
+ * Redis prefix serve one fleet. An intake taken by A reaches a LiveFeed subscriber of B and a
+ * `GET /api/v1/live` reader of B; a product's per-VIN limit holds across both; and when A is killed (SIGKILL, no shutdown hook) right after its
  * 202s, B processes every payload A acknowledged. Then `serve --workers 2` runs two cluster workers
  * behind one pair of ports, replaces one killed with SIGKILL, and stops them all on SIGTERM (and refuses to, without PostgreSQL and
  * Redis: that case needs neither). Needs `TRAILWIRE_TEST_DATABASE_URL` and
@@ -162,6 +162,43 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
       assert.equal(update.fleetName, 'Scale-out fleet');
     } finally {
       subscription.close();
+    }
+  });
+
+  it('delivers an intake taken by process A to a GET /api/v1/live reader of process B, as the trailer JSON B reads', async () => {
+    const customerToken = await tokenOf(b.url, 'customers', customerKey);
+    const controller = new AbortController();
+    const response = await fetch(`${b.url}/api/v1/live`, { headers: { authorization: `Bearer ${customerToken}` }, signal: controller.signal });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /^text\/event-stream/);
+    let text = '';
+    const reading = (async () => {
+      try {
+        for await (const chunk of response.body!) text += Buffer.from(chunk as Uint8Array).toString('utf8');
+      } catch {
+        // Aborted below.
+      }
+    })();
+    /** The `data` of every `event: update` read so far. */
+    const updates = () =>
+      text
+        .split('\n\n')
+        .filter((block) => block.split('\n').includes('event: update'))
+        .map((block) => JSON.parse(block.split('\n').find((line) => line.startsWith('data: '))!.slice(6)));
+    try {
+      await until(() => text.includes('event: heartbeat'), 'the first heartbeat from B');
+      const partnerToken = await tokenOf(a.url, 'partners', partnerKey);
+      // Into the next second: a fix of the second the previous test's fix has would not move the trailer's latest fix.
+      await new Promise((resolve) => setTimeout(resolve, 1010 - (Date.now() % 1000)));
+      assert.equal((await sendGps(a.url, partnerToken, trailerVin, 43.5)).status, 202);
+      await until(() => updates().some((trailer) => trailer.telemetry?.lat === 43.5), 'the update at B');
+      const update = updates().find((trailer) => trailer.telemetry?.lat === 43.5);
+      const read = await fetch(`${b.url}/api/v1/trailers/${trailerId}`, { headers: { authorization: `Bearer ${customerToken}` } });
+      // The stream carries what the read API answers for the trailer (nothing has changed it since).
+      assert.deepEqual(update, await read.json());
+    } finally {
+      controller.abort();
+      await reading;
     }
   });
 

@@ -40,9 +40,16 @@ export interface CallResult {
   body: any;
 }
 
-/** Starts an app. `core` overrides core options (limits...); `app` the Koa app options. */
+/**
+ * Starts an app. `core` overrides core options (limits...); `app` the Koa app options, or a function
+ * of the assembled core answering them (for options built on it, such as a live events route).
+ */
 export async function startTestApp(
-  options: { core?: Omit<TrailwireOptions, 'store' | 'clock'>; app?: TrailwireAppOptions; clock?: ManualClock } = {},
+  options: {
+    core?: Omit<TrailwireOptions, 'store' | 'clock'>;
+    app?: TrailwireAppOptions | ((trailwire: Trailwire) => TrailwireAppOptions);
+    clock?: ManualClock;
+  } = {},
 ): Promise<TestApp> {
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-test-'));
   const clock = options.clock ?? new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 0));
@@ -56,7 +63,8 @@ export async function startTestApp(
   });
   // The worker runs as in production; tests that need processing to have happened call drainDue().
   await trailwire.intake!.worker.start();
-  const app = createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...options.app });
+  const appOptions = typeof options.app === 'function' ? options.app(trailwire) : options.app;
+  const app = createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...appOptions });
   const server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

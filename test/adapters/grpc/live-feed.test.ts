@@ -242,7 +242,7 @@ describe('LiveFeed over gRPC', () => {
       streams.push(refused);
       const ended = await refused.ended;
       assert.equal(ended?.code, grpc.status.RESOURCE_EXHAUSTED);
-      assert.match(ended!.details, /3 LiveFeed streams/);
+      assert.match(ended!.details, /3 live streams/);
       assert.equal(refused.messages.length, 0);
       const modest = subscribe(capped.port, other.token);
       streams.push(modest);

@@ -1,0 +1,137 @@
+/**
+ * `GET /api/v1/live`: the LiveFeed's updates as Server-Sent Events (contract 12), for browsers
+ * (`fetch` with an `Authorization` header and a streaming body reader) and tools without gRPC
+ * (`curl -N`). The stream follows the LiveFeed's rules through the core's `LiveStreams` over the same
+ * `LiveHub` as the gRPC adapter: a heartbeat at once and every interval, the token's customer's
+ * updates only, one cap per customer over both transports, the end at the token's expiry or
+ * revocation, and on shutdown. What differs is the wire:
+ *
+ * - `event: update`, `id: <update time in epoch ms>-<trailer id>`, `data:` the trailer as
+ *   `GET /api/v1/trailers/{id}` answers it (`core/views.ts`), on one line.
+ * - `event: heartbeat`, `data: {"timestamp": "<RFC 3339>"}`.
+ * - `event: error`, `data:` an RFC 9457 problem naming why the stream ends (`invalid_token`: expired
+ *   or rotated, authenticate again; `unavailable`: shutting down; `rate_limited`: the client fell too
+ *   far behind), then the response ends. A refusal before the stream starts (401, 403, 429, 503) is
+ *   an ordinary problem+json response.
+ *
+ * Back-pressure: an update's `write` answers what the socket's `write` answers, and the socket's
+ * `drain` tells the hub to go on, so a slow reader only ever holds its own coalesced updates.
+ * `Last-Event-ID` is not honoured (updates are not replayed): a client that reconnects re-reads the
+ * current state from the read API, as after a LiveFeed reconnect.
+ */
+import Router from '@koa/router';
+import type { ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import { TrailwireError, isTrailwireError } from '../../core/errors.ts';
+import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import { LiveStreams } from '../../core/live-streams.ts';
+import type { Trailwire } from '../../core/trailwire.ts';
+import { rfc3339, trailerView } from '../../core/views.ts';
+import type { AccessLogState } from './access-log.ts';
+import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
+import { problemBody } from './problem.ts';
+
+export const LIVE_EVENTS_PATH = '/api/v1/live';
+
+export interface LiveEventsOptions {
+  /** Milliseconds between heartbeats; the first is sent as soon as the stream opens. Default 15,000 (the LiveFeed's). */
+  heartbeatIntervalMs?: number;
+  /** Open live streams (SSE and LiveFeed together) one customer may hold in this process; the next is refused 429. Default 100. */
+  maxStreamsPerCustomer?: number;
+  /** Where a stream ended by an unexpected error is logged. Default: nowhere. */
+  logger?: Logger;
+}
+
+/** The route and a handle on its streams. */
+export interface LiveEventsRoute {
+  router: Router;
+  /** How many streams are open. */
+  readonly openStreams: number;
+  /**
+   * Ends every open stream with `reason` (default `unavailable`: shutting down), a final `error`
+   * event each, and refuses new ones (503) from then on. Call it before closing the HTTP server,
+   * which otherwise waits for the streams.
+   */
+  endAllStreams(reason?: TrailwireError): void;
+}
+
+/** Builds the route; mount `router` below `problemMiddleware` (the app does). */
+export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsOptions = {}): LiveEventsRoute {
+  const streams = new LiveStreams({
+    hub: trailwire.live,
+    tokens: trailwire.tokens,
+    clock: trailwire.clock,
+    heartbeatIntervalMs: options.heartbeatIntervalMs,
+    maxStreamsPerCustomer: options.maxStreamsPerCustomer,
+    streamName: 'live event',
+  });
+  // A revoked signing key ends the streams its tokens opened at once, not at the next heartbeat.
+  const stopRechecks = trailwire.keys.onChange(() => streams.recheckAll());
+  // Encoded once per event, whichever stream asks first, and dropped with it.
+  const encoded = new WeakMap<LiveTrailerEvent, Buffer>();
+  const encode = (event: LiveTrailerEvent): Buffer => {
+    let bytes = encoded.get(event);
+    if (bytes === undefined) {
+      bytes = Buffer.from(`id: ${event.ts}-${event.trailer.id}\nevent: update\ndata: ${JSON.stringify(trailerView(event.trailer))}\n\n`);
+      encoded.set(event, bytes);
+    }
+    return bytes;
+  };
+  const heartbeat = () => `event: heartbeat\ndata: ${JSON.stringify({ timestamp: rfc3339(trailwire.clock.now()) })}\n\n`;
+
+  const router = new Router();
+  router.get(LIVE_EVENTS_PATH, bearerAuth(trailwire.tokens, 'customers'), async (ctx) => {
+    const { claims } = ctx.state as AuthenticatedState;
+    const state = ctx.state as AccessLogState;
+    // Refused with a problem+json status while no byte of the stream is sent yet.
+    streams.admit(claims);
+    ctx.status = 200;
+    ctx.type = 'text/event-stream';
+    ctx.set('Cache-Control', 'no-cache');
+    // nginx buffers proxied responses unless told not to; a buffered event stream delivers nothing.
+    ctx.set('X-Accel-Buffering', 'no');
+    if (ctx.method === 'HEAD') return;
+    ctx.respond = false;
+    const res = ctx.res;
+    res.flushHeaders();
+    const reason = await new Promise<unknown>((resolve) => {
+      const stream = streams.open(
+        claims,
+        {
+          writeUpdate: (event) => res.write(encode(event)),
+          writeHeartbeat: () => void res.write(heartbeat()),
+          get full() {
+            return res.writableNeedDrain;
+          },
+          end: (why) => endResponse(res, why, state.requestId, options.logger),
+        },
+        resolve,
+      );
+      state.streamOpened?.();
+      res.on('drain', () => stream.drained());
+      // 'close' also follows our own end(); the stream is finished by then and ignores it.
+      res.on('close', () => stream.clientGone());
+      if (res.destroyed) stream.clientGone();
+    });
+    state.streamEnd = reason === null ? 'client_closed' : isTrailwireError(reason) ? reason.code : 'internal';
+  });
+
+  return {
+    router,
+    get openStreams() {
+      return streams.size;
+    },
+    endAllStreams(reason?: TrailwireError) {
+      stopRechecks();
+      streams.endAll(reason);
+    },
+  };
+}
+
+/** Writes the final `error` event naming why the stream ends, and ends the response. */
+function endResponse(res: ServerResponse, reason: unknown, requestId: string | undefined, logger: Logger | undefined): void {
+  if (res.destroyed || res.writableEnded) return;
+  const error = isTrailwireError(reason) ? reason : new TrailwireError('internal', 'The live stream failed.', { cause: reason });
+  if (error.code === 'internal') logger?.error({ err: reason, requestId, route: LIVE_EVENTS_PATH }, 'live event stream failed');
+  res.end(`event: error\ndata: ${JSON.stringify(problemBody(error, requestId))}\n\n`);
+}

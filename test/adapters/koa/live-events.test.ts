@@ -1,0 +1,414 @@
+/**
+ * `GET /api/v1/live` with a real HTTP client reading the event stream (fetch, as a browser page
+ * does): heartbeats, an intake post reaching the stream as the read API's trailer JSON and only its
+ * customer's stream, refusals as problem+json, the per-customer cap shared with the gRPC LiveFeed,
+ * the end at the token's expiry or rotation, and shutdown.
+ */
+import assert from 'node:assert/strict';
+import { get as httpGet, type IncomingMessage } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { startGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
+import { startServer } from '../../../adapters/server/index.ts';
+import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { Trailer } from '../../../core/model.ts';
+import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
+import { createLiveEventsRoute, type LiveEventsRoute } from '../../../adapters/koa/live-events-route.ts';
+import { uniqueVin } from '../../support/fixtures.ts';
+import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+
+const HEARTBEAT_MS = 80;
+
+export interface ServerSentEvent {
+  event: string;
+  id?: string;
+  data: string;
+}
+
+/** A stream of `GET /api/v1/live` read with fetch, its events parsed as the SSE specification says. */
+export async function openLiveEvents(baseUrl: string, token: string | undefined) {
+  const controller = new AbortController();
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  const response = await fetch(`${baseUrl}/api/v1/live`, { headers, signal: controller.signal });
+  const events: ServerSentEvent[] = [];
+  const waiters: Array<() => void> = [];
+  const wake = () => {
+    for (const resolve of waiters.splice(0)) resolve();
+  };
+  let ended = false;
+  const parser = eventStreamParser((event) => {
+    events.push(event);
+    wake();
+  });
+  const done = (async () => {
+    if (!response.ok || !response.body) return;
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of response.body) parser.push(decoder.decode(chunk as Uint8Array, { stream: true }));
+    } catch {
+      // Aborted by close().
+    } finally {
+      ended = true;
+      wake();
+    }
+  })();
+  return {
+    response,
+    events,
+    /** Resolves once the server ended the response. */
+    done,
+    get ended() {
+      return ended;
+    },
+    updates: () => events.filter((e) => e.event === 'update').map((e) => JSON.parse(e.data)),
+    /** Resolves once `predicate` holds over the events (or fails after `ms`). */
+    async until(predicate: (events: ServerSentEvent[]) => boolean, ms = 5000) {
+      const deadline = Date.now() + ms;
+      while (!predicate(events)) {
+        if (Date.now() > deadline) throw new Error(`timed out; got ${JSON.stringify(events.map((e) => e.event))}`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 50);
+        });
+      }
+    },
+    close() {
+      controller.abort();
+    },
+  };
+}
+
+/** Splits event-stream text into events as the SSE specification says (`field: value` lines, a blank line ends an event). */
+function eventStreamParser(onEvent: (event: ServerSentEvent) => void) {
+  let buffer = '';
+  return {
+    push(text: string) {
+      buffer += text;
+      let split: number;
+      while ((split = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, split);
+        buffer = buffer.slice(split + 2);
+        const event: ServerSentEvent = { event: 'message', data: '' };
+        const data: string[] = [];
+        for (const line of block.split('\n')) {
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+          if (field === 'event') event.event = value;
+          else if (field === 'id') event.id = value;
+          else if (field === 'data') data.push(value);
+        }
+        event.data = data.join('\n');
+        onEvent(event);
+      }
+    },
+  };
+}
+
+/** A stream read with node:http, whose reading can be paused (a slow reader). */
+function openPausableLiveEvents(baseUrl: string, token: string) {
+  const events: ServerSentEvent[] = [];
+  const parser = eventStreamParser((event) => events.push(event));
+  let response: IncomingMessage | undefined;
+  const request = httpGet(`${baseUrl}/api/v1/live`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
+    response = res;
+    res.setEncoding('utf8');
+    res.on('data', (text: string) => parser.push(text));
+  });
+  request.on('error', () => {});
+  return {
+    events,
+    updates: () => events.filter((e) => e.event === 'update').map((e) => JSON.parse(e.data)),
+    pause: () => response?.pause(),
+    resume: () => response?.resume(),
+    close: () => request.destroy(),
+  };
+}
+
+const gpsPayload = (latitude: number) => ({ timestamp: 1780315200.25, position: { latitude, longitude: -87.25 }, speedKph: 100, bearingDeg: 200 });
+
+describe('GET /api/v1/live (Server-Sent Events)', () => {
+  let app: TestApp;
+  let live: LiveEventsRoute;
+
+  before(async () => {
+    // The route is built before the app it is mounted in, so the test can set it and end its streams.
+    app = await startTestApp({
+      app: (trailwire) => {
+        live = createLiveEventsRoute(trailwire, { heartbeatIntervalMs: HEARTBEAT_MS, maxStreamsPerCustomer: 2 });
+        return { liveEvents: live };
+      },
+    });
+  });
+  after(async () => {
+    await app.close();
+  });
+
+  it('answers text/event-stream, uncached, with a heartbeat at once and then every interval', async () => {
+    const customer = await customerWithToken(app, 'Heartbeat Co');
+    const stream = await openLiveEvents(app.url, customer.token);
+    assert.equal(stream.response.status, 200);
+    assert.match(stream.response.headers.get('content-type') ?? '', /^text\/event-stream/);
+    assert.equal(stream.response.headers.get('cache-control'), 'no-cache');
+    await stream.until((events) => events.length >= 4);
+    stream.close();
+    assert.ok(stream.events.every((e) => e.event === 'heartbeat'), 'only heartbeats on a quiet feed');
+    assert.equal(typeof JSON.parse(stream.events[0]!.data).timestamp, 'string');
+  });
+
+  it('sends the first heartbeat at once, not after an interval', async () => {
+    const slow = await startTestApp({ app: (trailwire) => ({ liveEvents: createLiveEventsRoute(trailwire, { heartbeatIntervalMs: 60_000 }) }) });
+    try {
+      const customer = await customerWithToken(slow, 'Prompt Co');
+      const stream = await openLiveEvents(slow.url, customer.token);
+      await stream.until((events) => events.length >= 1, 10_000);
+      assert.equal(stream.events[0]!.event, 'heartbeat');
+      stream.close();
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it("delivers an intake post as `event: update` carrying exactly the read API's trailer JSON, to its customer only", async () => {
+    const owner = await customerWithToken(app, 'Owner Co');
+    const other = await customerWithToken(app, 'Other Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: owner.id, name: 'Reefers' });
+    const vin = uniqueVin();
+    const trailer = await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin, unitId: 'TR-7' });
+    const partner = await partnerWithToken(app, 'gps-basic');
+    const ownerStream = await openLiveEvents(app.url, owner.token);
+    const otherStream = await openLiveEvents(app.url, other.token);
+    await ownerStream.until((e) => e.length >= 1);
+    await otherStream.until((e) => e.length >= 1);
+
+    const accepted = await app.call('POST', `/api/v1/telemetry/intake/${vin}`, { token: partner.token, body: gpsPayload(41.5) });
+    assert.equal(accepted.status, 202);
+    await app.trailwire.intake!.worker.drainDue();
+    await ownerStream.until(() => ownerStream.updates().length >= 1);
+
+    const read = await app.call('GET', `/api/v1/trailers/${trailer.id}`, { token: owner.token });
+    assert.equal(read.status, 200);
+    const [update] = ownerStream.updates();
+    assert.deepEqual(update, read.body);
+    assert.deepEqual(update.telemetry, { timestamp: '2026-06-01T12:00:00.250Z', lat: 41.5, long: -87.25, speed: 62.1, heading: 'S' });
+    const event = ownerStream.events.find((e) => e.event === 'update')!;
+    assert.match(event.id ?? '', new RegExp(`^\\d+-${trailer.id}$`));
+
+    await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS * 3));
+    assert.ok(otherStream.events.length >= 2, 'the other stream is alive');
+    assert.equal(otherStream.updates().length, 0, 'another customer hears nothing of it');
+    ownerStream.close();
+    otherStream.close();
+  });
+
+  it('refuses a missing or invalid token with 401 and a partner token with 403, as problem+json', async () => {
+    const partner = await partnerWithToken(app, 'tpms');
+    for (const [token, status] of [
+      [undefined, 401],
+      ['not.a.token', 401],
+      [partner.token, 403],
+    ] as const) {
+      const response = await fetch(`${app.url}/api/v1/live`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+      assert.equal(response.status, status);
+      assert.equal(response.headers.get('content-type'), 'application/problem+json');
+      const body = (await response.json()) as { status: number; detail: string };
+      assert.equal(body.status, status);
+      assert.ok(body.detail.length > 0);
+    }
+  });
+
+  it('caps the streams of one customer (2 here): the third is refused 429 before it starts, a closed one frees its slot', async () => {
+    const customer = await customerWithToken(app, 'Greedy Co');
+    const other = await customerWithToken(app, 'Modest Co');
+    const first = await openLiveEvents(app.url, customer.token);
+    const second = await openLiveEvents(app.url, customer.token);
+    await first.until((e) => e.length >= 1);
+    await second.until((e) => e.length >= 1);
+    const refused = await fetch(`${app.url}/api/v1/live`, { headers: { authorization: `Bearer ${customer.token}` } });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get('content-type'), 'application/problem+json');
+    assert.match(((await refused.json()) as { detail: string }).detail, /2 live streams/);
+    const modest = await openLiveEvents(app.url, other.token);
+    await modest.until((e) => e.length >= 1);
+    first.close();
+    await until(() => app.trailwire.live.subscriberCount(customer.id) < 2);
+    const again = await openLiveEvents(app.url, customer.token);
+    assert.equal(again.response.status, 200);
+    for (const stream of [second, modest, again]) stream.close();
+  });
+
+  it('counts SSE and gRPC LiveFeed streams of one customer against one cap', async () => {
+    const grpcServer = await startGrpcServer({ port: 0, host: '127.0.0.1', tokens: app.trailwire.tokens, hub: app.trailwire.live, heartbeatIntervalMs: 60_000, maxStreamsPerCustomer: 2 });
+    const client = new livefeed.LiveFeed(`127.0.0.1:${grpcServer.port}`, grpc.credentials.createInsecure());
+    try {
+      const customer = await customerWithToken(app, 'Mixed Co');
+      const metadata = new grpc.Metadata();
+      metadata.set('authorization', `Bearer ${customer.token}`);
+      const call = client.Subscribe({}, metadata);
+      call.on('error', () => {});
+      await new Promise((resolve) => call.once('data', resolve));
+      const sse = await openLiveEvents(app.url, customer.token);
+      await sse.until((e) => e.length >= 1);
+      // One of each is open: a third stream is refused on either transport.
+      const refused = await fetch(`${app.url}/api/v1/live`, { headers: { authorization: `Bearer ${customer.token}` } });
+      assert.equal(refused.status, 429);
+      const grpcRefused = client.Subscribe({}, metadata);
+      const status = await new Promise<grpc.ServiceError>((resolve) => grpcRefused.on('error', resolve));
+      assert.equal(status.code, grpc.status.RESOURCE_EXHAUSTED);
+      call.cancel();
+      sse.close();
+    } finally {
+      client.close();
+      await grpcServer.shutdown();
+    }
+  });
+
+  it("ends the stream with a final `event: error` (invalid_token) when the token expires", async () => {
+    const customer = await customerWithToken(app, 'Expiring Co');
+    const stream = await openLiveEvents(app.url, customer.token);
+    await stream.until((e) => e.length >= 2);
+    // Past the token's 30-minute lifetime on the tokens' (manual) clock: the next heartbeat ends it.
+    app.clock.advance(1_800_000);
+    await stream.done;
+    const last = stream.events.at(-1)!;
+    assert.equal(last.event, 'error');
+    const problem = JSON.parse(last.data);
+    assert.equal(problem.status, 401);
+    assert.match(problem.type, /invalid-token/);
+    assert.match(problem.detail, /expired/);
+  });
+
+  it("ends the customer's streams with `event: error` (invalid_token) when its key is rotated", async () => {
+    const customer = await customerWithToken(app, 'Rotating Co');
+    const stream = await openLiveEvents(app.url, customer.token);
+    await stream.until((e) => e.length >= 1);
+    const rotated = await app.call('PUT', '/api/v1/customers/rotate', { token: customer.token });
+    assert.equal(rotated.status, 200);
+    await stream.done;
+    const last = stream.events.at(-1)!;
+    assert.equal(last.event, 'error');
+    assert.match(JSON.parse(last.data).detail, /rotated/);
+  });
+
+  it('a paused reader does not hold back a fast one, holds at most one pending update per trailer, then gets the latest state of each', async () => {
+    const customer = await customerWithToken(app, 'Busy Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Busy' });
+    const trailers: Trailer[] = [];
+    for (let i = 0; i < 5; i++) trailers.push(await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: uniqueVin() }));
+    const fast = await openLiveEvents(app.url, customer.token);
+    const slow = openPausableLiveEvents(app.url, customer.token);
+    await fast.until((e) => e.length >= 1);
+    await until(() => slow.events.length >= 1);
+    slow.pause();
+
+    // Large updates fill the slow reader's socket buffers quickly: the unit id carries 16 KiB.
+    const rounds = 200;
+    const padding = 'x'.repeat(16 * 1024);
+    let mostPending = 0;
+    for (let round = 0; round < rounds; round++) {
+      for (const trailer of trailers) {
+        const event: LiveTrailerEvent = {
+          customerId: customer.id,
+          fleet: { id: fleet.id, name: 'Busy' },
+          trailer: { ...trailer, unitId: `${round}:${padding}`, faultedDevices: round },
+          ts: Date.now(),
+        };
+        await app.trailwire.live.publish(event);
+      }
+      mostPending = Math.max(mostPending, app.trailwire.live.stats().pendingTrailers);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const hasFinalStates = (updates: () => Array<{ id: string; faultedDevices: number }>) => () => {
+      const latest = new Map(updates().map((t) => [t.id, t.faultedDevices]));
+      return trailers.every((trailer) => latest.get(trailer.id) === rounds - 1);
+    };
+    await fast.until(hasFinalStates(fast.updates), 10_000);
+    assert.ok(mostPending <= 2 * trailers.length, `at most one pending update per trailer and subscriber, saw ${mostPending}`);
+    // The paused reader's socket is full: the hub holds the latest update of each trailer for it, no more.
+    await until(() => {
+      const stats = app.trailwire.live.stats();
+      return stats.congestedSubscribers === 1 && stats.pendingTrailers === trailers.length;
+    });
+    assert.ok(slow.updates().length < rounds * trailers.length, 'the paused reader has not read everything');
+
+    slow.resume();
+    await until(hasFinalStates(slow.updates), 10_000);
+    assert.ok(slow.updates().length < rounds * trailers.length, `coalesced, not all ${rounds * trailers.length}: got ${slow.updates().length}`);
+    for (const trailer of trailers) {
+      const seen = slow.updates().filter((t) => t.id === trailer.id).map((t) => t.faultedDevices);
+      assert.deepEqual(seen, [...seen].sort((x, y) => x - y), 'never an older state after a newer one');
+    }
+    assert.equal(app.trailwire.live.stats().pendingTrailers, 0);
+    fast.close();
+    slow.close();
+  });
+
+  it('ends every stream with `event: error` (unavailable) on shutdown, then refuses new ones with 503', async () => {
+    const customer = await customerWithToken(app, 'Shutdown Co');
+    const stream = await openLiveEvents(app.url, customer.token);
+    await stream.until((e) => e.length >= 1);
+    live.endAllStreams();
+    await stream.done;
+    const problem = JSON.parse(stream.events.at(-1)!.data);
+    assert.equal(stream.events.at(-1)!.event, 'error');
+    assert.equal(problem.status, 503);
+    assert.equal(live.openStreams, 0);
+    const refused = await fetch(`${app.url}/api/v1/live`, { headers: { authorization: `Bearer ${customer.token}` } });
+    assert.equal(refused.status, 503);
+  });
+});
+
+const livefeed = (
+  grpc.loadPackageDefinition(
+    protoLoader.loadSync('livefeed/v1/livefeed.proto', { keepCase: true, longs: Number, defaults: true, includeDirs: [PROTO_ROOT] }),
+  ) as any
+).livefeed.v1;
+
+async function until(condition: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('GET /api/v1/live in the standalone server', () => {
+  it('writes a stream.open and a stream.close access-log line, and ends open streams on close() without hanging', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'trailwire-live-'));
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const running = await startServer({ db: join(dir, 'trailwire.db'), host: '127.0.0.1', port: 0, grpcPort: 0, logger, heartbeatIntervalMs: 60_000 });
+    try {
+      const { principal, apiKey } = await running.trailwire.auth.createCustomer({ name: 'Standalone Co' });
+      const authenticated = await fetch(`${running.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
+      const { access_token: token } = (await authenticated.json()) as { access_token: string };
+      const stream = await openLiveEvents(running.url, token);
+      await stream.until((e) => e.length >= 1);
+      const opened = lines.find((line) => line.event === 'stream.open');
+      assert.equal(opened?.route, '/api/v1/live');
+      assert.equal(opened?.principalId, principal.id);
+      assert.equal(opened?.status, 200);
+
+      const closing = running.close();
+      const outcome = await Promise.race([closing.then(() => 'closed'), new Promise((resolve) => setTimeout(() => resolve('hung'), 10_000))]);
+      assert.equal(outcome, 'closed', 'close() does not wait for an open event stream');
+      await stream.done;
+      const last = stream.events.at(-1)!;
+      assert.equal(last.event, 'error');
+      assert.equal(JSON.parse(last.data).status, 503);
+      const closed = lines.find((line) => line.event === 'stream.close');
+      assert.equal(closed?.endReason, 'unavailable');
+      assert.equal(closed?.requestId, opened?.requestId);
+      assert.equal(typeof closed?.durationMs, 'number');
+      assert.equal(lines.filter((line) => line.access === 'http' && line.route === '/api/v1/live').length, 2, 'two lines, no third');
+    } finally {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
