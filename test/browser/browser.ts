@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { pino } from 'pino';
 import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa/app.ts';
+import { createLiveEventsRoute } from '../../adapters/koa/live-events-route.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
 import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
@@ -75,13 +76,20 @@ export interface DemoServer {
   close(): Promise<void>;
 }
 
-export async function startDemoServer(options: { core?: Omit<TrailwireOptions, 'store'>; app?: TrailwireAppOptions } = {}): Promise<DemoServer> {
+/**
+ * Starts the server. `core` and `app` options pass through; `liveHeartbeatMs` sets the heartbeat of
+ * `GET /api/v1/live` (each heartbeat also checks the stream's token against the core's clock).
+ */
+export async function startDemoServer(
+  options: { core?: Omit<TrailwireOptions, 'store'>; app?: TrailwireAppOptions; liveHeartbeatMs?: number } = {},
+): Promise<DemoServer> {
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-browser-'));
   const store = await openSqliteStore({ file: join(dir, 'trailwire.db') });
   const trailwire = await createTrailwire({ products: builtInProducts, ...options.core, store, intakeQueue: openSqliteIntakeQueue(store.db) });
   await trailwire.intake!.worker.start();
   const demo = await seedDemo(trailwire, { products: builtInProducts.map((product) => product.name) });
-  const server = createServer(createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...options.app }).callback());
+  const liveEvents = options.liveHeartbeatMs === undefined ? undefined : createLiveEventsRoute(trailwire, { heartbeatIntervalMs: options.liveHeartbeatMs });
+  const server = createServer(createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...(liveEvents ? { liveEvents } : {}), ...options.app }).callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     trailwire,
@@ -94,6 +102,7 @@ export async function startDemoServer(options: { core?: Omit<TrailwireOptions, '
       return principal.apiKey;
     },
     async close() {
+      liveEvents?.endAllStreams();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await trailwire.close();

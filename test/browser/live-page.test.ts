@@ -15,6 +15,7 @@ import type { Browser, Page } from 'playwright-core';
 import { serveTrailwire } from '../support/fixtures.ts';
 import { launchChromium, screenshot, skipWithoutChromium, startDemoServer, watchPage, type DemoServer } from './browser.ts';
 
+
 /** A 1×1 PNG: what the test's tile server answers for every tile. */
 const ONE_PIXEL_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64');
 
@@ -33,11 +34,11 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
   });
 
   /** A fresh tab on the page, signed in with `key` (and, when `connected`, its fleet loaded). */
-  async function openWithKey(key: string, connected = true): Promise<{ page: Page; watch: Awaited<ReturnType<typeof watchPage>> }> {
+  async function openWithKey(key: string, connected = true, url = server.url): Promise<{ page: Page; watch: Awaited<ReturnType<typeof watchPage>> }> {
     // Reduced motion: the map jumps instead of animating, so a screenshot never catches it mid-zoom.
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 }, reducedMotion: 'reduce' });
-    const watch = await watchPage(page, server.url);
-    await page.goto(`${server.url}/`);
+    const watch = await watchPage(page, url);
+    await page.goto(`${url}/`);
     await page.fill('#api-key', key);
     await page.click('#connect');
     if (connected) await page.waitForSelector('li.trailer');
@@ -112,11 +113,11 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
   });
 
   /** Posts a gps-basic fix for `vin` as the demo partner, answering when it was sent (epoch ms). */
-  async function postFix(vin: string, latitude: number, longitude: number): Promise<number> {
-    const auth = await fetch(`${server.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': server.key('gps-basic') } });
+  async function postFix(vin: string, latitude: number, longitude: number, to: DemoServer = server): Promise<number> {
+    const auth = await fetch(`${to.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': to.key('gps-basic') } });
     const token = ((await auth.json()) as { access_token: string }).access_token;
     const sentAt = Date.now();
-    const response = await fetch(`${server.url}/api/v1/telemetry/intake/${vin}`, {
+    const response = await fetch(`${to.url}/api/v1/telemetry/intake/${vin}`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ timestamp: Math.floor(sentAt / 1000), position: { latitude, longitude }, speedKph: 90, bearingDeg: 45 }),
@@ -127,18 +128,14 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
 
   /** Notes in the page when the trailer's row first shows the position (epoch ms, same clock as Node's). */
   async function watchForPosition(page: Page, trailerId: string, lat: number, long: number): Promise<void> {
-    await page.evaluate(
-      ({ trailerId, lat, long }) => {
-        const row = document.querySelector<HTMLElement>(`li.trailer[data-trailer-id="${trailerId}"]`)!;
-        const w = window as unknown as { movedAt?: number };
-        w.movedAt = undefined;
-        const check = () => {
-          if (Math.abs(Number(row.dataset.lat) - lat) < 1e-4 && Math.abs(Number(row.dataset.long) - long) < 1e-4) w.movedAt ??= Date.now();
-        };
-        new MutationObserver(check).observe(row, { attributes: true });
-      },
-      { trailerId, lat, long },
-    );
+    // A string, not a function: tsx would wrap a named function in a helper the page does not have.
+    await page.evaluate(`(() => {
+      const row = document.querySelector('li.trailer[data-trailer-id="${trailerId}"]');
+      window.movedAt = undefined;
+      new MutationObserver(() => {
+        if (Math.abs(Number(row.dataset.lat) - ${lat}) < 1e-4 && Math.abs(Number(row.dataset.long) - ${long}) < 1e-4) window.movedAt ??= Date.now();
+      }).observe(row, { attributes: true });
+    })()`);
   }
 
   it("an intake post moves the trailer's marker on the map (and the test prints the intake-to-browser latency)", async (t) => {
@@ -181,6 +178,46 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
       await page.waitForFunction(() => (window as unknown as { movedAt?: number }).movedAt !== undefined, undefined, { timeout: 10_000 });
     } finally {
       await page.close();
+    }
+  });
+
+  it('when the token expires, the page signs in again with the key in memory and goes on live', async () => {
+    // A server whose clock the test moves past the token's 30 minutes; its stream checks at each 300 ms heartbeat.
+    const clock = { skewMs: 0, now: () => Date.now() + clock.skewMs };
+    const expiring = await startDemoServer({ core: { clock }, liveHeartbeatMs: 300 });
+    const { page } = await openWithKey(expiring.key('customers'), true, expiring.url);
+    try {
+      await page.waitForSelector('#connection[data-state="live"]');
+      clock.skewMs = 31 * 60_000;
+      await page.waitForFunction(() => /^Session renewed/.test(document.querySelector('#notice')!.textContent!), undefined, { timeout: 10_000 });
+      await page.waitForSelector('#connection[data-state="live"]');
+      console.log(`screenshot: ${await screenshot(page, 'live-token-renewed')}`);
+      // The renewed stream delivers.
+      const row = page.locator('li.trailer').first();
+      const trailerId = (await row.getAttribute('data-trailer-id'))!;
+      const [lat, long] = [Number(await row.getAttribute('data-lat')) + 0.5, Number(await row.getAttribute('data-long')) + 0.5];
+      await watchForPosition(page, trailerId, lat, long);
+      await postFix((await row.locator('.vin').innerText()).trim(), lat, long, expiring);
+      await page.waitForFunction(() => (window as unknown as { movedAt?: number }).movedAt !== undefined, undefined, { timeout: 10_000 });
+    } finally {
+      await page.close();
+      await expiring.close();
+    }
+  });
+
+  it('a rotated key ends the stream, and the page says the key is no longer accepted', async () => {
+    const rotating = await startDemoServer();
+    const { page } = await openWithKey(rotating.key('customers'), true, rotating.url);
+    try {
+      await page.waitForSelector('#connection[data-state="live"]');
+      const auth = await fetch(`${rotating.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': rotating.key('customers') } });
+      const token = ((await auth.json()) as { access_token: string }).access_token;
+      assert.equal((await fetch(`${rotating.url}/api/v1/customers/rotate`, { method: 'PUT', headers: { authorization: `Bearer ${token}` } })).status, 200);
+      await page.waitForFunction(() => /Live updates stopped\. That key was not accepted/.test(document.querySelector('#notice')!.textContent!), undefined, { timeout: 10_000 });
+      assert.equal(await page.getAttribute('#connection', 'data-state'), 'idle');
+    } finally {
+      await page.close();
+      await rotating.close();
     }
   });
 
