@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { pino } from 'pino';
 import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa/app.ts';
 import { createLiveEventsRoute } from '../../adapters/koa/live-events-route.ts';
@@ -39,11 +39,11 @@ export async function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: chromiumPath!, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
 }
 
-/** Saves a full-page screenshot as `<name>.png` and answers its path. */
-export async function screenshot(page: Page, name: string): Promise<string> {
+/** Saves a screenshot of the page (or of one element of it) as `<name>.png` and answers its path. */
+export async function screenshot(page: Page | Locator, name: string): Promise<string> {
   mkdirSync(SCREENSHOT_DIR, { recursive: true });
   const path = join(SCREENSHOT_DIR, `${name}.png`);
-  await page.screenshot({ path, fullPage: true });
+  await ('goto' in page ? page.screenshot({ path, fullPage: true }) : page.screenshot({ path }));
   return path;
 }
 

@@ -49,7 +49,7 @@ describe('the API reference page', { skip: skipWithoutChromium, timeout: 120_000
       await status.waitFor();
       assert.equal((await status.innerText()).trim(), '200');
       assert.match(await fleets.locator('.live-responses-table tbody .microlight').first().innerText(), /Midwest Reefers/);
-      console.log(`screenshot: ${await screenshot(page, 'docs-try-it')}`);
+      console.log(`screenshot: ${await screenshot(fleets, 'docs-try-it')}`);
 
       assert.deepEqual(watch.foreignRequests, [], 'no request leaves the server');
       assert.deepEqual(await watch.violations(), [], 'Swagger UI works within the Content-Security-Policy');
