@@ -161,6 +161,30 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
     }
   });
 
+  it("a tyre fault reported by intake turns the trailer red and its fleet's counts follow", async () => {
+    const { page } = await openWithKey(server.key('customers'));
+    try {
+      await page.waitForSelector('#connection[data-state="live"]');
+      const row = page.locator('li.trailer[data-status="OK"]').first();
+      const trailerId = (await row.getAttribute('data-trailer-id'))!;
+      const fleet = page.locator('section.fleet').filter({ has: page.locator(`li.trailer[data-trailer-id="${trailerId}"]`) });
+      const faultedBefore = Number(/(\d+) Faulted/.exec(await fleet.locator('h2 small').innerText())?.[1] ?? 0);
+      const auth = await fetch(`${server.url}/api/v1/partners/authenticate`, { method: 'POST', headers: { 'x-api-key': server.key('tpms') } });
+      const token = ((await auth.json()) as { access_token: string }).access_token;
+      const vin = (await row.locator('.vin').innerText()).trim();
+      const reading = { readAt: new Date().toISOString(), sensors: [{ sensorId: `BROWSER-${trailerId}`, wheel: 'L1', pressurePsi: 52, temperatureC: 30 }] };
+      const posted = await fetch(`${server.url}/api/v1/telemetry/intake/${vin}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(reading) });
+      assert.equal(posted.status, 202);
+      const faultedRow = page.locator(`li.trailer[data-trailer-id="${trailerId}"][data-status="Faulted"]`);
+      await faultedRow.waitFor({ timeout: 10_000 });
+      assert.equal(await faultedRow.locator('.status-dot').evaluate((dot) => getComputedStyle(dot).backgroundColor), STATUS_RGB.Faulted);
+      assert.equal(await page.locator(`path.trailer-marker[data-trailer-id="${trailerId}"]`).getAttribute('fill'), '#c81e1e', 'the marker is red too');
+      assert.match(await fleet.locator('h2 small').innerText(), new RegExp(`${faultedBefore + 1} Faulted`));
+    } finally {
+      await page.close();
+    }
+  });
+
   it('a dropped stream is said, reconnects by itself, and moves markers again', async () => {
     const { page } = await openWithKey(server.key('customers'));
     try {

@@ -51,6 +51,8 @@ export function createFleetList(container, { onSelect }) {
       item.dataset.long = String(trailer.telemetry.long);
       item.dataset.timestamp = trailer.telemetry.timestamp;
     }
+    const section = item.closest('section.fleet');
+    if (section) section.querySelector('h2 small').textContent = summary([...section.querySelectorAll('li.trailer')].map((row) => row.dataset.status));
     return true;
   }
 
@@ -67,10 +69,7 @@ export function createFleetList(container, { onSelect }) {
         list.append(item);
         update(trailer);
       }
-      const counts = Object.entries(countBy(trailers))
-        .map(([name, n]) => `${n} ${name}`)
-        .join(' · ');
-      return element('section', { class: 'fleet', 'data-fleet-id': String(fleet.id) }, element('h2', {}, fleet.name, element('small', {}, `${trailers.length} trailers${counts ? ` · ${counts}` : ''}`)), list);
+      return element('section', { class: 'fleet', 'data-fleet-id': String(fleet.id) }, element('h2', {}, fleet.name, element('small', {}, summary(trailers.map((t) => t.status.name)))), list);
     });
     container.replaceChildren(...(sections.length > 0 ? sections : [element('p', { class: 'hint' }, 'This customer has no fleets yet.')]));
   }
@@ -83,8 +82,8 @@ export function createFleetList(container, { onSelect }) {
   return { render, update, select, has: (id) => rows.has(id) };
 }
 
-function countBy(trailers) {
-  const counts = {};
-  for (const trailer of trailers) counts[trailer.status.name] = (counts[trailer.status.name] ?? 0) + 1;
-  return counts;
+/** "6 trailers · 4 OK · 1 Warning · 1 Faulted" from the trailers' status names. */
+function summary(statuses) {
+  const counts = ['OK', 'Warning', 'Faulted'].map((name) => [name, statuses.filter((status) => status === name).length]).filter(([, n]) => n > 0);
+  return [`${statuses.length} trailers`, ...counts.map(([name, n]) => `${n} ${name}`)].join(' · ');
 }
