@@ -21,15 +21,16 @@ import { builtInProducts } from '../../products/index.ts';
 import { type DemoSeed, seedDemo } from '../../simulator/demo-seed.ts';
 import { REPO_ROOT } from '../support/cli.ts';
 
-const CANDIDATES = [process.env.TRAILWIRE_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
+/** `TRAILWIRE_CHROMIUM` names the browser to use (and only that one); else the usual system paths. */
+const CANDIDATES = process.env.TRAILWIRE_CHROMIUM ? [process.env.TRAILWIRE_CHROMIUM] : ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
 
 /** The Chromium to drive, or undefined when this machine has none. */
-export const chromiumPath: string | undefined = CANDIDATES.find((path): path is string => path !== undefined && path !== '' && existsSync(path));
+export const chromiumPath: string | undefined = CANDIDATES.find((path) => existsSync(path));
 
 /** The reason to give `{ skip }` when there is no browser; false when there is one. */
 export const skipWithoutChromium: string | false = chromiumPath
   ? false
-  : 'no Chromium found (apt-get install -y chromium, or set TRAILWIRE_CHROMIUM); .ci/run installs it';
+  : `no Chromium at ${CANDIDATES.join(' or ')}: the browser tests are skipped (apt-get install -y chromium, or set TRAILWIRE_CHROMIUM; .ci/run installs it)`;
 
 /** Where screenshots go: `TRAILWIRE_SCREENSHOT_DIR`, or `test-output/screenshots` (git-ignored). */
 export const SCREENSHOT_DIR = process.env.TRAILWIRE_SCREENSHOT_DIR ?? join(REPO_ROOT, 'test-output/screenshots');
