@@ -1,7 +1,8 @@
 /**
  * The live-update hub behind the LiveFeed (contract 8): intake publishes one `LiveTrailerEvent` per
  * changed trailer, the hub fans each event out to the open streams of the trailer's customer, and a
- * transport adapter (gRPC in `adapters/grpc`) turns each stream into a `LiveSink`. Events travel
+ * transport adapter (gRPC in `adapters/grpc`, Server-Sent Events in `adapters/koa/live-events-route.ts`,
+ * both through `core/live-streams.ts`) turns each stream into a `LiveSink`. Events travel
  * through a `LiveBus` — in-process by default (`MemoryLiveBus`), shared across processes by a
  * networked bus (Redis) — so a payload taken in by one process reaches subscribers of every process.
  *
@@ -285,8 +286,8 @@ export interface RotationSource {
  * function that undoes the wiring. `rotations` is where rotations are heard: `createTrailwire`
  * passes its `PrincipalRotations` (`core/rotation-feed.ts`), which tells of this process's
  * rotations and, through the rotation feed, of every other process's; an `AuthService` alone tells
- * only of this process's. A notice that never arrives is still caught by the gRPC adapter's
- * revocation check at each heartbeat, once this process re-reads the key version from the store.
+ * only of this process's. A notice that never arrives is still caught by the streams' revocation
+ * check at each heartbeat (`core/live-streams.ts`), once this process re-reads the key version from the store.
  */
 export function endStreamsOnRotation(rotations: RotationSource, hub: LiveHub): () => void {
   return rotations.onRotation((audience, principalId) => {

@@ -24,6 +24,11 @@ export { createReadRouter } from './read-routes.ts';
 export { createIntakeRouter, DEFAULT_INTAKE_BODY_LIMIT, INTAKE_PATH } from './intake-routes.ts';
 export { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 /**
+ * `createLiveEventsRoute(trailwire, options)`: `GET /api/v1/live` (`LIVE_EVENTS_PATH`), the live updates
+ * as Server-Sent Events, with a handle to end its streams (`LiveEventsRoute`, `LiveEventsOptions`).
+ */
+export { createLiveEventsRoute, LIVE_EVENTS_PATH, type LiveEventsOptions, type LiveEventsRoute } from './live-events-route.ts';
+/**
  * `bearerAuth(trailwire.tokens, 'customers' | 'partners')` verifies a Bearer token of one audience and
  * puts its claims on `ctx.state` (`AuthenticatedState`); usable on routes of your own.
  */

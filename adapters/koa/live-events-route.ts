@@ -109,6 +109,8 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
       );
       state.streamOpened?.();
       res.on('drain', () => stream.drained());
+      // A socket error ends the response and 'close' follows; the error itself needs no handling here.
+      res.on('error', () => {});
       // 'close' also follows our own end(); the stream is finished by then and ignores it.
       res.on('close', () => stream.clientGone());
       if (res.destroyed) stream.clientGone();

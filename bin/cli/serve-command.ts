@@ -53,11 +53,11 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
     yargs
       .option('port', { type: 'number', default: 8080, describe: 'HTTP port (env TRAILWIRE_PORT)' })
       .option('grpc-port', { type: 'number', default: 50051, describe: 'gRPC LiveFeed port (env TRAILWIRE_GRPC_PORT)' })
-      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'LiveFeed heartbeat interval in ms (env TRAILWIRE_HEARTBEAT_MS)' })
+      .option('heartbeat-ms', { type: 'number', default: 15000, describe: 'Heartbeat interval in ms of the LiveFeed and of GET /api/v1/live (env TRAILWIRE_HEARTBEAT_MS)' })
       .option('max-streams-per-customer', {
         type: 'number',
         default: 100,
-        describe: 'LiveFeed streams one customer may hold in this process; the next is refused RESOURCE_EXHAUSTED (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
+        describe: 'Live streams one customer may hold in this process, LiveFeed and GET /api/v1/live together; the next is refused (RESOURCE_EXHAUSTED, HTTP 429) (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
       })
       .option('host', { type: 'string', describe: 'Interface to listen on (env TRAILWIRE_HOST). Default: all' })
       .option('durability', {

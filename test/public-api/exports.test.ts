@@ -24,8 +24,9 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   '.': CORE,
   './core': CORE,
   './koa': [
-    'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
-    'createIntakeRouter', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp', 'createTrailwireMiddleware', 'problemMiddleware',
+    'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'LIVE_EVENTS_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
+    'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp',
+    'createTrailwireMiddleware', 'problemMiddleware',
     'requestIdMiddleware',
   ],
   './grpc': [

@@ -378,17 +378,29 @@ async function until(condition: () => boolean, ms = 5000): Promise<void> {
 }
 
 describe('GET /api/v1/live in the standalone server', () => {
-  it('writes a stream.open and a stream.close access-log line, and ends open streams on close() without hanging', async () => {
+  it("takes the LiveFeed's heartbeat and cap settings, writes a stream.open and a stream.close access-log line, and ends open streams on close() without hanging", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'trailwire-live-'));
     const lines: Array<Record<string, unknown>> = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
-    const running = await startServer({ db: join(dir, 'trailwire.db'), host: '127.0.0.1', port: 0, grpcPort: 0, logger, heartbeatIntervalMs: 60_000 });
+    const running = await startServer({
+      db: join(dir, 'trailwire.db'),
+      host: '127.0.0.1',
+      port: 0,
+      grpcPort: 0,
+      logger,
+      heartbeatIntervalMs: 100,
+      maxStreamsPerCustomer: 1,
+    });
     try {
       const { principal, apiKey } = await running.trailwire.auth.createCustomer({ name: 'Standalone Co' });
       const authenticated = await fetch(`${running.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
       const { access_token: token } = (await authenticated.json()) as { access_token: string };
       const stream = await openLiveEvents(running.url, token);
-      await stream.until((e) => e.length >= 1);
+      // --heartbeat-ms reaches this endpoint too: several beats well within a second.
+      await stream.until((e) => e.length >= 4, 3_000);
+      // --max-streams-per-customer too: 1 here, and the first stream holds it.
+      const refused = await fetch(`${running.url}/api/v1/live`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(refused.status, 429);
       const opened = lines.find((line) => line.event === 'stream.open');
       assert.equal(opened?.route, '/api/v1/live');
       assert.equal(opened?.principalId, principal.id);
@@ -405,7 +417,8 @@ describe('GET /api/v1/live in the standalone server', () => {
       assert.equal(closed?.endReason, 'unavailable');
       assert.equal(closed?.requestId, opened?.requestId);
       assert.equal(typeof closed?.durationMs, 'number');
-      assert.equal(lines.filter((line) => line.access === 'http' && line.route === '/api/v1/live').length, 2, 'two lines, no third');
+      const streamLines = lines.filter((line) => line.access === 'http' && line.route === '/api/v1/live' && line.status === 200);
+      assert.deepEqual(streamLines.map((line) => line.event), ['stream.open', 'stream.close'], 'two lines for the stream, no third');
     } finally {
       await running.close();
       rmSync(dir, { recursive: true, force: true });

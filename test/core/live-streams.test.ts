@@ -1,0 +1,143 @@
+/**
+ * The stream rules both live transports share (`core/live-streams.ts`), with recording transports,
+ * a manual clock and mocked timers: heartbeat at once and every interval (skipped while the
+ * transport is full), one per-customer cap over every `LiveStreams` on one hub, the end at the
+ * token's expiry and on revocation, and shutdown.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, beforeEach, describe, it, mock } from 'node:test';
+import { ManualClock } from '../../core/clock.ts';
+import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
+import { LiveHub, type LiveTrailerEvent } from '../../core/live-hub.ts';
+import { LiveStreams, type LiveStreamTransport } from '../../core/live-streams.ts';
+import type { AccessClaims } from '../../core/tokens.ts';
+
+const START = Date.UTC(2026, 5, 1, 12);
+
+function claimsOf(customerId: string, ttlSeconds = 1800): AccessClaims {
+  const iat = START / 1000;
+  return { iss: 'trailwire', aud: 'customers', sub: customerId, iat, exp: iat + ttlSeconds, jti: `${customerId}-${Math.random()}` } as AccessClaims;
+}
+
+/** A transport that records what it is given. */
+function recordingTransport() {
+  const record = { heartbeats: 0, updates: [] as LiveTrailerEvent[], ended: [] as unknown[], full: false };
+  const transport: LiveStreamTransport = {
+    writeUpdate: (event) => {
+      record.updates.push(event);
+      return !record.full;
+    },
+    writeHeartbeat: () => void record.heartbeats++,
+    get full() {
+      return record.full;
+    },
+    end: (reason) => void record.ended.push(reason),
+  };
+  return { transport, record };
+}
+
+const notRevoked = { assertNotRevoked: async () => {} };
+
+describe('LiveStreams', () => {
+  let hub: LiveHub;
+  let clock: ManualClock;
+
+  beforeEach(() => {
+    mock.timers.enable({ apis: ['setInterval', 'setTimeout'] });
+    hub = new LiveHub();
+    clock = new ManualClock(START);
+  });
+  afterEach(async () => {
+    mock.timers.reset();
+    await hub.close();
+  });
+
+  it('writes a heartbeat at once and every interval, none while the transport is full', () => {
+    const streams = new LiveStreams({ hub, tokens: notRevoked, clock, heartbeatIntervalMs: 1000, streamName: 'test' });
+    const { transport, record } = recordingTransport();
+    streams.open(claimsOf('c1'), transport, () => {});
+    assert.equal(record.heartbeats, 1);
+    mock.timers.tick(3000);
+    assert.equal(record.heartbeats, 4);
+    record.full = true;
+    mock.timers.tick(2000);
+    assert.equal(record.heartbeats, 4, 'a client that is behind needs no keep-alive');
+  });
+
+  it('counts the streams of every LiveStreams on one hub against one per-customer cap', () => {
+    const grpcLike = new LiveStreams({ hub, tokens: notRevoked, clock, maxStreamsPerCustomer: 2, streamName: 'a' });
+    const sseLike = new LiveStreams({ hub, tokens: notRevoked, clock, maxStreamsPerCustomer: 2, streamName: 'b' });
+    const first = grpcLike.open(claimsOf('c1'), recordingTransport().transport, () => {});
+    sseLike.open(claimsOf('c1'), recordingTransport().transport, () => {});
+    for (const streams of [grpcLike, sseLike])
+      assert.throws(
+        () => streams.open(claimsOf('c1'), recordingTransport().transport, () => {}),
+        (error: unknown) => isTrailwireError(error) && error.code === 'rate_limited' && /2 live streams/.test(error.message),
+      );
+    // Another customer is not affected; a stream that ends frees its slot for either transport.
+    sseLike.open(claimsOf('c2'), recordingTransport().transport, () => {});
+    first.clientGone();
+    assert.doesNotThrow(() => sseLike.admit(claimsOf('c1')));
+  });
+
+  it("ends a stream with invalid_token at its token's exp, and tells onFinish once", () => {
+    const streams = new LiveStreams({ hub, tokens: notRevoked, clock, heartbeatIntervalMs: 60_000, streamName: 'test' });
+    const { transport, record } = recordingTransport();
+    const finished: unknown[] = [];
+    streams.open(claimsOf('c1', 10), transport, (reason) => finished.push(reason));
+    clock.advance(10_000);
+    mock.timers.tick(10_000);
+    assert.equal(finished.length, 1);
+    assert.equal((finished[0] as TrailwireError).code, 'invalid_token');
+    assert.deepEqual(record.ended, finished);
+    assert.equal(streams.size, 0);
+    assert.equal(hub.subscriberCount('c1'), 0);
+  });
+
+  it('ends a stream whose token is found revoked at a heartbeat or on recheckAll', async () => {
+    let revoked = false;
+    const tokens = {
+      assertNotRevoked: async () => {
+        if (revoked) throw new TrailwireError('invalid_token', 'The key was rotated.');
+      },
+    };
+    const streams = new LiveStreams({ hub, tokens, clock, heartbeatIntervalMs: 1000, streamName: 'test' });
+    const { transport, record } = recordingTransport();
+    streams.open(claimsOf('c1'), transport, () => {});
+    revoked = true;
+    streams.recheckAll();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.match(String((record.ended[0] as Error).message), /rotated/);
+  });
+
+  it('delivers only the customer\'s events, and nothing after the client went away', async () => {
+    const streams = new LiveStreams({ hub, tokens: notRevoked, clock, streamName: 'test' });
+    const mine = recordingTransport();
+    const theirs = recordingTransport();
+    const stream = streams.open(claimsOf('c1'), mine.transport, () => {});
+    streams.open(claimsOf('c2'), theirs.transport, () => {});
+    const event = { customerId: 'c1', fleet: { id: 1, name: 'F' }, trailer: { id: 't1' }, ts: START } as LiveTrailerEvent;
+    await hub.publish(event);
+    assert.deepEqual(mine.record.updates, [event]);
+    assert.deepEqual(theirs.record.updates, []);
+    stream.clientGone();
+    await hub.publish(event);
+    assert.equal(mine.record.updates.length, 1);
+    assert.deepEqual(mine.record.ended, [], 'a client that left is not written an end');
+  });
+
+  it('endAll ends every stream with unavailable and refuses new ones from then on', () => {
+    const streams = new LiveStreams({ hub, tokens: notRevoked, clock, streamName: 'test' });
+    const { transport, record } = recordingTransport();
+    streams.open(claimsOf('c1'), transport, () => {});
+    streams.endAll();
+    assert.equal((record.ended[0] as TrailwireError).code, 'unavailable');
+    assert.equal(streams.closing?.code, 'unavailable');
+    assert.throws(() => streams.admit(claimsOf('c3')), (error: unknown) => isTrailwireError(error) && error.code === 'unavailable');
+  });
+
+  it('refuses bad settings, naming them', () => {
+    assert.throws(() => new LiveStreams({ hub, tokens: notRevoked, clock, heartbeatIntervalMs: 0, streamName: 'x' }), /heartbeatIntervalMs/);
+    assert.throws(() => new LiveStreams({ hub, tokens: notRevoked, clock, maxStreamsPerCustomer: 1.5, streamName: 'x' }), /maxStreamsPerCustomer/);
+  });
+});
