@@ -276,6 +276,7 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
       await page.waitForSelector('#notice[data-kind="error"]');
       assert.match((await page.textContent('#notice'))!, /key was not accepted/);
       assert.equal(await page.locator('li.trailer').count(), 0);
+      assert.match(await page.locator('#fleets').innerText(), /Paste a customer API key/, 'the panel still says how to connect');
       console.log(`screenshot: ${await screenshot(page, 'live-bad-key')}`);
 
       await page.fill('#api-key', server.key('gps-basic'));

@@ -108,7 +108,7 @@ function securityHeaders(tileImageSource: string | undefined): Record<string, st
 }
 
 /** A tile URL template, checked, and the CSP source that allows its images. */
-export function parseTileTemplate(template: string): { template: string; imageSource: string } {
+function parseTileTemplate(template: string): { template: string; imageSource: string } {
   const match = /^(https?):\/\/([A-Za-z0-9.{}-]+(?::\d+)?)\/\S*$/.exec(template);
   if (!match || !['{z}', '{x}', '{y}'].every((part) => template.includes(part)))
     throw new TypeError(

@@ -18,6 +18,8 @@ const notice = $('notice');
 const connection = $('connection');
 const selection = $('selection');
 
+// The panel's first words (how to connect), shown again whenever no key is connected.
+const hint = $('fleets').firstElementChild;
 const map = createFleetMap($('map'), { base, tilesUrl: meta('trailwire-map-tiles') || undefined, onSelect: select });
 const list = createFleetList($('fleets'), { onSelect: select });
 
@@ -60,7 +62,7 @@ function disconnect() {
   session?.stream?.stop();
   session = undefined;
   map.clear();
-  list.render([], new Map());
+  $('fleets').replaceChildren(hint);
   forgetButton.hidden = true;
   selection.hidden = true;
   setConnection('idle', 'not connected');

@@ -79,7 +79,7 @@ export function createFleetList(container, { onSelect }) {
     rows.get(trailerId)?.scrollIntoView({ block: 'nearest' });
   }
 
-  return { render, update, select, has: (id) => rows.has(id) };
+  return { render, update, select };
 }
 
 /** "6 trailers · 4 OK · 1 Warning · 1 Faulted" from the trailers' status names. */

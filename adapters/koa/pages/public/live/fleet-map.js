@@ -99,5 +99,5 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
     track = undefined;
   }
 
-  return { showTrailer, fitTrailers, showTrack, extendTrack, clear, outlinesDrawn, leaflet: map };
+  return { showTrailer, fitTrailers, showTrack, extendTrack, clear, outlinesDrawn };
 }
