@@ -60,7 +60,10 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
       ctx.set('Allow', 'GET, HEAD');
       throw new TrailwireError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}.`);
     }
-    send(ctx, fileOf(below(ctx.path)!)!, headers);
+    const own = below(ctx.path)!;
+    // The route template /metrics counts requests by, as the router would set it: one per page, one for every asset.
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = Object.hasOwn(HTML_PAGES, own) ? ctx.path : `${prefix}/assets/*`;
+    send(ctx, fileOf(own), headers);
   };
   return { middleware, serves };
 }

@@ -92,6 +92,16 @@ describe('the pages', () => {
     assert.equal(again.body.length, 0);
   });
 
+  it('counts page requests in /metrics by page, and every asset under one route', async () => {
+    await fetch(`${app.url}/docs`);
+    await fetch(`${app.url}/assets/live.css`);
+    await fetch(`${app.url}/assets/vendor/leaflet.css`);
+    const metrics = (await app.call('GET', '/metrics')).body as string;
+    assert.match(metrics, /trailwire_http_requests_total\{method="GET",route="\/docs",status="200"\} \d+/);
+    assert.match(metrics, /trailwire_http_requests_total\{method="GET",route="\/assets\/\*",status="200"\} \d+/);
+    assert.doesNotMatch(metrics, /leaflet\.css|live\.css/, 'file names never become label values');
+  });
+
   it('answers another method 405 and an unknown asset 404, as problem+json', async () => {
     const posted = await app.call('POST', '/');
     assertProblem(posted, 405);
