@@ -16,7 +16,7 @@ import Koa, { type Middleware } from 'koa';
 import { pino } from 'pino';
 import { createTrailwire, HTTP_STATUS_BY_CODE, isTrailwireError } from 'trailwire/core';
 import { startGrpcServer } from 'trailwire/grpc';
-import { createTrailwireMiddleware } from 'trailwire/koa';
+import { createLiveEventsRoute, createTrailwireMiddleware } from 'trailwire/koa';
 import { builtInProducts } from 'trailwire/products';
 import { openSqliteIntakeQueue, openSqliteStore } from 'trailwire/sqlite';
 
@@ -49,7 +49,9 @@ app.use(async (ctx, next) => {
 
 // 3. Trailwire's APIs under /fleet-api, before any body parser or auth of yours: everything under the
 //    prefix is answered there (with Trailwire's own key-and-token auth); the rest goes on below.
-app.use(createTrailwireMiddleware(trailwire, { prefix: '/fleet-api', logger }));
+// Built here rather than left to the default, so that shutdown can end its streams (see below).
+const liveEvents = createLiveEventsRoute(trailwire, { logger });
+app.use(createTrailwireMiddleware(trailwire, { prefix: '/fleet-api', logger, liveEvents }));
 
 // 4. Your own routes, body parsing and auth, which never see /fleet-api requests.
 const routes = new Router();
@@ -94,6 +96,7 @@ console.log(`Dispatch is running
 for (const signal of ['SIGINT', 'SIGTERM'] as const)
   process.once(signal, async () => {
     await grpc.shutdown(); // ends LiveFeed streams with UNAVAILABLE
+    liveEvents.endAllStreams(); // ends /fleet-api/api/v1/live streams (event: error, unavailable); server.close() would wait for them
     server.closeIdleConnections();
     await new Promise((resolve) => server.close(resolve));
     await trailwire.close(); // stops the intake worker, then closes the store

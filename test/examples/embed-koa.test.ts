@@ -88,7 +88,13 @@ it('examples/embed-koa serves the host app and Trailwire under /fleet-api, as it
     // The LiveFeed on the printed port: a heartbeat at once for the customer's token.
     await firstHeartbeat(livefeed, customerToken);
 
+    // The live events under the prefix; SIGTERM ends the open stream with a final event, and does not wait for it.
+    const live = await fetch(`${fleetApi}/api/v1/live`, { headers: { authorization: `Bearer ${customerToken}` } });
+    assert.equal(live.status, 200);
+    assert.match(live.headers.get('content-type') ?? '', /^text\/event-stream/);
+    const events = live.text();
     assert.equal(await example.stop('SIGTERM'), 0, example.stderr());
+    assert.match(await events, /^event: heartbeat\n[\s\S]*event: error\ndata: \{[^\n]*"status":503/);
   } finally {
     await example.stop('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
