@@ -66,7 +66,8 @@ export interface TrailwireAppOptions {
   /**
    * The pages for people (contract 12): the live fleet map at `/` and `/live`, the API reference at
    * `/docs`, their files under `/assets/` (all below `prefix`). `false` leaves them out, for example
-   * when your own app answers `/`. Default: served, with the options' defaults (`PagesOptions`).
+   * when your own app answers `/`. Default: served (with `PagesOptions`' defaults) when the app
+   * mounts both APIs, which the live page calls on its own origin; not served otherwise.
    */
   pages?: PagesOptions | false;
 }
@@ -153,7 +154,9 @@ function buildStack(
   // One root router, so that 404 and 405 are decided over every route at once.
   const root = new KoaRouter(prefix ? { prefix } : {});
   for (const router of routers) root.use(router.routes());
-  const pages = options.pages === false ? undefined : createPagesMiddleware({ ...options.pages, prefix });
+  // The live page calls both APIs on its own origin: an app serving one of them serves no pages unless asked.
+  const pagesOptions = options.pages ?? (mountAuth && mountData ? {} : false);
+  const pages = pagesOptions === false ? undefined : createPagesMiddleware({ ...pagesOptions, prefix });
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
     middleware: [

@@ -4,7 +4,8 @@
  * served from the package, under a Content-Security-Policy that allows this origin only; files go
  * gzipped with an ETag and revalidate to 304; other methods are 405 and unknown assets 404, both
  * problem+json; a prefix reaches into the HTML; `mapTilesUrl` opens `img-src` to the tile host only,
- * and a malformed one fails at start-up naming the option; `pages: false` leaves `/` to the host.
+ * and a malformed one fails at start-up naming the option; `pages: false` (or an app of one API)
+ * leaves `/` to the host.
  */
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
@@ -148,14 +149,21 @@ describe('the pages', () => {
       );
   });
 
-  it('pages: false leaves / and /docs to whoever mounts the app', async () => {
-    const options: TrailwireAppOptions = { pages: false };
-    const served = await serveTrailwire(app.trailwire, options);
+  it('pages: false leaves / and /docs to whoever mounts the app; an app of one API serves none unless asked', async () => {
+    for (const options of [{ pages: false }, { data: false }, { auth: false }] as TrailwireAppOptions[]) {
+      const served = await serveTrailwire(app.trailwire, options);
+      try {
+        for (const path of ['/', '/docs', '/assets/live.js']) assertProblem(await served.call('GET', path), 404);
+        assert.equal((await served.call('GET', '/healthz')).status, 200);
+      } finally {
+        await served.close();
+      }
+    }
+    const asked = await serveTrailwire(app.trailwire, { data: false, pages: {} });
     try {
-      for (const path of ['/', '/docs', '/assets/live.js']) assertProblem(await served.call('GET', path), 404);
-      assert.equal((await served.call('GET', '/healthz')).status, 200);
+      assert.equal((await fetch(`${asked.url}/docs`)).status, 200);
     } finally {
-      await served.close();
+      await asked.close();
     }
   });
 });
