@@ -33,12 +33,15 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
   const { html, assets } = pageFileTable();
   const headers = securityHeaders(tiles?.imageSource);
   const fill = (text: string) => fillPlaceholders(text, { base: prefix, mapTiles: tiles?.template ?? '' });
-  const prepared = new Map<string, PageFile>();
-  const fileOf = (path: string): PageFile => {
+  // Each file is read and gzipped once, on its first request; later ones share the result.
+  const prepared = new Map<string, Promise<PageFile>>();
+  const fileOf = (path: string): Promise<PageFile> => {
     let file = prepared.get(path);
     if (!file) {
       const page = HTML_PAGES[path];
       file = page ? preparePageFile(html[page], fill) : preparePageFile(assets.get(path)!);
+      // A failed read (a file removed under a running server) is tried again next time.
+      file.catch(() => prepared.delete(path));
       prepared.set(path, file);
     }
     return file;
@@ -63,7 +66,7 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
     const own = below(ctx.path)!;
     // The route template /metrics counts requests by, as the router would set it: one per page, one for every asset.
     (ctx as Context & { _matchedRoute?: string })._matchedRoute = Object.hasOwn(HTML_PAGES, own) ? ctx.path : `${prefix}/assets/*`;
-    send(ctx, fileOf(own), headers);
+    send(ctx, await fileOf(own), headers);
   };
   return { middleware, serves };
 }
