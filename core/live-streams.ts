@@ -66,7 +66,7 @@ export class LiveStreams {
     const heartbeatIntervalMs = options.heartbeatIntervalMs ?? LIVE_STREAM_DEFAULTS.heartbeatIntervalMs;
     const maxStreamsPerCustomer = options.maxStreamsPerCustomer ?? LIVE_STREAM_DEFAULTS.maxStreamsPerCustomer;
     for (const [name, value] of Object.entries({ heartbeatIntervalMs, maxStreamsPerCustomer }))
-      if (!Number.isInteger(value) || value < 1) throw new TypeError(`LiveStreams: \`${name}\` must be a positive integer, got ${value}`);
+      if (!Number.isInteger(value) || value < 1) throw new TypeError(`${options.streamName} streams: \`${name}\` must be a positive integer, got ${value}`);
     this.heartbeatIntervalMs = heartbeatIntervalMs;
     this.maxStreamsPerCustomer = maxStreamsPerCustomer;
     this.hub = options.hub;

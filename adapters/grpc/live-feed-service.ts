@@ -13,7 +13,9 @@
  * customer holds at most `maxStreamsPerCustomer` streams in this process: the next is refused
  * RESOURCE_EXHAUSTED, so that one customer (or one buggy client reconnecting in a loop) cannot
  * exhaust the memory and file descriptors that every customer's streams share. The count is this
- * process's: N processes behind a balancer admit up to N times the cap (docs/operations.md).
+ * process's, over every transport on the hub (`GET /api/v1/live` too): N processes behind a balancer
+ * admit up to N times the cap (docs/operations.md). Both rules, and the heartbeat, live in
+ * `core/live-streams.ts`, shared with the Server-Sent Events route; this file is the gRPC wire.
  */
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';

@@ -15,7 +15,7 @@ import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
-import { createLiveEventsRoute } from '../koa/live-events-route.ts';
+import { createLiveEventsRoute, type LiveEventsRoute } from '../koa/live-events-route.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
@@ -212,11 +212,17 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     throw error;
   }
   // One heartbeat and one per-customer cap for both live transports (the cap counts their streams together).
-  const liveEvents = createLiveEventsRoute(trailwire, {
-    heartbeatIntervalMs: options.heartbeatIntervalMs,
-    maxStreamsPerCustomer: options.maxStreamsPerCustomer,
-    logger,
-  });
+  let liveEvents: LiveEventsRoute;
+  try {
+    liveEvents = createLiveEventsRoute(trailwire, {
+      heartbeatIntervalMs: options.heartbeatIntervalMs,
+      maxStreamsPerCustomer: options.maxStreamsPerCustomer,
+      logger,
+    });
+  } catch (error) {
+    await closeCore();
+    throw error;
+  }
   const app = createTrailwireApp(trailwire, {
     logger,
     liveEvents,

@@ -378,6 +378,18 @@ async function until(condition: () => boolean, ms = 5000): Promise<void> {
 }
 
 describe('GET /api/v1/live in the standalone server', () => {
+  it('refuses a bad heartbeat or cap setting at start, naming it, and leaves nothing open', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'trailwire-live-'));
+    try {
+      const logger = pino({ level: 'silent' });
+      const base = { db: join(dir, 'trailwire.db'), host: '127.0.0.1', port: 0, grpcPort: 0, logger };
+      await assert.rejects(startServer({ ...base, heartbeatIntervalMs: 0 }), /`heartbeatIntervalMs` must be a positive integer/);
+      await assert.rejects(startServer({ ...base, maxStreamsPerCustomer: 2.5 }), /`maxStreamsPerCustomer` must be a positive integer/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("takes the LiveFeed's heartbeat and cap settings, writes a stream.open and a stream.close access-log line, and ends open streams on close() without hanging", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'trailwire-live-'));
     const lines: Array<Record<string, unknown>> = [];
