@@ -22,6 +22,7 @@ import { createReadRouter } from './read-routes.ts';
 import { requestIdMiddleware } from './request-id.ts';
 import { accessLogMiddleware } from './access-log.ts';
 import type { AccessLogLevel } from '../../core/audit.ts';
+import { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
 
 export interface TrailwireAppOptions {
   /** Mount the authentication API. Default true. */
@@ -62,6 +63,13 @@ export interface TrailwireAppOptions {
    * none (routes at the root, as the specification spells them).
    */
   prefix?: string;
+  /**
+   * The pages for people (contract 12): the live fleet map at `/` and `/live`, the API reference at
+   * `/docs`, their files under `/assets/` (all below `prefix`). `false` leaves them out, for example
+   * when your own app answers `/`. Default: served (with `PagesOptions`' defaults) when the app
+   * mounts both APIs, which the live page calls on its own origin; not served otherwise.
+   */
+  pages?: PagesOptions | false;
 }
 
 /** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` (your app's `proxy` setting decides). */
@@ -82,22 +90,26 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
 /**
  * The same service as one middleware for a Koa app of your own. With a `prefix`, every request under
  * it is Trailwire's (an unknown path there is a problem+json 404) and every other request goes on to
- * your middleware untouched; without one, the requests whose path is a Trailwire route are
- * Trailwire's and the rest go on. Trailwire reads intake bodies itself: mount it before any body
+ * your middleware untouched; without one, the requests whose path is a Trailwire route or page
+ * (`/`, `/live`, `/docs`, `/assets/...`; `pages: false` leaves those to you) are Trailwire's and the
+ * rest go on. Trailwire reads intake bodies itself: mount it before any body
  * parser, or keep the parser off its paths. Its errors never reach your error handling; yours never
  * become problem+json.
  */
 export function createTrailwireMiddleware(trailwire: Trailwire, options: TrailwireMiddlewareOptions = {}): Middleware {
-  const { middleware, root, prefix } = buildStack(trailwire, options);
+  const { middleware, root, prefix, servesPage } = buildStack(trailwire, options);
   // Trailwire's stack ends at its router: nothing of the host app runs after it.
   const run = compose(middleware);
   const owns = prefix
     ? (ctx: Context) => ctx.path === prefix || ctx.path.startsWith(`${prefix}/`)
-    : (ctx: Context) => root.match(ctx.path, ctx.method).path.length > 0;
+    : (ctx: Context) => root.match(ctx.path, ctx.method).path.length > 0 || servesPage(ctx.path);
   return (ctx, next) => (owns(ctx) ? run(ctx) : next());
 }
 
-function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middleware: Middleware[]; root: KoaRouter; prefix: string } {
+function buildStack(
+  trailwire: Trailwire,
+  options: TrailwireAppOptions,
+): { middleware: Middleware[]; root: KoaRouter; prefix: string; servesPage: (path: string) => boolean } {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
     throw new TypeError(`Trailwire app: \`prefix\` must look like "/fleet-api" (a leading "/", no trailing "/", no parameters), got ${JSON.stringify(prefix)}`);
@@ -142,6 +154,9 @@ function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middl
   // One root router, so that 404 and 405 are decided over every route at once.
   const root = new KoaRouter(prefix ? { prefix } : {});
   for (const router of routers) root.use(router.routes());
+  // The live page calls both APIs on its own origin: an app serving one of them serves no pages unless asked.
+  const pagesOptions = options.pages ?? (mountAuth && mountData ? {} : false);
+  const pages = pagesOptions === false ? undefined : createPagesMiddleware({ ...pagesOptions, prefix });
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
     middleware: [
@@ -150,11 +165,13 @@ function buildStack(trailwire: Trailwire, options: TrailwireAppOptions): { middl
       accessLogMiddleware({ logger, level: options.accessLogLevel, clock: trailwire.clock }),
       metrics.middleware,
       problemMiddleware(logger),
+      ...(pages ? [pages.middleware] : []),
       root.routes() as Middleware,
       root.allowedMethods() as Middleware,
     ],
     root,
     prefix,
+    servesPage: pages?.serves ?? (() => false),
   };
 }
 

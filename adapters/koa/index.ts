@@ -38,5 +38,11 @@ export { problemMiddleware } from './problem.ts';
 export { requestIdMiddleware } from './request-id.ts';
 /** `buildOpenApiDocument(options)` builds the OpenAPI 3.1 document (`OpenApiOptions`) served at `/openapi.json`. */
 export { buildOpenApiDocument, type OpenApiOptions } from './openapi.ts';
+/**
+ * `createPagesMiddleware({ prefix, mapTilesUrl })` answers the pages for people (the live map at `/`,
+ * the API reference at `/docs`, their `/assets/`) as one middleware; the app mounts it unless
+ * `pages: false` (`PagesOptions`).
+ */
+export { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
 /** `createHttpMetrics(registry?)` answers the Prometheus request metrics middleware and its registry (`HttpMetrics`). */
 export { createHttpMetrics, type HttpMetrics } from './metrics.ts';

@@ -89,6 +89,12 @@ export interface ServerOptions {
   trustProxy?: boolean;
   /** Largest intake body in bytes; a larger one is refused 413. Default 262,144 (256 KiB). */
   intakeBodyLimitBytes?: number;
+  /**
+   * A raster tile URL template for the live map at `/` (`https://tiles.example.com/{z}/{x}/{y}.png`);
+   * its host is added to the page's Content-Security-Policy. Default: none (the outlines shipped in
+   * the package, nothing fetched elsewhere).
+   */
+  mapTilesUrl?: string;
   /** Default: pino at `info` on stdout. */
   logger?: Logger;
   /** Core options besides the store and queue (limits, products, token lifetime, clock...). Products default to the built-in three. */
@@ -223,6 +229,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     intakeBodyLimitBytes: options.intakeBodyLimitBytes,
     intakeWorkerExpected: runWorker && !useThread,
     accessLogLevel: options.accessLogLevel,
+    pages: { mapTilesUrl: options.mapTilesUrl },
     readinessChecks: thread
       ? {
           'intake-thread': async () => {

@@ -34,6 +34,7 @@ type ServeArguments = StoreArguments & ServeSettingArguments & {
   // Keys, secrets and the audit trail (issue 17).
   'signing-key-file'?: string;
   'access-log-level': AccessLogLevel;
+  'map-tiles'?: string;
 };
 
 /** What a started server prints (and, from a cluster worker, what it reports to the primary). */
@@ -92,6 +93,11 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
         choices: ACCESS_LOG_LEVELS,
         default: 'info' as AccessLogLevel,
         describe: 'Level of the access-log lines (one per HTTP request, two per LiveFeed stream); below --log-level they are not written (env TRAILWIRE_ACCESS_LOG_LEVEL)',
+      })
+      .option('map-tiles', {
+        type: 'string',
+        describe:
+          'Raster tile URL template for the live map at / (https://host/{z}/{x}/{y}.png); without it the map draws the outlines shipped in the package and fetches nothing elsewhere (env TRAILWIRE_MAP_TILES)',
       })
       .option('log-level', {
         type: 'string',
@@ -203,6 +209,7 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     heartbeatIntervalMs: positiveIntegerOf('--heartbeat-ms', args['heartbeat-ms'], 'milliseconds'),
     signingKeyFile: args['signing-key-file'] || undefined,
     accessLogLevel: args['access-log-level'],
+    mapTilesUrl: args['map-tiles'] || undefined,
   };
 }
 
@@ -239,10 +246,12 @@ function banner({ url, grpc, store, demo }: ServeReport, workers: number): strin
   const lines = [
     '',
     `Trailwire is running`,
-    `  HTTP   ${url}   (auth + data API; docs at ${url}/openapi.json)`,
-    `  gRPC   ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
-    `  Store  ${store}`,
-    ...(workers > 1 ? [`  Workers  ${workers} processes sharing both ports`] : []),
+    `  Live map  ${url}/   (paste a customer API key)`,
+    `  API docs  ${url}/docs   (OpenAPI document: ${url}/openapi.json)`,
+    `  HTTP      ${url}   (auth + data API)`,
+    `  gRPC      ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
+    `  Store     ${store}`,
+    ...(workers > 1 ? [`  Workers   ${workers} processes sharing both ports`] : []),
     '',
   ];
   if (principals) {
@@ -259,6 +268,8 @@ function banner({ url, grpc, store, demo }: ServeReport, workers: number): strin
     const customer = principals.find((p) => p.audience === 'customers');
     if (customer) {
       lines.push(
+        '',
+        `Open ${url}/ and paste the ${customer.name} key above to watch its fleet live.`,
         '',
         'Try:',
         `  TOKEN=$(curl -s -X POST -H "X-API-KEY: ${customer.apiKey}" ${url}/api/v1/customers/authenticate | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')`,

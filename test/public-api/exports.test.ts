@@ -25,7 +25,8 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './core': CORE,
   './koa': [
     'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'LIVE_EVENTS_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
-    'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createReadRouter', 'createTrailwireApp', 'createTrailwireMiddleware', 'problemMiddleware',
+    'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp',
+    'createTrailwireMiddleware', 'problemMiddleware',
     'requestIdMiddleware',
   ],
   './grpc': [

@@ -1,0 +1,98 @@
+// The live updates of `GET /api/v1/live`, kept flowing: a dropped stream reconnects with backoff
+// (1 s doubling to 30 s, reset once a stream is up again), a stream the server ends because the
+// token expired re-authenticates with the key in memory and reconnects at once, and a stream silent
+// for longer than HEARTBEAT_TIMEOUT_MS (four missed 15 s heartbeats) counts as dropped.
+import { ApiError } from './api.js';
+import { readEventStream } from './sse.js';
+
+const HEARTBEAT_TIMEOUT_MS = 60_000;
+const FIRST_RETRY_MS = 1_000;
+const MAX_RETRY_MS = 30_000;
+
+/**
+ * Starts the stream. `onUpdate(trailer)` for each update; `onState(state, detail)` with state one of
+ * `connecting`, `live`, `reconnecting` ({ delayMs, attempt, reason }), `renewing` (the token
+ * expired), `failed` (an ApiError the key cannot get past: stop and ask for another key).
+ */
+export function startLiveStream(api, { onUpdate, onState }) {
+  let stopped = false;
+  let controller;
+  let attempt = 0;
+  let timer;
+  let live = false;
+
+  const wait = (ms) => new Promise((resolve) => (timer = setTimeout(resolve, ms)));
+
+  async function runOnce() {
+    controller = new AbortController();
+    let watchdog;
+    const feed = () => {
+      clearTimeout(watchdog);
+      watchdog = setTimeout(() => controller.abort(new Error('no heartbeat')), HEARTBEAT_TIMEOUT_MS);
+    };
+    try {
+      onState('connecting');
+      feed();
+      const response = await api.authorizedFetch('/api/v1/live', { headers: { Accept: 'text/event-stream' }, signal: controller.signal });
+      if (!response.ok) throw await api.failure(response);
+      for await (const { event, data } of readEventStream(response.body)) {
+        feed();
+        if (event === 'heartbeat') {
+          if (!live) onState('live');
+          attempt = 0;
+          live = true;
+        } else if (event === 'update') onUpdate(JSON.parse(data));
+        else if (event === 'error') return { ended: JSON.parse(data) };
+      }
+      return { ended: undefined };
+    } finally {
+      clearTimeout(watchdog);
+    }
+  }
+
+  (async () => {
+    while (!stopped) {
+      let reason;
+      try {
+        const { ended } = await runOnce();
+        live = false;
+        if (stopped) return;
+        if (ended?.status === 401) {
+          // The server ends every stream when its token expires (or the key was rotated): renew and go on.
+          onState('renewing', { problem: ended });
+          await api.authenticate();
+          continue;
+        }
+        reason = ended ? (ended.detail ?? ended.title) : 'the server closed the stream';
+      } catch (error) {
+        live = false;
+        if (stopped) return;
+        if (error instanceof ApiError && [401, 403, 404].includes(error.status)) {
+          // The key itself is refused (rotated, or not a customer key): retrying cannot help.
+          onState('failed', { error });
+          return;
+        }
+        reason = error?.message ?? String(error);
+        if (error instanceof ApiError && error.retryAfterSeconds) {
+          attempt++;
+          const delayMs = error.retryAfterSeconds * 1000;
+          onState('reconnecting', { delayMs, attempt, reason });
+          await wait(delayMs);
+          continue;
+        }
+      }
+      attempt++;
+      const delayMs = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (attempt - 1));
+      onState('reconnecting', { delayMs, attempt, reason });
+      await wait(delayMs);
+    }
+  })();
+
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      controller?.abort();
+    },
+  };
+}
