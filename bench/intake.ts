@@ -23,7 +23,7 @@ import { createInterface } from 'node:readline';
 // @ts-expect-error -- untyped module
 import autocannon from 'autocannon';
 import { withCheckDigit } from '../core/vin.ts';
-import { printTable, round, writeResults } from './lib/results.ts';
+import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
 const SERVER = new URL('./lib/intake-server.ts', import.meta.url).pathname;
 
@@ -71,7 +71,7 @@ interface RunningChild {
 }
 
 async function startChild(mode: string): Promise<RunningChild> {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER, mode], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', SERVER, mode], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
   const next = async () => {
     const { value, done } = await lines.next();

@@ -28,7 +28,7 @@ import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { withCheckDigit } from '../core/vin.ts';
-import { printTable, round, writeResults } from './lib/results.ts';
+import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 import type { QueueState, ScaleOutServerConfig } from './lib/scale-out-server.ts';
 
 const SERVER = new URL('./lib/scale-out-server.ts', import.meta.url).pathname;
@@ -66,7 +66,7 @@ interface RunningServer {
 }
 
 async function startServer(config: ScaleOutServerConfig): Promise<RunningServer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER, JSON.stringify(config)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', SERVER, JSON.stringify(config)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const exited = once(child, 'exit');
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
   const next = async () => {

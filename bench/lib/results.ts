@@ -9,6 +9,13 @@ import { fileURLToPath } from 'node:url';
 
 export const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
 
+/**
+ * Node.js flags of every server a benchmark starts, baselines included: those `npm start` runs the
+ * service with (a young generation of 32 MB per semi-space, which takes about a tenth off the CPU
+ * of a request under load; docs/operations.md, "Node.js settings").
+ */
+export const SERVER_NODE_FLAGS = ['--max-semi-space-size=32'] as const;
+
 /** The p-th percentile (0..100) of samples, by nearest rank. */
 export function percentile(samples: number[], p: number): number {
   if (samples.length === 0) return Number.NaN;

@@ -96,6 +96,21 @@ describe('TokenService', () => {
     await rejectsWith(tokens.verify(token), 'invalid_token');
   });
 
+  it('trusts the verified cache only for the very token verified, not one that ends the same way', async () => {
+    const { tokens, customer } = await setup();
+    const good = tokens.mint(customer).accessToken;
+    await tokens.verify(good);
+    assert.equal(tokens.cachedClaims(good)?.sub, 'c1');
+    // The cache is keyed by the signature's end: a token that shares it but carries other claims is
+    // not answered from the cache, and its signature does not verify.
+    const [, payload, signature] = good.split('.') as [string, string, string];
+    const forgedHeader = Buffer.from(JSON.stringify({ alg: 'RS256', typ: 'JWT', kid: 'forged' })).toString('base64url');
+    const forged = `${forgedHeader}.${payload}.${signature}`;
+    assert.equal(tokens.cachedClaims(forged), undefined);
+    await rejectsWith(tokens.verify(forged), 'invalid_token');
+    assert.equal(tokens.cachedClaims(good)?.sub, 'c1');
+  });
+
   it('rejects alg none, a bad signature, a foreign issuer and an unknown kid', async () => {
     const { tokens, customer, store, clock } = await setup();
     const good = tokens.mint(customer).accessToken;
