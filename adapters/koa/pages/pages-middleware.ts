@@ -25,6 +25,8 @@ export interface PagesOptions {
 
 /** The HTML pages, by path below the prefix. */
 const HTML_PAGES: Record<string, 'live' | 'docs'> = { '': 'live', '/': 'live', '/live': 'live', '/docs': 'docs' };
+const LONGEST_PAGE_PATH = Math.max(...Object.keys(HTML_PAGES).map((path) => path.length));
+const ASSETS_PATH = '/assets/';
 
 /** The pages as one middleware; `serves(path)` says whether a request path is one of them. */
 export function createPagesMiddleware(options: PagesOptions & { prefix: string }): { middleware: Middleware; serves: (path: string) => boolean } {
@@ -54,7 +56,10 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
   };
   const serves = (path: string) => {
     const own = below(path);
-    return own !== undefined && (Object.hasOwn(HTML_PAGES, own) || assets.has(own));
+    if (own === undefined) return false;
+    // Every API request asks this first: a path is looked up only when it can be a page or an asset.
+    if (own.startsWith(ASSETS_PATH)) return assets.has(own);
+    return own.length <= LONGEST_PAGE_PATH && Object.hasOwn(HTML_PAGES, own);
   };
 
   const middleware: Middleware = async (ctx, next) => {
