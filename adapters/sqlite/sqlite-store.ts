@@ -473,9 +473,12 @@ class SqliteTrailwireStore implements SqliteStore {
     }
     // In trailer order (each VIN's items keeping theirs): neighbouring writes then land on
     // neighbouring index pages, which halves the cost of a batch of many trailers.
-    const ordered = [...items].sort((a, b) => byCodeUnit(touched.get(a.vin)!.id, touched.get(b.vin)!.id));
-    for (const { vin, at, telemetry } of ordered) {
-      const trailer = touched.get(vin)!;
+    // (Each item's trailer is found once, not twice per comparison.)
+    const ordered = items.map((item) => ({ item, trailer: touched.get(item.vin)! })).sort((a, b) => byCodeUnit(a.trailer.id, b.trailer.id));
+    for (const {
+      item: { at, telemetry },
+      trailer,
+    } of ordered) {
       trailer.at = at;
       const trailerId = trailer.id;
       const latestAllowed = at + MAX_READING_LEAD_MS;
