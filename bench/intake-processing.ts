@@ -15,16 +15,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqliteIntakeQueue } from '../adapters/sqlite/intake-queue.ts';
-import { PROCESSING_WAL_AUTOCHECKPOINT_PAGES } from '../adapters/sqlite/intake-thread.ts';
-import { openSqliteStore, type SqliteDurability } from '../adapters/sqlite/sqlite-store.ts';
-import { systemClock } from '../core/clock.ts';
-import { timeOrderedIds } from '../core/intake-ids.ts';
-import type { NewIntake } from '../core/intake-queue.ts';
-import { IntakeWorker } from '../core/intake-worker.ts';
-import { createProductRegistry } from '../core/products.ts';
-import { withCheckDigit } from '../core/vin.ts';
-import { builtInProducts } from '../products/index.ts';
+import { openSqliteIntakeQueue } from '../dist/adapters/sqlite/intake-queue.js';
+import { PROCESSING_WAL_AUTOCHECKPOINT_PAGES } from '../dist/adapters/sqlite/intake-thread.js';
+import { openSqliteStore, type SqliteDurability } from '../dist/adapters/sqlite/sqlite-store.js';
+import { systemClock } from '../dist/core/clock.js';
+import { timeOrderedIds } from '../dist/core/intake-ids.js';
+import type { NewIntake } from '../dist/core/intake-queue.js';
+import { IntakeWorker } from '../dist/core/intake-worker.js';
+import { createProductRegistry } from '../dist/core/products.js';
+import { withCheckDigit } from '../dist/core/vin.js';
+import { builtInProducts } from '../dist/products/index.js';
 import { openBarePayloadTable } from './lib/bare-payload-table.ts';
 import { printTable, round, writeResults } from './lib/results.ts';
 

@@ -10,12 +10,12 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { createTrailwireApp } from '../adapters/koa/app.ts';
-import { openSqliteStore } from '../adapters/sqlite/index.ts';
-import { ManualClock } from '../core/clock.ts';
-import type { GpsFix } from '../core/model.ts';
-import { CursorCodec } from '../core/paging.ts';
-import { createTrailwire } from '../core/trailwire.ts';
+import { createTrailwireApp } from '../dist/adapters/koa/app.js';
+import { openSqliteStore } from '../dist/adapters/sqlite/index.js';
+import { ManualClock } from '../dist/core/clock.js';
+import type { GpsFix } from '../dist/core/model.js';
+import { CursorCodec } from '../dist/core/paging.js';
+import { createTrailwire } from '../dist/core/trailwire.js';
 import { percentile, printTable, round, writeResults } from './lib/results.ts';
 
 export interface ReadPagingOptions {

@@ -2,6 +2,7 @@
  * `npm run bench`: every benchmark in turn, each writing its own results file under bench/results/.
  * Pass names to run some: `npm run bench -- read-paging intake`.
  */
+import { runAcceptPathBench } from './accept-path.ts';
 import { runIntakeBench } from './intake.ts';
 import { runIntakeProcessingBench } from './intake-processing.ts';
 import { runLiveFeedBench } from './livefeed.ts';
@@ -10,6 +11,7 @@ import { runScaleOutBench } from './scale-out.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
+  'accept-path': () => runAcceptPathBench(),
   intake: () => runIntakeBench(),
   'intake-processing': () => runIntakeProcessingBench(),
   livefeed: () => runLiveFeedBench(),

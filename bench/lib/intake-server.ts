@@ -23,8 +23,8 @@ import { createInterface } from 'node:readline';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { pino } from 'pino';
-import { startServer } from '../../adapters/server/index.ts';
-import type { SqliteDurability } from '../../adapters/sqlite/index.ts';
+import { startServer } from '../../dist/adapters/server/index.js';
+import type { SqliteDurability } from '../../dist/adapters/sqlite/index.js';
 import { type BarePayload, openBarePayloadTable } from './bare-payload-table.ts';
 
 const mode = process.argv[2] ?? '';

@@ -12,7 +12,7 @@
  */
 import { createInterface } from 'node:readline';
 import { pino } from 'pino';
-import { startServer } from '../../adapters/server/index.ts';
+import { startServer } from '../../dist/adapters/server/index.js';
 
 export interface ScaleOutServerConfig {
   /** SQLite file (without `databaseUrl`). */
