@@ -108,7 +108,7 @@ function writeReceived(): void {
       if ('error' in outcome) return { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
       return outcome.result.created ? { created: true } : { created: false, record: outcome.result.record };
     });
-    send({ type: 'enqueued', requestId, outcomes: answers });
+    send({ type: 'enqueued', requestId, outcomes: answers.every((answer) => 'created' in answer && answer.created) ? null : answers });
   }
   worker.notify();
 }

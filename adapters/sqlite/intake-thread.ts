@@ -70,8 +70,11 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
-  /** The answer to an `enqueue` command, once its group is committed: an outcome per item. */
-  | { type: 'enqueued'; requestId: number; outcomes: ThreadEnqueueOutcome[] }
+  /**
+   * The answer to an `enqueue` command, once its group is committed: an outcome per item, or null
+   * when every item was stored (the usual answer, and the cheapest to send across).
+   */
+  | { type: 'enqueued'; requestId: number; outcomes: ThreadEnqueueOutcome[] | null }
   | { type: 'stopped' };
 
 /**
@@ -85,7 +88,7 @@ export type ThreadEnqueueOutcome = { created: true } | { created: false; record:
 export type IntakeThreadCommand = { type: 'wake' } | { type: 'enqueue'; requestId: number; items: NewIntake[] } | { type: 'stop' };
 
 interface PendingGroup {
-  resolve: (outcomes: ThreadEnqueueOutcome[]) => void;
+  resolve: (outcomes: ThreadEnqueueOutcome[] | null) => void;
   reject: (error: unknown) => void;
 }
 
@@ -128,11 +131,11 @@ export class IntakeThread {
 
   /**
    * Has the thread write a group of payloads in one commit; resolves once they are durable, with
-   * each item's result or error. Rejects with `unavailable` when the thread is not running, or ends
+   * each item's result or error (null: every item was stored). Rejects with `unavailable` when the thread is not running, or ends
    * before it answers (the group may or may not have been committed: a client retries with its
    * `Idempotency-Key`).
    */
-  enqueue(items: NewIntake[]): Promise<ThreadEnqueueOutcome[]> {
+  enqueue(items: NewIntake[]): Promise<ThreadEnqueueOutcome[] | null> {
     const worker = this.worker;
     if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
     const requestId = this.nextRequestId++;

@@ -15,8 +15,10 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
-import type { IntakeThread } from './intake-thread.ts';
+import type { IntakeThread, ThreadEnqueueOutcome } from './intake-thread.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
+
+const STORED: ThreadEnqueueOutcome = { created: true };
 
 interface PendingEnqueue {
   item: NewIntake;
@@ -66,7 +68,7 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     thread.enqueue(group.map((entry) => entry.item)).then(
       (outcomes) =>
         group.forEach((entry, i) => {
-          const outcome = outcomes[i]!;
+          const outcome = outcomes === null ? STORED : outcomes[i]!;
           if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${outcome.error}`));
           else entry.resolve(outcome.created ? { record: queuedRecord(entry.item), created: true } : { record: outcome.record, created: false });
         }),
