@@ -142,6 +142,9 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
 /** How long a group commit waits before trying again while another connection holds the write lock. */
 const LOCKED_RETRY_MS = 1;
 
+/** The most appended rows kept in memory for the next batches (`recentAppends`); past it, batches read the file. */
+const RECENT_APPENDS_LIMIT = 8192;
+
 /** A payload's status read: its log row, its parked row, the watermark and its batch's time. */
 const STATUS_SELECT = `SELECT ${LOG_COLUMNS}, ${PARKED_COLUMNS},
     (SELECT max(last_seq) FROM intake_batches) AS watermark,
@@ -173,6 +176,16 @@ export class SqliteIntakeQueue implements IntakeQueue {
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
+  /**
+   * The rows this connection appended, committed and not yet passed by the watermark, in seq
+   * order. The connection that appends is the one that processes (the processing thread), so a
+   * batch takes them from here instead of reading them back from the file — about a tenth of the
+   * processing cost — whenever they are provably all that follows the watermark: they start right
+   * after it, have no gap, and end at the log's last seq (no other connection appended since).
+   */
+  private recentAppends: LogRow[] = [];
+  /** Rows appended by the transaction in progress: recent appends once it commits. */
+  private uncommittedAppends: LogRow[] = [];
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -204,6 +217,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
       ),
       parkedPerVin: db.prepare<[], { vin: string; n: number }>(`SELECT vin, count(*) AS n FROM intake_parked WHERE state = 'retry' GROUP BY vin`),
       afterWatermark: db.prepare<[number, number], LogRow>(`SELECT ${LOG_COLUMNS} FROM intake_log l WHERE l.seq > ? ORDER BY l.seq LIMIT ?`),
+      lastSeq: db.prepare<[], { seq: number | null }>('SELECT max(seq) AS seq FROM intake_log'),
       park: db.prepare<[number, string, string, number, number, string | null, number | null]>(
         'INSERT INTO intake_parked (seq, vin, state, attempts, next_attempt_at, error, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
@@ -352,7 +366,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
    */
   enqueueNow(items: readonly NewIntake[]): EnqueueOutcome[] {
     try {
-      return this.enqueueGroup.immediate(items).map((result) => ({ result }));
+      return this.appendGroup(items).map((result) => ({ result }));
     } catch {
       return this.enqueueOneByOne(items);
     }
@@ -361,7 +375,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private readBatch(limit: number, now: number): SqliteBatch {
     const dueParked = this.sql.dueParked.all({ now, limit });
     const watermark = this.sql.watermark.get()!.watermark ?? 0;
-    const logRows = dueParked.length < limit ? this.sql.afterWatermark.all(watermark, limit - dueParked.length) : [];
+    const logRows = dueParked.length < limit ? this.rowsAfter(watermark, limit - dueParked.length) : [];
     // A VIN with a parked retry that is not in this batch holds its newer payloads back.
     const waiting = new Map<string, number>();
     if (logRows.length > 0) {
@@ -416,7 +430,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
     this.pending = [];
     let outcomes: EnqueueOutcome[] | 'locked';
     try {
-      outcomes = this.withoutWaiting(() => this.enqueueGroup.immediate(group.map((entry) => entry.item)).map((result) => ({ result })));
+      outcomes = this.withoutWaiting(() => this.appendGroup(group.map((entry) => entry.item)).map((result) => ({ result })));
     } catch {
       outcomes = this.enqueueOneByOne(group.map((entry) => entry.item));
     }
@@ -438,7 +452,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private enqueueOneByOne(items: readonly NewIntake[]): EnqueueOutcome[] {
     return items.map((item) => {
       try {
-        return { result: this.enqueueGroup.immediate([item])[0]! };
+        return { result: this.appendGroup([item])[0]! };
       } catch (error) {
         return { error };
       }
@@ -462,6 +476,35 @@ export class SqliteIntakeQueue implements IntakeQueue {
     }
   }
 
+  /** Appends a group in one transaction; the rows it created become recent appends once it has committed. */
+  private appendGroup(items: readonly NewIntake[]): EnqueueResult[] {
+    this.uncommittedAppends = [];
+    try {
+      const results = this.enqueueGroup.immediate(items);
+      // Inside a caller's transaction the group is only a savepoint: not committed yet, not remembered.
+      if (!this.db.inTransaction) {
+        if (this.recentAppends.length + this.uncommittedAppends.length > RECENT_APPENDS_LIMIT) this.recentAppends = [];
+        for (const row of this.uncommittedAppends) this.recentAppends.push(row);
+      }
+      return results;
+    } finally {
+      this.uncommittedAppends = [];
+    }
+  }
+
+  /** Up to `limit` log rows after `watermark`, in order: from the recent appends when they are exactly those rows, else from the file. */
+  private rowsAfter(watermark: number, limit: number): LogRow[] {
+    const recent = this.recentAppends;
+    let passed = 0;
+    while (passed < recent.length && recent[passed]!.seq <= watermark) passed++;
+    if (passed > 0) recent.splice(0, passed);
+    const first = recent[0];
+    const last = recent[recent.length - 1];
+    if (first && last && first.seq === watermark + 1 && last.seq - first.seq === recent.length - 1 && this.sql.lastSeq.get()!.seq === last.seq)
+      return recent.slice(0, limit);
+    return this.sql.afterWatermark.all(watermark, limit);
+  }
+
   private appendOne(item: NewIntake): EnqueueResult {
     if (item.idempotencyKey !== null) {
       const earlier = this.sql.keyOf.get(item.partnerId, item.idempotencyKey);
@@ -471,7 +514,18 @@ export class SqliteIntakeQueue implements IntakeQueue {
       }
     }
     const { lastInsertRowid } = this.sql.append.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey);
-    if (item.idempotencyKey !== null) this.sql.saveKey.run(item.partnerId, item.idempotencyKey, Number(lastInsertRowid), item.receivedAt);
+    const seq = Number(lastInsertRowid);
+    if (item.idempotencyKey !== null) this.sql.saveKey.run(item.partnerId, item.idempotencyKey, seq, item.receivedAt);
+    this.uncommittedAppends.push({
+      seq,
+      id: item.id,
+      partner_id: item.partnerId,
+      product: item.product,
+      vin: item.vin,
+      payload: item.payload,
+      received_at: item.receivedAt,
+      idempotency_key: item.idempotencyKey,
+    });
     return { record: queuedRecord(item), created: true };
   }
 }

@@ -107,6 +107,38 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 
+  it('batches the payloads it appended itself from memory, and never misses one another connection appended among or after them', async () => {
+    const file = freshFile();
+    const [a, b] = [await openSqliteStore({ file }), await openSqliteStore({ file })];
+    const [queueA, queueB] = [openSqliteIntakeQueue(a.db), openSqliteIntakeQueue(b.db)];
+    const ids = (batch: { entries: readonly { id: string }[] } | null) => batch?.entries.map((entry) => entry.id) ?? [];
+    // A's own appends, then one of B's among A's, then one of B's after A's last.
+    queueA.enqueueNow([item({ id: 'a1' }), item({ id: 'a2' })]);
+    let batch = await queueA.nextBatch(10, T0);
+    assert.deepEqual(ids(batch), ['a1', 'a2']);
+    await queueA.commitBatch(batch!, new Map(batch!.entries.map((entry) => [entry.seq, { kind: 'processed' as const }])), T0);
+    queueA.enqueueNow([item({ id: 'a3' })]);
+    queueB.enqueueNow([item({ id: 'b1' })]);
+    queueA.enqueueNow([item({ id: 'a4' })]);
+    queueB.enqueueNow([item({ id: 'b2' })]);
+    batch = await queueA.nextBatch(10, T0);
+    assert.deepEqual(ids(batch), ['a3', 'b1', 'a4', 'b2'], 'every payload past the watermark, in log order');
+    await queueA.commitBatch(batch!, new Map(batch!.entries.map((entry) => [entry.seq, { kind: 'processed' as const }])), T0);
+    // A batch that was abandoned hands the same payloads out again.
+    queueA.enqueueNow([item({ id: 'a5' })]);
+    batch = await queueA.nextBatch(10, T0);
+    await queueA.abandonBatch(batch!);
+    batch = await queueA.nextBatch(10, T0);
+    assert.deepEqual(ids(batch), ['a5']);
+    await queueA.commitBatch(batch!, new Map(batch!.entries.map((entry) => [entry.seq, { kind: 'processed' as const }])), T0);
+    // No gap among A's appends, but one of B's after them.
+    queueA.enqueueNow([item({ id: 'a6' })]);
+    queueB.enqueueNow([item({ id: 'b3' })]);
+    assert.deepEqual(ids(await queueA.nextBatch(10, T0)), ['a6', 'b3']);
+    await a.close();
+    await b.close();
+  });
+
   it('upgrades a file written by the queue-table version in place, keeping every payload and its status', async () => {
     const file = freshFile();
     const db = new Database(file);
