@@ -5,7 +5,7 @@
  * batches, each batch one transaction of this connection. Only this code uses the connection, so no
  * other write ever joins a batch's transaction, and the event loop that serves requests never waits
  * for the write lock. Live updates and counts go back to the main thread once per batch, after the
- * commit.
+ * commit. The thread runs a little below the HTTP thread's priority (`thread-priority.ts`).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.ts';
@@ -24,7 +24,9 @@ import {
 } from './intake-thread.ts';
 import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
+import { lowerThisThreadPriority, PROCESSING_THREAD_NICENESS } from './thread-priority.ts';
 
+lowerThisThreadPriority(PROCESSING_THREAD_NICENESS);
 const port = parentPort!;
 const data = workerData as IntakeThreadData;
 const send = (message: IntakeThreadMessage) => port.postMessage(message);
