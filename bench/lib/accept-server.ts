@@ -15,7 +15,7 @@
  * JSON line: `{ requests, statuses, cpuMicrosPerRequest, requestsPerSecond }`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,7 @@ import { type IntakeQueue, queuedRecord } from '../../dist/core/intake-queue.js'
 import { createTrailwire } from '../../dist/core/trailwire.js';
 import { builtInProducts } from '../../dist/products/index.js';
 import { withCheckDigit } from '../../dist/core/vin.js';
+import { readJson } from './read-json.ts';
 
 const [mode = '', requestsArgument = '100000', connectionsArgument = '50', pipelinedArgument = '4'] = process.argv.slice(2);
 const requests = Number(requestsArgument);
@@ -50,21 +51,6 @@ function instantQueue(): IntakeQueue {
     purgeProcessed: unused,
     depth: async () => 0,
   };
-}
-
-function readJson(req: IncomingMessage): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      } catch (error) {
-        reject(error);
-      }
-    });
-    req.on('error', reject);
-  });
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-accept-'));

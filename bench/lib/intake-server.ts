@@ -15,7 +15,7 @@
  * whole process's, and its main thread's).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +26,7 @@ import { pino } from 'pino';
 import { startServer } from '../../dist/adapters/server/index.js';
 import type { SqliteDurability } from '../../dist/adapters/sqlite/index.js';
 import { type BarePayload, openBarePayloadTable } from './bare-payload-table.ts';
+import { readJson } from './read-json.ts';
 
 const mode = process.argv[2] ?? '';
 const commands = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
@@ -49,21 +50,6 @@ const mainThreadCpuMs = (): number | null => {
     return null;
   }
 };
-
-function readJson(req: IncomingMessage): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      } catch (error) {
-        reject(error);
-      }
-    });
-    req.on('error', reject);
-  });
-}
 
 function listen(handler: Parameters<typeof createServer>[1]): Promise<string> {
   const server = createServer(handler);
