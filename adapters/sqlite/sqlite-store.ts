@@ -472,8 +472,8 @@ class SqliteTrailwireStore implements SqliteStore {
       touched.set(vin, { id: trailerId, created: known === undefined, recount: false, at, row: undefined });
     }
     // In trailer order (each VIN's items keeping theirs): neighbouring writes then land on
-    // neighbouring index pages, which halves the cost of a batch of many trailers.
-    // (Each item's trailer is found once, not twice per comparison.)
+    // neighbouring index pages, which halves the cost of a batch of many trailers. Each item's
+    // trailer is looked up once, before the sort, not twice per comparison.
     const ordered = items.map((item) => ({ item, trailer: touched.get(item.vin)! })).sort((a, b) => byCodeUnit(a.trailer.id, b.trailer.id));
     for (const {
       item: { at, telemetry },
