@@ -76,9 +76,13 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
   const queue = openSqliteIntakeQueue(store.db);
   const worker = new IntakeWorker({ queue, store, products: createProductRegistry(builtInProducts), clock: systemClock, publish: () => {} }, { batchSize });
   // The fleet exists before the measurement (its trailers were registered or met before), as in a
-  // service that has been running: one earlier fix per VIN, not measured.
-  for (const group of groupsOf(FLEET, 500, 1780315200 - FLEET)) queue.enqueueNow(group);
-  await worker.drainDue();
+  // service that has been running: two earlier fixes per VIN, not measured. The second pass is what
+  // a running service has done too: the store remembers a trailer's id once it has found it (not
+  // when it creates it, which a failed batch could roll back).
+  for (const pass of [2, 1]) {
+    for (const group of groupsOf(FLEET, 500, 1780315200 - pass * FLEET)) queue.enqueueNow(group);
+    await worker.drainDue();
+  }
   const warmed = worker.counts.processed;
   let enqueueMicros = 0;
   let processMicros = 0;
@@ -130,6 +134,11 @@ export async function runIntakeProcessingBench(options: IntakeProcessingBenchOpt
     rmSync(directory, { recursive: true, force: true });
   }
   printTable(`Intake processing without HTTP: CPU per payload, ${payloads} GPS payloads of ${FLEET.toLocaleString('en-US')} VINs in groups of ${groupSize} per row`, rows);
+  const largest = rows.find((row) => row.work === 'trailwire thread, process' && row.batch === Math.max(...batchSizes));
+  if (largest)
+    console.log(
+      `target processing <= 20 µs a payload (process, batches of ${largest.batch}): ${largest['process µs']} µs (${(largest['process µs'] as number) <= 20 ? 'met' : 'NOT met'}), plus ${largest['write µs']} µs to append it`,
+    );
   console.log(`results: ${writeResults('intake-processing', { payloads, groupSize, batchSizes, fleet: FLEET, rows })}`);
   return { rows };
 }
