@@ -172,7 +172,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private readonly sql;
   private pending: PendingEnqueue[] = [];
   private flushScheduled = false;
-  private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[]) => EnqueueResult[]>;
+  /** Appends a group in one transaction: each item's result, and the log rows it created. */
+  private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[]) => { results: EnqueueResult[]; appended: LogRow[] }>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
@@ -184,8 +185,6 @@ export class SqliteIntakeQueue implements IntakeQueue {
    * after it, have no gap, and end at the log's last seq (no other connection appended since).
    */
   private recentAppends: LogRow[] = [];
-  /** Rows appended by the transaction in progress: recent appends once it commits. */
-  private uncommittedAppends: LogRow[] = [];
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -254,7 +253,10 @@ export class SqliteIntakeQueue implements IntakeQueue {
       rollback: db.prepare('ROLLBACK'),
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
-    this.enqueueGroup = db.transaction((items: readonly NewIntake[]) => items.map((item) => this.appendOne(item)));
+    this.enqueueGroup = db.transaction((items: readonly NewIntake[]) => {
+      const appended: LogRow[] = [];
+      return { results: items.map((item) => this.appendOne(item, appended)), appended };
+    });
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -478,18 +480,13 @@ export class SqliteIntakeQueue implements IntakeQueue {
 
   /** Appends a group in one transaction; the rows it created become recent appends once it has committed. */
   private appendGroup(items: readonly NewIntake[]): EnqueueResult[] {
-    this.uncommittedAppends = [];
-    try {
-      const results = this.enqueueGroup.immediate(items);
-      // Inside a caller's transaction the group is only a savepoint: not committed yet, not remembered.
-      if (!this.db.inTransaction) {
-        if (this.recentAppends.length + this.uncommittedAppends.length > RECENT_APPENDS_LIMIT) this.recentAppends = [];
-        for (const row of this.uncommittedAppends) this.recentAppends.push(row);
-      }
-      return results;
-    } finally {
-      this.uncommittedAppends = [];
+    const { results, appended } = this.enqueueGroup.immediate(items);
+    // Inside a caller's transaction the group is only a savepoint: not committed yet, not remembered.
+    if (!this.db.inTransaction) {
+      if (this.recentAppends.length + appended.length > RECENT_APPENDS_LIMIT) this.recentAppends = [];
+      for (const row of appended) this.recentAppends.push(row);
     }
+    return results;
   }
 
   /** Up to `limit` log rows after `watermark`, in order: from the recent appends when they are exactly those rows, else from the file. */
@@ -505,7 +502,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return this.sql.afterWatermark.all(watermark, limit);
   }
 
-  private appendOne(item: NewIntake): EnqueueResult {
+  /** Appends one item (or finds its idempotency key's earlier record); a new log row is added to `appended`. */
+  private appendOne(item: NewIntake, appended: LogRow[]): EnqueueResult {
     if (item.idempotencyKey !== null) {
       const earlier = this.sql.keyOf.get(item.partnerId, item.idempotencyKey);
       if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) {
@@ -516,7 +514,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
     const { lastInsertRowid } = this.sql.append.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey);
     const seq = Number(lastInsertRowid);
     if (item.idempotencyKey !== null) this.sql.saveKey.run(item.partnerId, item.idempotencyKey, seq, item.receivedAt);
-    this.uncommittedAppends.push({
+    appended.push({
       seq,
       id: item.id,
       partner_id: item.partnerId,
