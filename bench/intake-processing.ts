@@ -23,9 +23,9 @@ import { timeOrderedIds } from '../dist/core/intake-ids.js';
 import type { NewIntake } from '../dist/core/intake-queue.js';
 import { IntakeWorker } from '../dist/core/intake-worker.js';
 import { createProductRegistry } from '../dist/core/products.js';
-import { withCheckDigit } from '../dist/core/vin.js';
 import { builtInProducts } from '../dist/products/index.js';
 import { openBarePayloadTable } from './lib/bare-payload-table.ts';
+import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { printTable, round, writeResults } from './lib/results.ts';
 
 export interface IntakeProcessingBenchOptions {
@@ -38,7 +38,7 @@ export interface IntakeProcessingBenchOptions {
 const FLEET = 20_000;
 /** About what one event-loop turn of 50 connections gives. */
 const GROUP_SIZE = 25;
-const vins = Array.from({ length: FLEET }, (_, i) => withCheckDigit(`1BNCH0000${String(i).padStart(8, '0')}`));
+const vins = benchVins(FLEET);
 const cpuMicros = (since: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(since);
   return used.user + used.system;
@@ -53,7 +53,7 @@ function groupsOf(payloads: number, size: number, firstTimestamp = 1780315200): 
       partnerId: 'bench-partner',
       product: 'gps-basic',
       vin: vins[(g * size + i) % vins.length]!,
-      payload: JSON.stringify({ timestamp: timestamp++, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 }),
+      payload: gpsFixBody(timestamp++),
       receivedAt: Date.now(),
       idempotencyKey: null,
     })),

@@ -22,7 +22,7 @@ import { createInterface } from 'node:readline';
 // autocannon ships no types; the bench uses a handful of its documented fields.
 // @ts-expect-error -- untyped module
 import autocannon from 'autocannon';
-import { withCheckDigit } from '../core/vin.ts';
+import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
 const SERVER = new URL('./lib/intake-server.ts', import.meta.url).pathname;
@@ -94,8 +94,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
   const duration = options.durationSeconds ?? 10;
   const warmup = options.warmupSeconds ?? 2;
   const connections = options.connections ?? 50;
-  // Position 9 is the check digit, so the running number sits after it: every VIN is distinct.
-  const vins = Array.from({ length: options.vins ?? 20_000 }, (_, i) => withCheckDigit(`1BNCH0000${String(i).padStart(8, '0')}`));
+  const vins = benchVins(options.vins ?? 20_000);
   const servers = options.servers ?? INTAKE_BENCH_SERVERS;
   let timestamp = 1780315200;
   const load = (server: RunningChild, seconds: number) => {
@@ -111,7 +110,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
           setupRequest: (request: Record<string, unknown>) => ({
             ...request,
             path: `/api/v1/telemetry/intake/${vins[n++ % vins.length]}`,
-            body: JSON.stringify({ timestamp: timestamp++, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 }),
+            body: gpsFixBody(timestamp++),
           }),
         },
       ],

@@ -27,7 +27,7 @@ import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import { withCheckDigit } from '../core/vin.ts';
+import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 import type { QueueState, ScaleOutServerConfig } from './lib/scale-out-server.ts';
 
@@ -145,7 +145,7 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
   const redisUrl = options.redisUrl ?? process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
   const drainTimeoutMs = (options.drainTimeoutSeconds ?? 120) * 1000;
   // Position 9 is the check digit, so the running number sits after it: every VIN is distinct.
-  const vins = Array.from({ length: options.vins ?? 1000 }, (_, i) => withCheckDigit(`1SCAL0000${String(i).padStart(8, '0')}`));
+  const vins = benchVins(options.vins ?? 1000, '1SCAL');
   let timestamp = 1780315200;
   const load = (urls: string[], token: string, seconds: number) => {
     let n = 0;
@@ -161,7 +161,7 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
           setupRequest: (request: Record<string, unknown>) => ({
             ...request,
             path: `/api/v1/telemetry/intake/${vins[n++ % vins.length]}`,
-            body: JSON.stringify({ timestamp: timestamp++, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 }),
+            body: gpsFixBody(timestamp++),
           }),
         },
       ],

@@ -28,7 +28,7 @@ import { openSqliteStore } from '../../dist/adapters/sqlite/index.js';
 import { type IntakeQueue, queuedRecord } from '../../dist/core/intake-queue.js';
 import { createTrailwire } from '../../dist/core/trailwire.js';
 import { builtInProducts } from '../../dist/products/index.js';
-import { withCheckDigit } from '../../dist/core/vin.js';
+import { benchVins, gpsFixBody } from './gps-load.ts';
 import { readJson } from './read-json.ts';
 
 const [mode = '', requestsArgument = '100000', connectionsArgument = '50', pipelinedArgument = '4'] = process.argv.slice(2);
@@ -89,11 +89,11 @@ const server = createServer(handler);
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
 const port = (server.address() as AddressInfo).port;
 
-const vins = Array.from({ length: 20_000 }, (_, i) => withCheckDigit(`1BNCH0000${String(i).padStart(8, '0')}`));
+const vins = benchVins(20_000);
 let sequence = 0;
 let timestamp = 1780315200;
 const nextRequest = () => {
-  const body = JSON.stringify({ timestamp: timestamp++, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 });
+  const body = gpsFixBody(timestamp++);
   return (
     `POST /api/v1/telemetry/intake/${vins[sequence++ % vins.length]} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer ${token}\r\n` +
     `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
