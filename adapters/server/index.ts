@@ -23,6 +23,7 @@ import { openSharedState } from './shared-state.ts';
 import { readableByOthers } from '../sqlite/file-modes.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
+import { IntakeJournal, replayIntoLog } from '../sqlite/intake-journal.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { loadProductModule } from '../../core/products.ts';
 
@@ -162,7 +163,17 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     options.core?.clock === undefined &&
     sqlite.file !== ':memory:';
   let thread: IntakeThread | undefined;
-  const threadedQueue = useThread ? new ThreadedIntakeQueue(sqlite.queue) : undefined;
+  let journal: IntakeJournal | undefined;
+  try {
+    journal = sqlite && sqlite.file !== ':memory:' ? openIntakeJournal(sqlite, logger) : undefined;
+  } catch (error) {
+    await backend.store.close();
+    await shared?.close();
+    throw error;
+  }
+  const threadedQueue = useThread
+    ? new ThreadedIntakeQueue(sqlite.queue, { journal, onLog: ({ level, message, ...fields }) => logger[level](fields, message) })
+    : undefined;
   const trailwire = await createTrailwire({
     products: [...builtInProducts, ...moduleProducts],
     ...shared?.coreOptions,
@@ -186,6 +197,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   backend.onEnqueued(() => (thread ? thread.notify() : trailwire.intake?.worker.notify()));
   const closeCore = async () => {
     await thread?.stop();
+    journal?.close();
     await trailwire.close();
     await backend.releaseQueue();
     await shared?.close();
@@ -287,6 +299,22 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await closeCore();
     },
   };
+}
+
+/**
+ * Takes the database's intake journal (refused while another server holds it) and appends to the log
+ * what a previous run acknowledged and had not appended when it ended.
+ */
+function openIntakeJournal(sqlite: NonNullable<StoreBackend['sqlite']>, logger: Logger): IntakeJournal {
+  const journal = IntakeJournal.open(sqlite.file, { durability: sqlite.durability });
+  try {
+    const replayed = replayIntoLog(journal, sqlite.queue);
+    if (replayed > 0) logger.info({ payloads: replayed }, 'intake journal read back into the intake log');
+    return journal;
+  } catch (error) {
+    journal.close();
+    throw error;
+  }
 }
 
 /**

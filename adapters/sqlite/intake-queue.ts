@@ -173,7 +173,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
   private pending: PendingEnqueue[] = [];
   private flushScheduled = false;
   /** Appends a group in one transaction: each item's result, and the log rows it created. */
-  private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[]) => { results: EnqueueResult[]; appended: LogRow[] }>;
+  private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[], skipExisting: boolean) => { results: EnqueueResult[]; appended: LogRow[] }>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
@@ -204,6 +204,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
          ON CONFLICT (partner_id, idempotency_key) DO UPDATE SET seq = excluded.seq, received_at = excluded.received_at`,
       ),
       statusById: db.prepare<[string], LogStatusRow>(`${STATUS_SELECT} WHERE l.id = ?`),
+      seqOfId: db.prepare<[string], { seq: number }>('SELECT seq FROM intake_log WHERE id = ?'),
       statusBySeq: db.prepare<[number], LogStatusRow>(`${STATUS_SELECT} WHERE l.seq = ?`),
       watermark: db.prepare<[], { watermark: number | null }>('SELECT max(last_seq) AS watermark FROM intake_batches'),
       // Due retries, each VIN's in order: a parked payload waits while an earlier one of its VIN is not due.
@@ -253,9 +254,9 @@ export class SqliteIntakeQueue implements IntakeQueue {
       rollback: db.prepare('ROLLBACK'),
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
-    this.enqueueGroup = db.transaction((items: readonly NewIntake[]) => {
+    this.enqueueGroup = db.transaction((items: readonly NewIntake[], skipExisting: boolean) => {
       const appended: LogRow[] = [];
-      return { results: items.map((item) => this.appendOne(item, appended)), appended };
+      return { results: items.map((item) => this.appendOne(item, appended, skipExisting)), appended };
     });
   }
 
@@ -363,14 +364,17 @@ export class SqliteIntakeQueue implements IntakeQueue {
 
   /**
    * Writes a group of appends at once, waiting for the write lock as long as the connection's busy
-   * timeout allows: for a connection whose thread may block (the processing thread). Answers each
-   * item's result, or the error that item alone met.
+   * timeout allows: for a connection whose thread may block (the processing thread), or for a replay
+   * of the intake journal. Answers each item's result, or the error that item alone met.
+   *
+   * `skipExisting` is for a replay (`intake-journal.ts`): payloads may have reached the log before,
+   * so an item whose id the log already holds is not appended again; it answers its stored record.
    */
-  enqueueNow(items: readonly NewIntake[]): EnqueueOutcome[] {
+  enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): EnqueueOutcome[] {
     try {
-      return this.appendGroup(items).map((result) => ({ result }));
+      return this.appendGroup(items, skipExisting).map((result) => ({ result }));
     } catch {
-      return this.enqueueOneByOne(items);
+      return this.enqueueOneByOne(items, skipExisting);
     }
   }
 
@@ -451,10 +455,10 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
-  private enqueueOneByOne(items: readonly NewIntake[]): EnqueueOutcome[] {
+  private enqueueOneByOne(items: readonly NewIntake[], skipExisting = false): EnqueueOutcome[] {
     return items.map((item) => {
       try {
-        return { result: this.appendGroup([item])[0]! };
+        return { result: this.appendGroup([item], skipExisting)[0]! };
       } catch (error) {
         return { error };
       }
@@ -479,8 +483,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   /** Appends a group in one transaction; the rows it created become recent appends once it has committed. */
-  private appendGroup(items: readonly NewIntake[]): EnqueueResult[] {
-    const { results, appended } = this.enqueueGroup.immediate(items);
+  private appendGroup(items: readonly NewIntake[], skipExisting = false): EnqueueResult[] {
+    const { results, appended } = this.enqueueGroup.immediate(items, skipExisting);
     // Inside a caller's transaction the group is only a savepoint: not committed yet, not remembered.
     if (!this.db.inTransaction) {
       if (this.recentAppends.length + appended.length > RECENT_APPENDS_LIMIT) this.recentAppends = [];
@@ -503,7 +507,12 @@ export class SqliteIntakeQueue implements IntakeQueue {
   }
 
   /** Appends one item (or finds its idempotency key's earlier record); a new log row is added to `appended`. */
-  private appendOne(item: NewIntake, appended: LogRow[]): EnqueueResult {
+  private appendOne(item: NewIntake, appended: LogRow[], skipExisting: boolean): EnqueueResult {
+    if (skipExisting) {
+      const existing = this.sql.seqOfId.get(item.id);
+      const record = existing && this.recordAt(existing.seq);
+      if (record) return { record, created: true };
+    }
     if (item.idempotencyKey !== null) {
       const earlier = this.sql.keyOf.get(item.partnerId, item.idempotencyKey);
       if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) {

@@ -10,7 +10,9 @@
  * log — its reads, the store's writes, the outcomes and the new watermark — as one transaction: one
  * commit per batch, not one per payload, and under load the groups and batches grow, so the commits
  * stay few. Live updates come back to the main
- * thread, which publishes them on its live hub in order.
+ * thread, which publishes them on its live hub in order. A server does not wait for the thread's
+ * commit before its 202s: it makes each group durable in the intake journal first
+ * (`intake-journal.ts`, `threaded-intake-queue.ts`), and the thread's answer only confirms it.
  *
  * The thread loads products by module specifier (the built-in products, and any others named), since
  * product objects cannot cross threads; a server given product objects processes inline instead.

@@ -1,10 +1,21 @@
 /**
  * The intake queue as the main thread of a server with a processing thread sees it: enqueues go to
- * the thread — the file's one intake writer — in one message per event-loop turn, and resolve once
- * the thread has committed them; everything else (status reads, idempotency lookups, dead letters,
- * depth) reads the file through the main thread's own connection, which WAL lets run beside the
- * thread's writes. While the thread is not running (starting again after a failure, or stopped),
- * enqueues are written on the main connection instead, so intake is never refused for it.
+ * the thread — the file's one intake writer — in one message per event-loop turn; everything else
+ * (status reads, idempotency lookups, dead letters, depth) reads the file through the main thread's
+ * own connection, which WAL lets run beside the thread's writes.
+ *
+ * With an intake journal (`intake-journal.ts`, what a server uses), a turn's group is first written
+ * to the journal, and its payloads are answered at once: durable in the journal, they need not wait
+ * for the thread, which appends them to the log between its batches. Until the thread confirms the
+ * group they are *staged*: the status endpoint finds them here (`queued`), and `depth` counts them.
+ * A payload with an `Idempotency-Key` still waits for the thread's answer, since only the log can say
+ * atomically whether its key was used before; it travels in the same ordered group as the others, so
+ * a VIN's payloads reach the log in arrival order. Past `MAX_STAGED_PAYLOADS` unconfirmed payloads
+ * (a thread that cannot keep up), new payloads wait for the thread too, which bounds the memory.
+ *
+ * While the thread is not running (starting again after a failure, or stopped), enqueues are written
+ * on the main connection instead, so intake is never refused for it; the groups it had not confirmed
+ * when it ended are written there first, in order, skipping what it had already appended.
  */
 import {
   type EnqueueResult,
@@ -15,10 +26,12 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import type { IntakeJournal, JournalGroup } from './intake-journal.ts';
 import type { IntakeThread, ThreadEnqueueOutcome } from './intake-thread.ts';
-import type { SqliteIntakeQueue } from './intake-queue.ts';
+import type { EnqueueOutcome, SqliteIntakeQueue } from './intake-queue.ts';
 
-const STORED: ThreadEnqueueOutcome = { created: true };
+/** Staged payloads answered before the thread confirms them, at most; past it, a 202 waits for the thread. */
+export const MAX_STAGED_PAYLOADS = 20_000;
 
 interface PendingEnqueue {
   item: NewIntake;
@@ -26,17 +39,35 @@ interface PendingEnqueue {
   reject: (error: unknown) => void;
 }
 
+/** What the thread's answer to a group settles: the entries still waiting, and the journal record to drop. */
+interface SentGroup {
+  entries: PendingEnqueue[];
+  /** Per entry: already answered (staged in the journal), so the thread's answer only confirms it. */
+  answered: boolean[] | null;
+  journalGroup: JournalGroup | null;
+}
+
+export interface ThreadedIntakeQueueOptions {
+  /** Where a group is made durable before its 202s; without one, every 202 waits for the thread's commit. */
+  journal?: IntakeJournal;
+  /** Told when payloads the journal acknowledged could not be appended to the log (they stay in the journal). */
+  onLog?: (entry: { level: 'error'; message: string; [field: string]: unknown }) => void;
+}
+
 export class ThreadedIntakeQueue implements IntakeQueue {
   private pending: PendingEnqueue[] = [];
   private sendScheduled = false;
+  private thread: IntakeThread | undefined;
+  /** Payloads in the journal that the thread has not confirmed, by id. */
+  private readonly staged = new Map<string, NewIntake>();
 
   /**
    * @param local the queue on the main thread's connection: reads, and writes while the thread is down
-   * @param thread the processing thread (may be attached after construction, once started)
+   * @param options the intake journal
    */
   constructor(
     private readonly local: SqliteIntakeQueue,
-    private thread?: IntakeThread,
+    private readonly options: ThreadedIntakeQueueOptions = {},
   ) {}
 
   /** Sends enqueues to this thread from now on. */
@@ -55,25 +86,69 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     });
   }
 
-  /** One message (and so one commit) for every enqueue of this turn. */
+  /** One message (and so one commit, and one journal write) for every enqueue of this turn. */
   private send(): void {
     this.sendScheduled = false;
-    const group = this.pending;
+    const entries = this.pending;
     this.pending = [];
     const thread = this.thread;
     if (!thread?.isRunning) {
-      for (const entry of group) this.local.enqueue(entry.item).then(entry.resolve, entry.reject);
+      for (const entry of entries) this.local.enqueue(entry.item).then(entry.resolve, entry.reject);
       return;
     }
-    thread.enqueue(group.map((entry) => entry.item)).then(
-      (outcomes) =>
-        group.forEach((entry, i) => {
-          const outcome = outcomes === null ? STORED : outcomes[i]!;
-          if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${outcome.error}`));
-          else entry.resolve(outcome.created ? { record: queuedRecord(entry.item), created: true } : { record: outcome.record, created: false });
-        }),
-      (error: unknown) => group.forEach((entry) => entry.reject(error)),
+    const items = entries.map((entry) => entry.item);
+    const sent: SentGroup = { entries, answered: null, journalGroup: this.stage(entries, items) };
+    if (sent.journalGroup) sent.answered = this.answerStaged(entries);
+    thread.enqueue(items).then(
+      (outcomes) => this.settle(sent, outcomes === null ? null : outcomes.map((outcome, i) => fromThreadOutcome(outcome, items[i]!))),
+      // The thread ended before it answered: what it had not appended is written here, in order, before any later group.
+      (error: unknown) => (sent.journalGroup ? this.settle(sent, this.local.enqueueNow(items, { skipExisting: true })) : rejectAll(entries, error)),
     );
+  }
+
+  /** Writes the group to the journal, when there is one and it takes the group; answers the record to confirm later. */
+  private stage(entries: PendingEnqueue[], items: NewIntake[]): JournalGroup | null {
+    const journal = this.options.journal;
+    if (!journal) return null;
+    let journalGroup: JournalGroup;
+    try {
+      journalGroup = journal.append(items);
+    } catch (error) {
+      // The journal cannot take it (a full disk): the group waits for the thread's commit instead.
+      this.options.onLog?.({ level: 'error', message: 'the intake journal could not be written; 202s wait for the intake log', err: error });
+      return null;
+    }
+    for (const { item } of entries) this.staged.set(item.id, item);
+    return journalGroup;
+  }
+
+  /** Answers the staged payloads that need not wait for the thread, once the journal has them durably. */
+  private answerStaged(entries: PendingEnqueue[]): boolean[] {
+    const mayAnswer = this.staged.size <= MAX_STAGED_PAYLOADS;
+    const answered = entries.map(({ item }) => mayAnswer && item.idempotencyKey === null);
+    if (!answered.includes(true)) return answered;
+    this.options.journal!.whenDurable().then(
+      () => entries.forEach((entry, i) => answered[i] && entry.resolve({ record: queuedRecord(entry.item), created: true })),
+      (error: unknown) => entries.forEach((entry, i) => answered[i] && entry.reject(error)),
+    );
+    return answered;
+  }
+
+  /** The group's outcomes (null: every item stored): answers what waited, unstages, and drops the journal record. */
+  private settle(sent: SentGroup, outcomes: EnqueueOutcome[] | null): void {
+    let notStored = 0;
+    sent.entries.forEach((entry, i) => {
+      const outcome: EnqueueOutcome = outcomes === null ? { result: { record: queuedRecord(entry.item), created: true } } : outcomes[i]!;
+      if ('error' in outcome) notStored++;
+      else this.staged.delete(entry.item.id);
+      if (sent.answered?.[i]) return;
+      if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${String(outcome.error)}`));
+      else entry.resolve(outcome.result);
+    });
+    if (!sent.journalGroup) return;
+    // A payload acknowledged from the journal and not stored stays there (and staged): the next start appends it.
+    if (notStored === 0) this.options.journal!.confirm(sent.journalGroup);
+    else this.options.onLog?.({ level: 'error', message: `${notStored} acknowledged payloads could not be appended to the intake log; the intake journal keeps them for the next start` });
   }
 
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
@@ -81,7 +156,8 @@ export class ThreadedIntakeQueue implements IntakeQueue {
   }
 
   get(id: string): Promise<IntakeRecord | null> {
-    return this.local.get(id);
+    const staged = this.staged.get(id);
+    return staged ? Promise.resolve(queuedRecord(staged)) : this.local.get(id);
   }
 
   // Batches on the main connection: only for a caller that processes here while the thread does not.
@@ -109,7 +185,18 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     return this.local.purgeProcessed(before, limit);
   }
 
-  depth(): Promise<number> {
-    return this.local.depth();
+  /** Staged payloads count too (one the thread has just appended may count twice, until its confirmation arrives). */
+  async depth(): Promise<number> {
+    return (await this.local.depth()) + this.staged.size;
   }
+}
+
+/** A stored item is answered in one flag: its record is built from the item (see `ThreadEnqueueOutcome`). */
+function fromThreadOutcome(outcome: ThreadEnqueueOutcome, item: NewIntake): EnqueueOutcome {
+  if ('error' in outcome) return { error: outcome.error };
+  return { result: outcome.created ? { record: queuedRecord(item), created: true } : { record: outcome.record, created: false } };
+}
+
+function rejectAll(entries: PendingEnqueue[], error: unknown): void {
+  for (const entry of entries) entry.reject(error);
 }

@@ -39,3 +39,17 @@ it('a port out of range rejects, and the process then ends by itself', { timeout
     clearTimeout(timer);
   }
 });
+
+it('a second server on the same SQLite file is refused with the reason, and the file serves again once the first has closed', { timeout: 30_000 }, async () => {
+  const { startServer } = await import('../../../adapters/server/index.ts');
+  const { pino } = await import('pino');
+  const options = { db: join(directory, 'one-server.db'), port: 0, grpcPort: 0, logger: pino({ level: 'silent' }) };
+  const first = await startServer(options);
+  try {
+    await assert.rejects(startServer(options), /another Trailwire server is using .*one-server\.db .*for several, use PostgreSQL and Redis/);
+  } finally {
+    await first.close();
+  }
+  const again = await startServer(options);
+  await again.close();
+});

@@ -1,7 +1,9 @@
 /**
  * Intake processing in a worker thread: it writes what the main thread accepts (durably, before the
  * enqueue resolves, idempotency keys included), processes it, wakes on notify, sends live updates and
- * counts back, stops cleanly; while it is not running, the main thread writes enqueues itself.
+ * counts back, stops cleanly; while it is not running, the main thread writes enqueues itself. With
+ * the intake journal, a payload is answered once the journal has it, found while staged, and never
+ * lost when the thread ends before it answers or cannot store it.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +15,7 @@ import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { IntakeThread, type IntakeThreadLog } from '../../../adapters/sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../../../adapters/sqlite/threaded-intake-queue.ts';
+import { IntakeJournal } from '../../../adapters/sqlite/intake-journal.ts';
 import Database from 'better-sqlite3';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
@@ -163,6 +166,93 @@ describe('IntakeThread as the intake writer', () => {
     assert.equal(created, true);
     assert.equal((await queue.get(record.id))?.status, 'queued');
     await assert.rejects(thread.enqueue([item('direct', uniqueVin(), 0)]), /not running/);
+    await store.close();
+  });
+
+  const logIds = (file: string): string[] => {
+    const reader = new Database(file, { readonly: true });
+    try {
+      return reader.prepare('SELECT id FROM intake_log ORDER BY seq').all().map((row) => (row as { id: string }).id);
+    } finally {
+      reader.close();
+    }
+  };
+  const openJournal = (file: string): IntakeJournal => {
+    const journal = IntakeJournal.open(file);
+    journal.clear();
+    return journal;
+  };
+
+  it('with a journal, answers a payload once the journal has it, finds it while staged, and lets the journal go once the log has it', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const journal = openJournal(file);
+    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db), { journal });
+    const thread = await startThread({ file, worker: { idlePollMs: 600_000 }, onEvents: () => {} });
+    queue.attach(thread);
+    // Another connection holds the write lock: the thread cannot append until it is released.
+    const blocker = new Database(file);
+    blocker.exec('BEGIN IMMEDIATE');
+    const vin = uniqueVin();
+    let keyedSettled = false;
+    const keyed = queue.enqueue(item('k1', vin, 2, 'key-1')).finally(() => (keyedSettled = true));
+    const answers = await Promise.all([queue.enqueue(item('s1', vin, 0)), queue.enqueue(item('s2', vin, 1))]);
+    assert.deepEqual(answers.map((answer) => [answer.record.id, answer.created, answer.record.status]), [['s1', true, 'queued'], ['s2', true, 'queued']]);
+    assert.deepEqual(logIds(file), [], 'answered before the log has them');
+    assert.equal((await queue.get('s2'))?.status, 'queued', 'the status endpoint finds a staged payload');
+    assert.equal(await queue.depth(), 3);
+    assert.equal(journal.unconfirmedGroups, 1);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(keyedSettled, false, 'a payload with an Idempotency-Key waits for the log, which alone knows the key');
+    blocker.exec('COMMIT');
+    blocker.close();
+    assert.equal((await keyed).created, true);
+    await until(() => journal.unconfirmedGroups === 0, 'the thread to confirm the group');
+    assert.deepEqual(logIds(file), ['k1', 's1', 's2'], 'one group, in arrival order');
+    assert.equal((await queue.get('s1'))?.id, 's1');
+    await thread.stop();
+    journal.close();
+    await store.close();
+  });
+
+  it('appends here, in order, the groups of a thread that ended before it answered, skipping what it had appended', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const local = openSqliteIntakeQueue(store.db);
+    const journal = openJournal(file);
+    const queue = new ThreadedIntakeQueue(local, { journal });
+    // The thread as the queue sees it, ending before it answers: it had appended the first payload.
+    const vin = uniqueVin();
+    const first = item('e1', vin, 0);
+    local.enqueueNow([first]);
+    queue.attach({ isRunning: true, enqueue: () => Promise.reject(new Error('the intake thread ended')) } as unknown as IntakeThread);
+    const answers = await Promise.all([queue.enqueue(first), queue.enqueue(item('e2', vin, 1, 'key-2')), queue.enqueue(item('e3', vin, 2))]);
+    assert.deepEqual(answers.map((answer) => answer.created), [true, true, true]);
+    await until(() => journal.unconfirmedGroups === 0, 'the group to be confirmed');
+    assert.deepEqual(logIds(file), ['e1', 'e2', 'e3']);
+    assert.equal((await queue.findByIdempotencyKey('p', 'key-2', 0))?.id, 'e2');
+    journal.close();
+    await store.close();
+  });
+
+  it('keeps in the journal, for the next start, an acknowledged payload the thread could not store', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const journal = openJournal(file);
+    const logs: string[] = [];
+    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db), { journal, onLog: (entry) => logs.push(entry.message) });
+    queue.attach({ isRunning: true, enqueue: async () => [{ created: true }, { error: 'disk I/O error' }] } as unknown as IntakeThread);
+    const lost = item('f2', uniqueVin(), 1);
+    const answers = await Promise.all([queue.enqueue(item('f1', uniqueVin(), 0)), queue.enqueue(lost)]);
+    assert.deepEqual(answers.map((answer) => answer.created), [true, true], 'both were acknowledged from the journal');
+    await until(() => logs.length > 0, 'the error to be told');
+    assert.match(logs[0]!, /1 acknowledged payloads could not be appended .* the intake journal keeps them/);
+    assert.equal((await queue.get('f2'))?.status, 'queued', 'still staged');
+    assert.equal(journal.unconfirmedGroups, 1);
+    journal.close();
+    const reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered.flat().map((entry) => entry.id), ['f1', 'f2']);
+    reopened.close();
     await store.close();
   });
 });

@@ -1,0 +1,334 @@
+/**
+ * The intake journal: where the HTTP thread of a server with a processing thread makes a payload
+ * durable before its 202, so that the answer never waits for the SQLite write lock. The lock is the
+ * processing thread's between batches (one writer per file), and a group of accepted payloads that
+ * waited for the batch in hand — several milliseconds under load — held its 202s, and with them
+ * their connections, just as long (issue 13: that wait, not CPU, kept intake at ~0.3 × node:http).
+ *
+ * Each event-loop turn's accepted payloads are appended as one record — one `write` — to an
+ * append-only file beside the database; the 202s go out at once, and the thread appends the group to
+ * the intake log in the database as before, without anyone waiting. Once the thread confirms a group,
+ * its record is no longer needed: two files alternate, so that one is truncated as soon as every group
+ * in it is confirmed while the other takes new records. What survives:
+ *
+ * - `process` durability: a written record is in the operating system's page cache, so it survives
+ *   kill -9 of the process, as the database's own WAL commits do.
+ * - `power` durability: the 202s of a group wait for `fdatasync` of the file (concurrent groups share
+ *   one, off the event loop), so a record also survives power loss.
+ *
+ * At the next start, the server reads back what the journal holds (`recovered`) and appends every
+ * payload the log does not have yet, in order (payload ids are unique, so a group already appended is
+ * skipped); only then does it take intake again. A record is framed by its length and a CRC-32, so a
+ * torn write at power loss (never acknowledged) ends the replay rather than corrupting it.
+ *
+ * One server owns a database's journal: it holds an exclusive lock (an SQLite lock on `<file>-intake.lock`,
+ * which the operating system releases when the process dies) for as long as it runs, and a second
+ * server on the same file is refused at start with the reason. CLI commands beside the server do not
+ * use the journal.
+ */
+import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { crc32 } from 'node:zlib';
+import Database from 'better-sqlite3';
+import type { NewIntake } from '../../core/intake-queue.ts';
+import type { SqliteIntakeQueue } from './intake-queue.ts';
+import { OWNER_ONLY_FILE } from './file-modes.ts';
+import type { SqliteDurability } from './sqlite-store.ts';
+
+/** A file is truncated for reuse once every group in it is confirmed and it has grown past this size. */
+export const JOURNAL_FILE_SWITCH_BYTES = 4 * 1024 * 1024;
+
+/** Each record: its body's length and CRC-32 (little-endian u32 each), then the body (JSON). */
+const HEADER_BYTES = 8;
+
+/** The files of a database's journal: the two that alternate, and the lock. */
+export function journalFiles(databaseFile: string): { segments: [string, string]; lock: string } {
+  return { segments: [`${databaseFile}-intake-0`, `${databaseFile}-intake-1`], lock: `${databaseFile}-intake.lock` };
+}
+
+/** A group appended to the journal, to be confirmed once the intake log holds it. */
+export interface JournalGroup {
+  readonly number: number;
+  readonly segment: 0 | 1;
+}
+
+/** One payload in a record's body: an array, so that field names are not written with every payload. */
+type JournalItem = [id: string, partnerId: string, product: string, vin: string, receivedAt: number, idempotencyKey: string | null, payload: string];
+
+interface JournalBody {
+  /** The group's number: records of both files are replayed in this order. */
+  g: number;
+  items: JournalItem[];
+}
+
+interface Segment {
+  readonly file: string;
+  readonly fd: number;
+  /** Bytes written (the position of the next record). */
+  size: number;
+  /** Groups in this file not confirmed yet. */
+  unconfirmed: number;
+  /** Written since its last fdatasync (power durability). */
+  dirty: boolean;
+}
+
+interface DurableWaiter {
+  /** Resolved once this many groups are on the disk. */
+  groups: number;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+export interface IntakeJournalOptions {
+  /** As the store's: `power` makes each group wait for fdatasync. Default `process`. */
+  durability?: SqliteDurability;
+}
+
+export class IntakeJournal {
+  private active: 0 | 1 = 0;
+  private nextGroupNumber: number;
+  private groupsWritten = 0;
+  private groupsSynced = 0;
+  private syncRunning = false;
+  private durableWaiters: DurableWaiter[] = [];
+  private closed = false;
+  private cleared = false;
+  /** A failed write left part of a record behind. */
+  private damaged = false;
+
+  private constructor(
+    private readonly lock: Database.Database,
+    private readonly segments: [Segment, Segment],
+    private readonly durability: SqliteDurability,
+    /** What the files held when opened, in group order: to be appended to the log before `clear`. */
+    readonly recovered: readonly NewIntake[][],
+    lastGroupNumber: number,
+  ) {
+    this.nextGroupNumber = lastGroupNumber + 1;
+  }
+
+  /**
+   * Takes the database's journal: locks it (throwing when another server holds it) and reads back
+   * what it holds (`recovered`). Call `clear` once the recovered payloads are in the log; `append`
+   * works from then on.
+   */
+  static open(databaseFile: string, options: IntakeJournalOptions = {}): IntakeJournal {
+    const durability = options.durability ?? 'process';
+    const files = journalFiles(databaseFile);
+    const lock = takeLock(files.lock, databaseFile);
+    const opened: Segment[] = [];
+    try {
+      const bodies: JournalBody[] = [];
+      for (const file of files.segments) {
+        const created = !existsSync(file);
+        if (created) closeSync(openSync(file, 'a', OWNER_ONLY_FILE));
+        if (created && durability === 'power') syncFolderOf(file);
+        // Not opened for appending: the writes give their positions, which appending would ignore.
+        const fd = openSync(file, 'r+');
+        const bytes = readFileSync(fd);
+        opened.push({ file, fd, size: bytes.length, unconfirmed: 0, dirty: false });
+        bodies.push(...readRecords(bytes));
+      }
+      bodies.sort((a, b) => a.g - b.g);
+      const recovered = bodies.map((body) => body.items.map(fromJournalItem));
+      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, bodies.at(-1)?.g ?? 0);
+    } catch (error) {
+      for (const segment of opened) closeSync(segment.fd);
+      lock.close();
+      throw error;
+    }
+  }
+
+  /** Empties both files: what they held (`recovered`) is in the intake log now. */
+  clear(): void {
+    if (this.unconfirmedGroups > 0) throw new Error('IntakeJournal: clear() with groups not confirmed');
+    for (const segment of this.segments) this.truncate(segment);
+    this.cleared = true;
+  }
+
+  /** Appends a group as one record (one write) and answers it, to be confirmed later. Power: see `whenDurable`. */
+  append(items: readonly NewIntake[]): JournalGroup {
+    if (this.closed || this.damaged) throw new Error(`IntakeJournal: ${this.closed ? 'closed' : 'damaged by a failed write'}`);
+    // Before `clear`, the files still hold the recovered groups, which a new record must not follow.
+    if (!this.cleared) throw new Error('IntakeJournal: append() before the recovered payloads are cleared');
+    this.switchFileIfDue();
+    const segment = this.segments[this.active];
+    const number = this.nextGroupNumber++;
+    const record = encodeRecord({ g: number, items: items.map(toJournalItem) });
+    try {
+      let written = 0;
+      while (written < record.length) written += writeSync(segment.fd, record, written, record.length - written, segment.size + written);
+    } catch (error) {
+      // A part of the record (a full disk) must not stay in front of the next ones: replay stops at a damaged record.
+      try {
+        ftruncateSync(segment.fd, segment.size);
+      } catch {
+        // Records written after the damaged one would never be replayed: this journal takes no more.
+        this.damaged = true;
+      }
+      throw error;
+    }
+    segment.size += record.length;
+    segment.unconfirmed++;
+    segment.dirty = true;
+    this.groupsWritten++;
+    return { number, segment: this.active };
+  }
+
+  /**
+   * Resolves once every group appended so far survives power loss: at once in `process` durability
+   * (a written record already survives the process), after an fdatasync of the files in `power`.
+   * Groups appended while one fdatasync runs share the next one.
+   */
+  whenDurable(): Promise<void> {
+    if (this.durability !== 'power' || this.groupsSynced >= this.groupsWritten) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.durableWaiters.push({ groups: this.groupsWritten, resolve, reject });
+      this.syncDirtyFiles();
+    });
+  }
+
+  /** The group is in the intake log: its record may go. A file all of whose groups are confirmed is truncated once it is large. */
+  confirm(group: JournalGroup): void {
+    const segment = this.segments[group.segment];
+    segment.unconfirmed--;
+    if (segment.unconfirmed === 0 && (group.segment !== this.active || segment.size >= JOURNAL_FILE_SWITCH_BYTES)) this.truncate(segment);
+  }
+
+  /** Groups appended and not confirmed. */
+  get unconfirmedGroups(): number {
+    return this.segments[0].unconfirmed + this.segments[1].unconfirmed;
+  }
+
+  /** Closes the files and releases the lock. What is unconfirmed stays in the files, for the next start. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const segment of this.segments) closeSync(segment.fd);
+    this.lock.close();
+  }
+
+  /** New records go to the other file once this one is large and the other one is empty. */
+  private switchFileIfDue(): void {
+    const current = this.segments[this.active];
+    const other = this.segments[this.active === 0 ? 1 : 0];
+    if (current.size >= JOURNAL_FILE_SWITCH_BYTES && other.unconfirmed === 0) {
+      if (other.size > 0) this.truncate(other);
+      this.active = this.active === 0 ? 1 : 0;
+    }
+  }
+
+  private truncate(segment: Segment): void {
+    ftruncateSync(segment.fd, 0);
+    segment.size = 0;
+  }
+
+  private syncDirtyFiles(): void {
+    if (this.syncRunning) return;
+    this.syncRunning = true;
+    const upTo = this.groupsWritten;
+    const dirty = this.segments.filter((segment) => segment.dirty);
+    for (const segment of dirty) segment.dirty = false;
+    let remaining = dirty.length;
+    let failure: unknown;
+    const done = (error: NodeJS.ErrnoException | null) => {
+      failure ??= error ?? undefined;
+      if (--remaining > 0) return;
+      this.syncRunning = false;
+      if (failure === undefined) this.groupsSynced = Math.max(this.groupsSynced, upTo);
+      const waiting = this.durableWaiters;
+      this.durableWaiters = [];
+      for (const waiter of waiting) {
+        if (failure !== undefined && waiter.groups <= upTo) waiter.reject(failure);
+        else if (waiter.groups <= this.groupsSynced) waiter.resolve();
+        else this.durableWaiters.push(waiter);
+      }
+      if (this.durableWaiters.length > 0) this.syncDirtyFiles();
+    };
+    if (dirty.length === 0) {
+      remaining = 1;
+      return done(null);
+    }
+    for (const segment of dirty) fdatasync(segment.fd, done);
+  }
+}
+
+function takeLock(lockFile: string, databaseFile: string): Database.Database {
+  if (!existsSync(lockFile)) closeSync(openSync(lockFile, 'a', OWNER_ONLY_FILE));
+  const lock = new Database(lockFile, { timeout: 0 });
+  try {
+    lock.pragma('locking_mode = EXCLUSIVE');
+    // The first write takes the exclusive lock; in this locking mode it is kept until the connection closes.
+    lock.exec('BEGIN EXCLUSIVE; COMMIT');
+    return lock;
+  } catch (error) {
+    lock.close();
+    if ((error as { code?: string }).code === 'SQLITE_BUSY')
+      throw new Error(
+        `another Trailwire server is using ${databaseFile} (its intake journal ${lockFile} is locked): an SQLite file serves one server process; for several, use PostgreSQL and Redis`,
+        { cause: error },
+      );
+    throw error;
+  }
+}
+
+function encodeRecord(body: JournalBody): Buffer {
+  const text = JSON.stringify(body);
+  const length = Buffer.byteLength(text);
+  const record = Buffer.allocUnsafe(HEADER_BYTES + length);
+  record.write(text, HEADER_BYTES);
+  record.writeUInt32LE(length, 0);
+  record.writeUInt32LE(crc32(record.subarray(HEADER_BYTES)), 4);
+  return record;
+}
+
+/** The complete records of a file, in file order; reading stops at the first that is torn or damaged. */
+export function readRecords(bytes: Buffer): JournalBody[] {
+  const bodies: JournalBody[] = [];
+  let at = 0;
+  while (at + HEADER_BYTES <= bytes.length) {
+    const length = bytes.readUInt32LE(at);
+    const end = at + HEADER_BYTES + length;
+    if (length === 0 || end > bytes.length) break;
+    const body = bytes.subarray(at + HEADER_BYTES, end);
+    if (crc32(body) !== bytes.readUInt32LE(at + 4)) break;
+    bodies.push(JSON.parse(body.toString('utf8')) as JournalBody);
+    at = end;
+  }
+  return bodies;
+}
+
+function toJournalItem(item: NewIntake): JournalItem {
+  return [item.id, item.partnerId, item.product, item.vin, item.receivedAt, item.idempotencyKey, item.payload];
+}
+
+function fromJournalItem([id, partnerId, product, vin, receivedAt, idempotencyKey, payload]: JournalItem): NewIntake {
+  return { id, partnerId, product, vin, receivedAt, idempotencyKey, payload };
+}
+
+/** A new file's directory entry survives power loss only once its folder is synced. */
+function syncFolderOf(file: string): void {
+  const fd = openSync(dirname(file), 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Appends what the journal held when it was opened to the intake log, skipping the payloads the log
+ * already has, then empties the journal: a server does this before it takes intake. Answers how many
+ * payloads the journal held. Throws, leaving the journal as it was, when a payload cannot be stored.
+ */
+export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueue, 'enqueueNow'>): number {
+  let read = 0;
+  for (const group of journal.recovered) {
+    for (const outcome of log.enqueueNow(group, { skipExisting: true })) {
+      if ('error' in outcome) throw new Error(`the intake journal could not be replayed into the log: ${String(outcome.error)}`, { cause: outcome.error });
+    }
+    read += group.length;
+  }
+  journal.clear();
+  return read;
+}

@@ -1,0 +1,176 @@
+/**
+ * The intake journal: what it acknowledged is read back after the process ends (in order, across its
+ * two files), a torn or damaged tail ends the read instead of corrupting it, confirmed records go once
+ * their file has been switched, one server owns a database's journal, and a replay appends to the log
+ * only what the log does not have.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { IntakeJournal, JOURNAL_FILE_SWITCH_BYTES, journalFiles, replayIntoLog } from '../../../adapters/sqlite/intake-journal.ts';
+import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
+import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
+import type { NewIntake } from '../../../core/intake-queue.ts';
+
+const directory = mkdtempSync(join(tmpdir(), 'trailwire-journal-'));
+after(() => rmSync(directory, { recursive: true, force: true }));
+let files = 0;
+const freshFile = (): string => join(directory, `journal-${++files}.db`);
+
+let ids = 0;
+const item = (overrides: Partial<NewIntake> = {}): NewIntake => ({
+  id: `intake-${++ids}`,
+  partnerId: 'partner-1',
+  product: 'gps-basic',
+  vin: '1TRAILWR0JOURNAL1',
+  payload: JSON.stringify({ timestamp: 1780315200 + ids, note: 'Zürich → Köln "quoted"' }),
+  receivedAt: 1780315200000 + ids,
+  idempotencyKey: null,
+  ...overrides,
+});
+
+/** Opens the journal as a server does: reads it back, then clears it for new records. */
+function openCleared(file: string, durability: 'process' | 'power' = 'process'): IntakeJournal {
+  const journal = IntakeJournal.open(file, { durability });
+  journal.clear();
+  return journal;
+}
+
+describe('IntakeJournal', () => {
+  it('reads back every group it was given and not told was confirmed, in order, fields intact', () => {
+    const file = freshFile();
+    const journal = openCleared(file);
+    const groups = [[item(), item({ idempotencyKey: 'key-1' })], [item()], [item(), item(), item()]];
+    const appended = groups.map((group) => journal.append(group));
+    assert.equal(journal.unconfirmedGroups, 3);
+    journal.close();
+    const reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, groups);
+    assert.ok(appended[0]!.number < appended[1]!.number && appended[1]!.number < appended[2]!.number);
+    reopened.close();
+  });
+
+  it('refuses new records until what it read back is cleared', () => {
+    const file = freshFile();
+    const journal = IntakeJournal.open(file);
+    assert.throws(() => journal.append([item()]), /before the recovered payloads are cleared/);
+    journal.close();
+  });
+
+  it('stops reading at a torn or damaged record: what follows it was never acknowledged', () => {
+    const file = freshFile();
+    const [segment] = journalFiles(file).segments;
+    const journal = openCleared(file);
+    const first = [item()];
+    journal.append(first);
+    const sizeAfterFirst = statSync(segment).size;
+    journal.append([item()]);
+    journal.close();
+
+    truncateSync(segment, statSync(segment).size - 5);
+    let reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, [first], 'a torn last record is left out');
+    reopened.close();
+
+    const bytes = readFileSync(segment);
+    bytes[sizeAfterFirst + 20] = bytes[sizeAfterFirst + 20]! ^ 0xff;
+    writeFileSync(segment, bytes);
+    reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, [first], 'a record whose checksum fails is left out');
+    reopened.close();
+  });
+
+  it('switches files once one is large, truncates a file all of whose groups are confirmed, and replays both files in group order', () => {
+    const file = freshFile();
+    const [first, second] = journalFiles(file).segments;
+    const big = () => [item({ payload: JSON.stringify({ filler: 'x'.repeat(JOURNAL_FILE_SWITCH_BYTES) }) })];
+    let journal = openCleared(file);
+    const a = big();
+    const groupA = journal.append(a);
+    const b = [item()];
+    journal.append(b);
+    assert.ok(statSync(second).size > 0, 'the group after a large file goes to the other file');
+    journal.close();
+    journal = IntakeJournal.open(file);
+    assert.deepEqual(journal.recovered, [a, b], 'both files, older group first');
+    journal.close();
+
+    journal = openCleared(file);
+    const c = big();
+    const groupC = journal.append(c);
+    const d = [item()];
+    const groupD = journal.append(d);
+    assert.equal(groupA.segment, groupC.segment);
+    assert.notEqual(groupC.segment, groupD.segment);
+    journal.confirm(groupC);
+    assert.equal(statSync(first).size, 0, 'a file behind the active one is truncated once all its groups are confirmed');
+    journal.close();
+    journal = IntakeJournal.open(file);
+    assert.deepEqual(journal.recovered, [d]);
+    journal.clear();
+    journal.confirm(journal.append(big()));
+    assert.equal(statSync(first).size + statSync(second).size, 0, 'the active file too, once it is large and all confirmed');
+    journal.close();
+  });
+
+  it('answers durability at once in process mode, and after fdatasync in power mode', async () => {
+    const processJournal = openCleared(freshFile());
+    processJournal.append([item()]);
+    await processJournal.whenDurable();
+    processJournal.close();
+    const powerJournal = openCleared(freshFile(), 'power');
+    powerJournal.append([item()]);
+    const first = powerJournal.whenDurable();
+    powerJournal.append([item()]);
+    await Promise.all([first, powerJournal.whenDurable()]);
+    powerJournal.close();
+  });
+
+  it('belongs to one server at a time, in this process and in another', () => {
+    const file = freshFile();
+    const journal = openCleared(file);
+    assert.throws(() => IntakeJournal.open(file), /another Trailwire server is using .*: an SQLite file serves one server process/);
+    const script = `import('better-sqlite3').then(({ default: Database }) => {
+      const lock = new Database(${JSON.stringify(journalFiles(file).lock)}, { timeout: 0 });
+      try { lock.pragma('locking_mode = EXCLUSIVE'); lock.exec('BEGIN EXCLUSIVE; COMMIT'); console.log('taken'); } catch (error) { console.log(error.code); }
+    })`;
+    const other = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', cwd: process.cwd() });
+    assert.equal(other.stdout.trim(), 'SQLITE_BUSY', other.stderr);
+    journal.close();
+    IntakeJournal.open(file).close();
+  });
+});
+
+describe('replayIntoLog', () => {
+  it('appends in order what the log does not hold yet, skips what it does, keeps idempotency keys, and empties the journal', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const queue = openSqliteIntakeQueue(store.db);
+    const alreadyStored = item();
+    await queue.enqueue(alreadyStored);
+    let journal = openCleared(file);
+    const keyed = item({ idempotencyKey: 'key-7' });
+    const groups = [[alreadyStored, item()], [keyed, item()]];
+    for (const group of groups) journal.append(group);
+    journal.close();
+
+    journal = IntakeJournal.open(file);
+    assert.equal(replayIntoLog(journal, queue), 4);
+    const logged = store.db.prepare('SELECT id FROM intake_log ORDER BY seq').all() as { id: string }[];
+    assert.deepEqual(logged.map((row) => row.id), groups.flat().map((entry) => entry.id));
+    assert.equal((await queue.findByIdempotencyKey('partner-1', 'key-7', 0))?.id, keyed.id);
+    assert.equal(journal.unconfirmedGroups, 0);
+    journal.close();
+    const again = IntakeJournal.open(file);
+    assert.deepEqual(again.recovered, [], 'nothing to read back twice');
+    again.close();
+    await store.close();
+    const reader = new Database(file, { readonly: true });
+    assert.equal((reader.prepare('SELECT count(*) AS n FROM intake_log').get() as { n: number }).n, 4);
+    reader.close();
+  });
+});
