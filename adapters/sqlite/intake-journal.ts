@@ -8,8 +8,8 @@
  * Each event-loop turn's accepted payloads are appended as one record — one `write` — to an
  * append-only file beside the database; the 202s go out at once, and the thread appends the group to
  * the intake log in the database as before, without anyone waiting. Once the thread confirms a group,
- * its record is no longer needed: two files alternate, so that one is truncated as soon as every group
- * in it is confirmed while the other takes new records. What survives:
+ * its record is no longer needed: two files alternate, so that one is emptied for reuse as soon as
+ * every group in it is confirmed while the other takes new records. What survives:
  *
  * - `process` durability: a written record is in the operating system's page cache, so it survives
  *   kill -9 of the process, as the database's own WAL commits do.
@@ -35,11 +35,14 @@ import type { SqliteIntakeQueue } from './intake-queue.ts';
 import { OWNER_ONLY_FILE } from './file-modes.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
 
-/** A file is truncated for reuse once every group in it is confirmed and it has grown past this size. */
+/** A file is emptied for reuse once every group in it is confirmed and it has grown past this size. */
 export const JOURNAL_FILE_SWITCH_BYTES = 4 * 1024 * 1024;
 
 /** Each record: its body's length and CRC-32 (little-endian u32 each), then the body (JSON). */
 const HEADER_BYTES = 8;
+
+/** What a file is emptied with, a block at a time. */
+const ZEROS = Buffer.alloc(256 * 1024);
 
 /** The files of a database's journal: the two that alternate, and the lock. */
 export function journalFiles(databaseFile: string): { segments: [string, string]; lock: string } {
@@ -142,7 +145,7 @@ export class IntakeJournal {
   /** Empties both files: what they held (`recovered`) is in the intake log now. */
   clear(): void {
     if (this.unconfirmedGroups > 0) throw new Error('IntakeJournal: clear() with groups not confirmed');
-    for (const segment of this.segments) this.truncate(segment);
+    for (const segment of this.segments) this.empty(segment);
     this.cleared = true;
   }
 
@@ -156,8 +159,7 @@ export class IntakeJournal {
     const number = this.nextGroupNumber++;
     const record = encodeRecord({ g: number, items: items.map(toJournalItem) });
     try {
-      let written = 0;
-      while (written < record.length) written += writeSync(segment.fd, record, written, record.length - written, segment.size + written);
+      writeFully(segment.fd, record, record.length, segment.size);
     } catch (error) {
       // A part of the record (a full disk) must not stay in front of the next ones: replay stops at a damaged record.
       try {
@@ -188,11 +190,11 @@ export class IntakeJournal {
     });
   }
 
-  /** The group is in the intake log: its record may go. A file all of whose groups are confirmed is truncated once it is large. */
+  /** The group is in the intake log: its record may go. A file all of whose groups are confirmed is emptied once it is large. */
   confirm(group: JournalGroup): void {
     const segment = this.segments[group.segment];
     segment.unconfirmed--;
-    if (segment.unconfirmed === 0 && (group.segment !== this.active || segment.size >= JOURNAL_FILE_SWITCH_BYTES)) this.truncate(segment);
+    if (segment.unconfirmed === 0 && (group.segment !== this.active || segment.size >= JOURNAL_FILE_SWITCH_BYTES)) this.empty(segment);
   }
 
   /** Groups appended and not confirmed. */
@@ -213,13 +215,19 @@ export class IntakeJournal {
     const current = this.segments[this.active];
     const other = this.segments[this.active === 0 ? 1 : 0];
     if (current.size >= JOURNAL_FILE_SWITCH_BYTES && other.unconfirmed === 0) {
-      if (other.size > 0) this.truncate(other);
+      if (other.size > 0) this.empty(other);
       this.active = this.active === 0 ? 1 : 0;
     }
   }
 
-  private truncate(segment: Segment): void {
-    ftruncateSync(segment.fd, 0);
+  /**
+   * Empties a file for reuse by zeroing what it holds rather than truncating it: its blocks stay
+   * allocated, so the records written over them do not change the file's size, and an fdatasync
+   * then writes the data alone, without a filesystem journal commit for the size (half the time of
+   * a sync on ext4 here). A replay stops at the zeros, as at a torn record.
+   */
+  private empty(segment: Segment): void {
+    for (let at = 0; at < segment.size; at += ZEROS.length) writeFully(segment.fd, ZEROS, Math.min(ZEROS.length, segment.size - at), at);
     segment.size = 0;
   }
 
@@ -270,6 +278,11 @@ function takeLock(lockFile: string, databaseFile: string): Database.Database {
       );
     throw error;
   }
+}
+
+function writeFully(fd: number, bytes: Buffer, length: number, position: number): void {
+  let written = 0;
+  while (written < length) written += writeSync(fd, bytes, written, length - written, position + written);
 }
 
 function encodeRecord(body: JournalBody): Buffer {
