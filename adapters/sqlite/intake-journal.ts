@@ -265,6 +265,8 @@ function takeLock(lockFile: string, databaseFile: string): Database.Database {
   if (!existsSync(lockFile)) closeSync(openSync(lockFile, 'a', OWNER_ONLY_FILE));
   const lock = new Database(lockFile, { timeout: 0 });
   try {
+    // No rollback journal beside the lock file: it holds no data, and its lock is all that is wanted.
+    lock.pragma('journal_mode = MEMORY');
     lock.pragma('locking_mode = EXCLUSIVE');
     // The first write takes the exclusive lock; in this locking mode it is kept until the connection closes.
     lock.exec('BEGIN EXCLUSIVE; COMMIT');
