@@ -26,11 +26,12 @@
  * server on the same file is refused at start with the reason. CLI commands beside the server do not
  * use the journal.
  */
-import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import type { NewIntake } from '../../core/intake-queue.ts';
+import { decodeIntakeGroup } from './intake-group-codec.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
 import { OWNER_ONLY_FILE } from './file-modes.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
@@ -38,8 +39,12 @@ import type { SqliteDurability } from './sqlite-store.ts';
 /** A file is emptied for reuse once every group in it is confirmed and it has grown past this size. */
 export const JOURNAL_FILE_SWITCH_BYTES = 4 * 1024 * 1024;
 
-/** Each record: its body's length and CRC-32 (little-endian u32 each), then the body (JSON). */
-const HEADER_BYTES = 8;
+/**
+ * Each record: a header of three little-endian u32 — the group's length, a CRC-32 of the group
+ * number and the group, and the group number (records of both files are replayed in its order) —
+ * then the group's bytes (`intake-group-codec.ts`).
+ */
+const HEADER_BYTES = 12;
 
 /** What a file is emptied with, a block at a time. */
 const ZEROS = Buffer.alloc(256 * 1024);
@@ -55,13 +60,10 @@ export interface JournalGroup {
   readonly segment: 0 | 1;
 }
 
-/** One payload in a record's body: an array, so that field names are not written with every payload. */
-type JournalItem = [id: string, partnerId: string, product: string, vin: string, receivedAt: number, idempotencyKey: string | null, payload: string];
-
-interface JournalBody {
-  /** The group's number: records of both files are replayed in this order. */
-  g: number;
-  items: JournalItem[];
+/** A record as read back. */
+interface JournalRecord {
+  number: number;
+  group: Buffer;
 }
 
 interface Segment {
@@ -121,7 +123,7 @@ export class IntakeJournal {
     const lock = takeLock(files.lock, databaseFile);
     const opened: Segment[] = [];
     try {
-      const bodies: JournalBody[] = [];
+      const records: JournalRecord[] = [];
       for (const file of files.segments) {
         const created = !existsSync(file);
         if (created) closeSync(openSync(file, 'a', OWNER_ONLY_FILE));
@@ -130,11 +132,11 @@ export class IntakeJournal {
         const fd = openSync(file, 'r+');
         const bytes = readFileSync(fd);
         opened.push({ file, fd, size: bytes.length, unconfirmed: 0, dirty: false });
-        bodies.push(...readRecords(bytes));
+        records.push(...readRecords(bytes));
       }
-      bodies.sort((a, b) => a.g - b.g);
-      const recovered = bodies.map((body) => body.items.map(fromJournalItem));
-      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, bodies.at(-1)?.g ?? 0);
+      records.sort((a, b) => a.number - b.number);
+      const recovered = records.map((record) => decodeIntakeGroup(record.group));
+      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, records.at(-1)?.number ?? 0);
     } catch (error) {
       for (const segment of opened) closeSync(segment.fd);
       lock.close();
@@ -149,17 +151,19 @@ export class IntakeJournal {
     this.cleared = true;
   }
 
-  /** Appends a group as one record (one write) and answers it, to be confirmed later. Power: see `whenDurable`. */
-  append(items: readonly NewIntake[]): JournalGroup {
+  /** Appends a group (`encodeIntakeGroup`) as one record (one write) and answers it, to be confirmed later. Power: see `whenDurable`. */
+  append(group: Buffer): JournalGroup {
     if (this.closed || this.damaged) throw new Error(`IntakeJournal: ${this.closed ? 'closed' : 'damaged by a failed write'}`);
     // Before `clear`, the files still hold the recovered groups, which a new record must not follow.
     if (!this.cleared) throw new Error('IntakeJournal: append() before the recovered payloads are cleared');
     this.switchFileIfDue();
     const segment = this.segments[this.active];
     const number = this.nextGroupNumber++;
-    const record = encodeRecord({ g: number, items: items.map(toJournalItem) });
+    const header = encodeHeader(number, group);
     try {
-      writeFully(segment.fd, record, record.length, segment.size);
+      const written = writevSync(segment.fd, [header, group], segment.size);
+      // A regular file takes a whole write unless its disk is full: a short write is a failed one.
+      if (written !== header.length + group.length) throw new Error(`the intake journal took ${written} of ${header.length + group.length} bytes (is the disk full?)`);
     } catch (error) {
       // A part of the record (a full disk) must not stay in front of the next ones: replay stops at a damaged record.
       try {
@@ -170,7 +174,7 @@ export class IntakeJournal {
       }
       throw error;
     }
-    segment.size += record.length;
+    segment.size += header.length + group.length;
     segment.unconfirmed++;
     segment.dirty = true;
     this.groupsWritten++;
@@ -287,38 +291,28 @@ function writeFully(fd: number, bytes: Buffer, length: number, position: number)
   while (written < length) written += writeSync(fd, bytes, written, length - written, position + written);
 }
 
-function encodeRecord(body: JournalBody): Buffer {
-  const text = JSON.stringify(body);
-  const length = Buffer.byteLength(text);
-  const record = Buffer.allocUnsafe(HEADER_BYTES + length);
-  record.write(text, HEADER_BYTES);
-  record.writeUInt32LE(length, 0);
-  record.writeUInt32LE(crc32(record.subarray(HEADER_BYTES)), 4);
-  return record;
+function encodeHeader(number: number, group: Buffer): Buffer {
+  const header = Buffer.allocUnsafe(HEADER_BYTES);
+  header.writeUInt32LE(group.length, 0);
+  header.writeUInt32LE(number, 8);
+  header.writeUInt32LE(crc32(group, crc32(header.subarray(8))), 4);
+  return header;
 }
 
-/** The complete records of a file, in file order; reading stops at the first that is torn or damaged. */
-export function readRecords(bytes: Buffer): JournalBody[] {
-  const bodies: JournalBody[] = [];
+/** The complete records of a file, in file order; reading stops at the first that is torn or damaged, or at the zeros of an emptied file. */
+export function readRecords(bytes: Buffer): JournalRecord[] {
+  const records: JournalRecord[] = [];
   let at = 0;
   while (at + HEADER_BYTES <= bytes.length) {
     const length = bytes.readUInt32LE(at);
     const end = at + HEADER_BYTES + length;
     if (length === 0 || end > bytes.length) break;
-    const body = bytes.subarray(at + HEADER_BYTES, end);
-    if (crc32(body) !== bytes.readUInt32LE(at + 4)) break;
-    bodies.push(JSON.parse(body.toString('utf8')) as JournalBody);
+    const group = bytes.subarray(at + HEADER_BYTES, end);
+    if (crc32(group, crc32(bytes.subarray(at + 8, at + HEADER_BYTES))) !== bytes.readUInt32LE(at + 4)) break;
+    records.push({ number: bytes.readUInt32LE(at + 8), group });
     at = end;
   }
-  return bodies;
-}
-
-function toJournalItem(item: NewIntake): JournalItem {
-  return [item.id, item.partnerId, item.product, item.vin, item.receivedAt, item.idempotencyKey, item.payload];
-}
-
-function fromJournalItem([id, partnerId, product, vin, receivedAt, idempotencyKey, payload]: JournalItem): NewIntake {
-  return { id, partnerId, product, vin, receivedAt, idempotencyKey, payload };
+  return records;
 }
 
 /** A new file's directory entry survives power loss only once its folder is synced. */

@@ -22,6 +22,7 @@ import {
   PROCESSING_WAL_AUTOCHECKPOINT_PAGES,
   type ThreadEnqueueOutcome,
 } from './intake-thread.ts';
+import { decodeIntakeGroup } from './intake-group-codec.ts';
 import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
 import { lowerThisThreadPriority, PROCESSING_THREAD_NICENESS } from './thread-priority.ts';
@@ -118,7 +119,7 @@ function writeReceived(): void {
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
   else if (command.type === 'enqueue') {
-    received.push(command);
+    received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group) });
     scheduleWrite();
   } else if (command.type === 'stop') void stop();
 });

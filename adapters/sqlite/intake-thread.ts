@@ -20,7 +20,7 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { TrailwireError } from '../../core/errors.ts';
-import type { IntakeRecord, NewIntake } from '../../core/intake-queue.ts';
+import type { IntakeRecord } from '../../core/intake-queue.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
@@ -87,7 +87,7 @@ export type IntakeThreadMessage =
 export type ThreadEnqueueOutcome = { created: true } | { created: false; record: IntakeRecord } | { error: string };
 
 /** Messages to the thread. */
-export type IntakeThreadCommand = { type: 'wake' } | { type: 'enqueue'; requestId: number; items: NewIntake[] } | { type: 'stop' };
+export type IntakeThreadCommand = { type: 'wake' } | { type: 'enqueue'; requestId: number; group: Uint8Array } | { type: 'stop' };
 
 interface PendingGroup {
   resolve: (outcomes: ThreadEnqueueOutcome[] | null) => void;
@@ -132,18 +132,18 @@ export class IntakeThread {
   }
 
   /**
-   * Has the thread write a group of payloads in one commit; resolves once they are durable, with
+   * Has the thread write a group of payloads (`encodeIntakeGroup`) in one commit; resolves once they are durable, with
    * each item's result or error (null: every item was stored). Rejects with `unavailable` when the thread is not running, or ends
    * before it answers (the group may or may not have been committed: a client retries with its
    * `Idempotency-Key`).
    */
-  enqueue(items: NewIntake[]): Promise<ThreadEnqueueOutcome[] | null> {
+  enqueue(group: Uint8Array): Promise<ThreadEnqueueOutcome[] | null> {
     const worker = this.worker;
     if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
     const requestId = this.nextRequestId++;
     return new Promise((resolve, reject) => {
       this.pendingGroups.set(requestId, { resolve, reject });
-      worker.postMessage({ type: 'enqueue', requestId, items } satisfies IntakeThreadCommand);
+      worker.postMessage({ type: 'enqueue', requestId, group } satisfies IntakeThreadCommand);
     });
   }
 

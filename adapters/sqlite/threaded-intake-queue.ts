@@ -26,6 +26,7 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import { encodeIntakeGroup } from './intake-group-codec.ts';
 import type { IntakeJournal, JournalGroup } from './intake-journal.ts';
 import type { IntakeThread, ThreadEnqueueOutcome } from './intake-thread.ts';
 import type { EnqueueOutcome, SqliteIntakeQueue } from './intake-queue.ts';
@@ -97,9 +98,11 @@ export class ThreadedIntakeQueue implements IntakeQueue {
       return;
     }
     const items = entries.map((entry) => entry.item);
-    const sent: SentGroup = { entries, answered: null, journalGroup: this.stage(entries, items) };
+    // Encoded once: the journal writes these bytes and the thread receives them.
+    const group = encodeIntakeGroup(items);
+    const sent: SentGroup = { entries, answered: null, journalGroup: this.stage(entries, group) };
     if (sent.journalGroup) sent.answered = this.answerStaged(entries);
-    thread.enqueue(items).then(
+    thread.enqueue(group).then(
       (outcomes) => this.settle(sent, outcomes === null ? null : outcomes.map((outcome, i) => fromThreadOutcome(outcome, items[i]!))),
       // The thread ended before it answered: what it had not appended is written here, in order, before any later group.
       (error: unknown) => (sent.journalGroup ? this.settle(sent, this.local.enqueueNow(items, { skipExisting: true })) : rejectAll(entries, error)),
@@ -107,12 +110,12 @@ export class ThreadedIntakeQueue implements IntakeQueue {
   }
 
   /** Writes the group to the journal, when there is one and it takes the group; answers the record to confirm later. */
-  private stage(entries: PendingEnqueue[], items: NewIntake[]): JournalGroup | null {
+  private stage(entries: PendingEnqueue[], group: Buffer): JournalGroup | null {
     const journal = this.options.journal;
     if (!journal) return null;
     let journalGroup: JournalGroup;
     try {
-      journalGroup = journal.append(items);
+      journalGroup = journal.append(group);
     } catch (error) {
       // The journal cannot take it (a full disk): the group waits for the thread's commit instead.
       this.options.onLog?.({ level: 'error', message: 'the intake journal could not be written; 202s wait for the intake log', err: error });

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { IntakeJournal, JOURNAL_FILE_SWITCH_BYTES, journalFiles, readRecords, replayIntoLog } from '../../../adapters/sqlite/intake-journal.ts';
+import { encodeIntakeGroup } from '../../../adapters/sqlite/intake-group-codec.ts';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import type { NewIntake } from '../../../core/intake-queue.ts';
@@ -33,6 +34,9 @@ const item = (overrides: Partial<NewIntake> = {}): NewIntake => ({
   ...overrides,
 });
 
+/** Appends a group of payloads as the server does: encoded once. */
+const append = (journal: IntakeJournal, group: NewIntake[]) => journal.append(encodeIntakeGroup(group));
+
 /** Opens the journal as a server does: reads it back, then clears it for new records. */
 function openCleared(file: string, durability: 'process' | 'power' = 'process'): IntakeJournal {
   const journal = IntakeJournal.open(file, { durability });
@@ -45,7 +49,7 @@ describe('IntakeJournal', () => {
     const file = freshFile();
     const journal = openCleared(file);
     const groups = [[item(), item({ idempotencyKey: 'key-1' })], [item()], [item(), item(), item()]];
-    const appended = groups.map((group) => journal.append(group));
+    const appended = groups.map((group) => append(journal, group));
     assert.equal(journal.unconfirmedGroups, 3);
     journal.close();
     const reopened = IntakeJournal.open(file);
@@ -57,7 +61,7 @@ describe('IntakeJournal', () => {
   it('refuses new records until what it read back is cleared', () => {
     const file = freshFile();
     const journal = IntakeJournal.open(file);
-    assert.throws(() => journal.append([item()]), /before the recovered payloads are cleared/);
+    assert.throws(() => append(journal, [item()]), /before the recovered payloads are cleared/);
     journal.close();
   });
 
@@ -66,9 +70,9 @@ describe('IntakeJournal', () => {
     const [segment] = journalFiles(file).segments;
     const journal = openCleared(file);
     const first = [item()];
-    journal.append(first);
+    append(journal, first);
     const sizeAfterFirst = statSync(segment).size;
-    journal.append([item()]);
+    append(journal, [item()]);
     journal.close();
 
     truncateSync(segment, statSync(segment).size - 5);
@@ -90,9 +94,9 @@ describe('IntakeJournal', () => {
     const big = () => [item({ payload: JSON.stringify({ filler: 'x'.repeat(JOURNAL_FILE_SWITCH_BYTES) }) })];
     let journal = openCleared(file);
     const a = big();
-    const groupA = journal.append(a);
+    const groupA = append(journal, a);
     const b = [item()];
-    journal.append(b);
+    append(journal, b);
     assert.ok(statSync(second).size > 0, 'the group after a large file goes to the other file');
     journal.close();
     journal = IntakeJournal.open(file);
@@ -101,9 +105,9 @@ describe('IntakeJournal', () => {
 
     journal = openCleared(file);
     const c = big();
-    const groupC = journal.append(c);
+    const groupC = append(journal, c);
     const d = [item()];
-    const groupD = journal.append(d);
+    const groupD = append(journal, d);
     assert.equal(groupA.segment, groupC.segment);
     assert.notEqual(groupC.segment, groupD.segment);
     journal.confirm(groupC);
@@ -112,7 +116,7 @@ describe('IntakeJournal', () => {
     journal = IntakeJournal.open(file);
     assert.deepEqual(journal.recovered, [d]);
     journal.clear();
-    journal.confirm(journal.append(big()));
+    journal.confirm(append(journal, big()));
     assert.deepEqual([...readRecords(readFileSync(first)), ...readRecords(readFileSync(second))], [], 'the active file too, once it is large and all confirmed');
     journal.close();
     assert.ok(statSync(first).size >= JOURNAL_FILE_SWITCH_BYTES, 'emptied by zeroing, not truncating: its blocks stay allocated for the next records');
@@ -120,13 +124,13 @@ describe('IntakeJournal', () => {
 
   it('answers durability at once in process mode, and after fdatasync in power mode', async () => {
     const processJournal = openCleared(freshFile());
-    processJournal.append([item()]);
+    append(processJournal, [item()]);
     await processJournal.whenDurable();
     processJournal.close();
     const powerJournal = openCleared(freshFile(), 'power');
-    powerJournal.append([item()]);
+    append(powerJournal, [item()]);
     const first = powerJournal.whenDurable();
-    powerJournal.append([item()]);
+    append(powerJournal, [item()]);
     await Promise.all([first, powerJournal.whenDurable()]);
     powerJournal.close();
   });
@@ -156,7 +160,7 @@ describe('replayIntoLog', () => {
     let journal = openCleared(file);
     const keyed = item({ idempotencyKey: 'key-7' });
     const groups = [[alreadyStored, item()], [keyed, item()]];
-    for (const group of groups) journal.append(group);
+    for (const group of groups) append(journal, group);
     journal.close();
 
     journal = IntakeJournal.open(file);

@@ -16,6 +16,7 @@ import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts'
 import { IntakeThread, type IntakeThreadLog } from '../../../adapters/sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../../../adapters/sqlite/threaded-intake-queue.ts';
 import { IntakeJournal } from '../../../adapters/sqlite/intake-journal.ts';
+import { encodeIntakeGroup } from '../../../adapters/sqlite/intake-group-codec.ts';
 import Database from 'better-sqlite3';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
@@ -165,7 +166,7 @@ describe('IntakeThread as the intake writer', () => {
     const { record, created } = await queue.enqueue(item('after-stop', uniqueVin(), 0));
     assert.equal(created, true);
     assert.equal((await queue.get(record.id))?.status, 'queued');
-    await assert.rejects(thread.enqueue([item('direct', uniqueVin(), 0)]), /not running/);
+    await assert.rejects(thread.enqueue(encodeIntakeGroup([item('direct', uniqueVin(), 0)])), /not running/);
     await store.close();
   });
 
