@@ -440,10 +440,12 @@ export class ProductRegistry {
     } catch (cause) {
       throw new TrailwireError('internal', `product "${name}" failed to read the payload's times: ${messageOf(cause)}`, { cause });
     }
-    // One error per field: the latest time a field states is the one that decides.
-    const latestByPointer = new Map<string, number>();
+    // One error per field: the latest time a field states is the one that decides. (Nothing is
+    // built for the usual payload, whose times are all behind the clock: this runs on every 202.)
+    let latestByPointer: Map<string, number> | undefined;
     for (const { pointer, at } of times)
-      if (isAheadOfClock(at, now)) latestByPointer.set(pointer, Math.max(at, latestByPointer.get(pointer) ?? at));
+      if (isAheadOfClock(at, now)) (latestByPointer ??= new Map()).set(pointer, Math.max(at, latestByPointer.get(pointer) ?? at));
+    if (latestByPointer === undefined) return [];
     return [...latestByPointer]
       .slice(0, MAX_FIELD_ERRORS)
       .map(([path, at]) => ({
