@@ -308,8 +308,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 function openIntakeJournal(sqlite: NonNullable<StoreBackend['sqlite']>, logger: Logger): IntakeJournal {
   const journal = IntakeJournal.open(sqlite.file, { durability: sqlite.durability });
   try {
-    const replayed = replayIntoLog(journal, sqlite.queue);
-    if (replayed > 0) logger.info({ payloads: replayed }, 'intake journal read back into the intake log');
+    const { read, appended } = replayIntoLog(journal, sqlite.queue);
+    if (appended > 0) logger.info({ payloads: appended, read }, `intake journal: ${appended} acknowledged payloads the last run had not appended are in the intake log now`);
     return journal;
   } catch (error) {
     journal.close();

@@ -30,6 +30,7 @@ import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, r
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
+import { TrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
 import { decodeIntakeGroup } from './intake-group-codec.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
@@ -278,7 +279,8 @@ function takeLock(lockFile: string, databaseFile: string): Database.Database {
   } catch (error) {
     lock.close();
     if ((error as { code?: string }).code === 'SQLITE_BUSY')
-      throw new Error(
+      throw new TrailwireError(
+        'conflict',
         `another Trailwire server is using ${databaseFile} (its intake journal ${lockFile} is locked): an SQLite file serves one server process; for several, use PostgreSQL and Redis`,
         { cause: error },
       );
@@ -328,16 +330,21 @@ function syncFolderOf(file: string): void {
 /**
  * Appends what the journal held when it was opened to the intake log, skipping the payloads the log
  * already has, then empties the journal: a server does this before it takes intake. Answers how many
- * payloads the journal held. Throws, leaving the journal as it was, when a payload cannot be stored.
+ * payloads the journal held and how many of them the log did not have yet (appended now). Throws,
+ * leaving the journal as it was, when a payload cannot be stored.
  */
-export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueue, 'enqueueNow'>): number {
+export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueue, 'enqueueNow' | 'holdsPayload'>): { read: number; appended: number } {
   let read = 0;
+  let appended = 0;
   for (const group of journal.recovered) {
-    for (const outcome of log.enqueueNow(group, { skipExisting: true })) {
+    read += group.length;
+    const absent = group.filter((item) => !log.holdsPayload(item.id));
+    if (absent.length === 0) continue;
+    for (const outcome of log.enqueueNow(absent, { skipExisting: true })) {
       if ('error' in outcome) throw new Error(`the intake journal could not be replayed into the log: ${String(outcome.error)}`, { cause: outcome.error });
     }
-    read += group.length;
+    appended += absent.length;
   }
   journal.clear();
-  return read;
+  return { read, appended };
 }

@@ -337,6 +337,11 @@ export class SqliteIntakeQueue implements IntakeQueue {
     if (this.db.inTransaction) this.sql.rollback.run();
   }
 
+  /** Whether the log holds the payload (processed or not, until it is trimmed). */
+  holdsPayload(id: string): boolean {
+    return this.sql.seqOfId.get(id) !== undefined;
+  }
+
   async listFailed(limit: number): Promise<IntakeRecord[]> {
     return this.sql.listFailed.all(limit).map((row) => toIntakeRecord(row));
   }

@@ -164,7 +164,7 @@ describe('replayIntoLog', () => {
     journal.close();
 
     journal = IntakeJournal.open(file);
-    assert.equal(replayIntoLog(journal, queue), 4);
+    assert.deepEqual(replayIntoLog(journal, queue), { read: 4, appended: 3 });
     const logged = store.db.prepare('SELECT id FROM intake_log ORDER BY seq').all() as { id: string }[];
     assert.deepEqual(logged.map((row) => row.id), groups.flat().map((entry) => entry.id));
     assert.equal((await queue.findByIdempotencyKey('partner-1', 'key-7', 0))?.id, keyed.id);
