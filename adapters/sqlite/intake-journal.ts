@@ -207,9 +207,13 @@ export class IntakeJournal {
     return this.segments[0].unconfirmed + this.segments[1].unconfirmed;
   }
 
-  /** Closes the files and releases the lock. What is unconfirmed stays in the files, for the next start. */
+  /**
+   * Closes the files and releases the lock. What is unconfirmed stays in the files, for the next
+   * start; when everything is confirmed, the files are emptied, so that the next start reads nothing.
+   */
   close(): void {
     if (this.closed) return;
+    if (this.cleared && !this.damaged && this.unconfirmedGroups === 0) for (const segment of this.segments) this.empty(segment);
     this.closed = true;
     for (const segment of this.segments) closeSync(segment.fd);
     this.lock.close();

@@ -58,6 +58,16 @@ describe('IntakeJournal', () => {
     reopened.close();
   });
 
+  it('leaves nothing to read back after a close with every group confirmed', () => {
+    const file = freshFile();
+    const journal = openCleared(file);
+    journal.confirm(append(journal, [item()]));
+    journal.close();
+    const reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, []);
+    reopened.close();
+  });
+
   it('refuses new records until what it read back is cleared', () => {
     const file = freshFile();
     const journal = IntakeJournal.open(file);
