@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pino, type Logger } from 'pino';
 import type { AccessLogLevel } from '../../core/audit.ts';
-import { TrailwireError } from '../../core/errors.ts';
+import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp } from '../koa/app.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from '../koa/live-events-route.ts';
@@ -165,7 +165,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   let thread: IntakeThread | undefined;
   let journal: IntakeJournal | undefined;
   try {
-    journal = sqlite && sqlite.file !== ':memory:' ? openIntakeJournal(sqlite, logger) : undefined;
+    if (sqlite && sqlite.file !== ':memory:') journal = takeIntakeJournal(sqlite, logger, useThread);
   } catch (error) {
     await backend.store.close();
     await shared?.close();
@@ -302,19 +302,30 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
 }
 
 /**
- * Takes the database's intake journal (refused while another server holds it) and appends to the log
- * what a previous run acknowledged and had not appended when it ended.
+ * Appends to the log what a previous run of a server with a processing thread acknowledged and had
+ * not appended when it ended, from the database's intake journal, and answers the journal when this
+ * server writes to it (it has a processing thread): it holds the journal, and a second such server
+ * on the file is refused. A server without a processing thread writes its payloads to the log
+ * itself: it reads back a journal nobody holds, and leaves a held one to its server.
  */
-function openIntakeJournal(sqlite: NonNullable<StoreBackend['sqlite']>, logger: Logger): IntakeJournal {
-  const journal = IntakeJournal.open(sqlite.file, { durability: sqlite.durability });
+function takeIntakeJournal(sqlite: NonNullable<StoreBackend['sqlite']>, logger: Logger, writes: boolean): IntakeJournal | undefined {
+  let journal: IntakeJournal;
+  try {
+    journal = IntakeJournal.open(sqlite.file, { durability: sqlite.durability });
+  } catch (error) {
+    if (!writes && isTrailwireError(error) && error.code === 'conflict') return undefined;
+    throw error;
+  }
   try {
     const { read, appended } = replayIntoLog(journal, sqlite.queue);
     if (appended > 0) logger.info({ payloads: appended, read }, `intake journal: ${appended} acknowledged payloads the last run had not appended are in the intake log now`);
-    return journal;
   } catch (error) {
     journal.close();
     throw error;
   }
+  if (writes) return journal;
+  journal.close();
+  return undefined;
 }
 
 /**

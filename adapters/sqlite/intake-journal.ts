@@ -23,8 +23,8 @@
  *
  * One server owns a database's journal: it holds an exclusive lock (an SQLite lock on `<file>-intake.lock`,
  * which the operating system releases when the process dies) for as long as it runs, and a second
- * server on the same file is refused at start with the reason. CLI commands beside the server do not
- * use the journal.
+ * server that would write to it is refused at start with the reason. CLI commands beside the server
+ * do not use the journal.
  */
 import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { dirname } from 'node:path';
