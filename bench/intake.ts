@@ -178,15 +178,15 @@ function targetLines(rows: Array<Record<string, string | number>>): string[] {
     const ratio = (processThread['202/s'] as number) / (bare['202/s'] as number);
     const behind = processThread['behind at end'] as number;
     const keepsUp = typeof behind === 'number' && behind <= (processThread['202/s'] as number) && (processThread['catch-up s'] as number) < 5;
-    lines.push(`target 202/s >= 0.4 x node:http, processing keeping up: ${round(ratio, 2)} x, ${behind} behind at load end (${verdict(ratio >= 0.4 && keepsUp)})`);
+    lines.push(`target 202/s >= 0.4 x node:http, processing keeping up: ${round(ratio, 3)} x, ${behind} behind at load end (${verdict(ratio >= 0.4 && keepsUp)})`);
   }
   if (processThread && powerThread) {
     const ratio = (powerThread['202/s'] as number) / (processThread['202/s'] as number);
-    lines.push(`target power >= 0.8 x process: ${round(ratio, 2)} x (${verdict(ratio >= 0.8)})`);
+    lines.push(`target power >= 0.8 x process: ${round(ratio, 3)} x (${verdict(ratio >= 0.8)})`);
   }
   if (koaSqlite && processThread) {
     const ratio = (processThread['main µs/202'] as number) / (koaSqlite['main µs/202'] as number);
-    lines.push(`target HTTP thread <= 1.5 x koa-sqlite: ${processThread['main µs/202']} against ${koaSqlite['main µs/202']} µs = ${round(ratio, 2)} x (${verdict(ratio <= 1.5)})`);
+    lines.push(`target HTTP thread <= 1.5 x koa-sqlite: ${processThread['main µs/202']} against ${koaSqlite['main µs/202']} µs = ${round(ratio, 3)} x (${verdict(ratio <= 1.5)})`);
   }
   return lines;
 }
