@@ -6,8 +6,8 @@
  * payload of each. Beside it, in the same run, the bare cost of a durable write: the same payloads
  * inserted into a one-table file in the same groups. Every payload is a new GPS fix of one of 20,000
  * VINs, as in the intake benchmark; groups of 25 are about what 50 connections give. The worker
- * processes after every group (batches of 25: a light load) or once 512 are waiting (a batch of
- * the default size: what a sustained load gives).
+ * processes after every group (batches of 25: a light load) or once 2,048 are waiting (a batch of
+ * the processing thread's size: what a sustained load gives).
  *
  * The figure says how many payloads a second one core can process; intake's 202/s can only be kept
  * up with where that core is free beside the HTTP thread and the load generator.
@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteIntakeQueue } from '../dist/adapters/sqlite/intake-queue.js';
-import { PROCESSING_WAL_AUTOCHECKPOINT_PAGES } from '../dist/adapters/sqlite/intake-thread.js';
+import { PROCESSING_BATCH_SIZE, PROCESSING_WAL_AUTOCHECKPOINT_PAGES } from '../dist/adapters/sqlite/intake-thread.js';
 import { openSqliteStore, type SqliteDurability } from '../dist/adapters/sqlite/sqlite-store.js';
 import { systemClock } from '../dist/core/clock.js';
 import { timeOrderedIds } from '../dist/core/intake-ids.js';
@@ -31,7 +31,7 @@ import { printTable, round, writeResults } from './lib/results.ts';
 export interface IntakeProcessingBenchOptions {
   /** Payloads per configuration. Default 30,000. */
   payloads?: number;
-  /** Batch sizes to measure (groups of 25 are written until a batch is waiting). Default 25 and 512. */
+  /** Batch sizes to measure (groups of 25 are written until a batch is waiting). Default 25 and the processing thread's (2,048). */
   batchSizes?: readonly number[];
 }
 
@@ -107,7 +107,7 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
 
 export async function runIntakeProcessingBench(options: IntakeProcessingBenchOptions = {}) {
   const payloads = options.payloads ?? 30_000;
-  const batchSizes = options.batchSizes ?? [25, 512];
+  const batchSizes = options.batchSizes ?? [25, PROCESSING_BATCH_SIZE];
   const groupSize = GROUP_SIZE;
   const directory = mkdtempSync(join(tmpdir(), 'trailwire-bench-processing-'));
   const rows: Array<Record<string, string | number>> = [];
