@@ -95,7 +95,7 @@ function scheduleWrite(): void {
 }
 
 /**
- * Writes every group received so far in one commit, answers each, and wakes the worker for them.
+ * Writes every group received so far in one commit, answers them all in one message, and wakes the worker for them.
  * Never inside an open round: the group would commit with the round, after its answer.
  */
 function writeReceived(): void {
@@ -106,13 +106,14 @@ function writeReceived(): void {
   received = [];
   const outcomes = queue.enqueueNow(groups.flatMap((group) => group.items));
   let offset = 0;
-  for (const { requestId, items } of groups) {
-    const answers = outcomes.slice(offset, (offset += items.length)).map((outcome): ThreadEnqueueOutcome => {
+  const answers = groups.map(({ requestId, items }) => {
+    const itemOutcomes = outcomes.slice(offset, (offset += items.length)).map((outcome): ThreadEnqueueOutcome => {
       if ('error' in outcome) return { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
       return outcome.result.created ? { created: true } : { created: false, record: outcome.result.record };
     });
-    send({ type: 'enqueued', requestId, outcomes: answers.every((answer) => 'created' in answer && answer.created) ? null : answers });
-  }
+    return { requestId, outcomes: itemOutcomes.every((answer) => 'created' in answer && answer.created) ? null : itemOutcomes };
+  });
+  send({ type: 'enqueued', answers });
   worker.notify();
 }
 

@@ -85,10 +85,11 @@ export type IntakeThreadMessage =
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
   /**
-   * The answer to an `enqueue` command, once its group is committed: an outcome per item, or null
-   * when every item was stored (the usual answer, and the cheapest to send across).
+   * The answers to `enqueue` commands, once their groups are committed — one message for every group
+   * of a commit: per group an outcome per item, or null when every item was stored (the usual
+   * answer, and the cheapest to send across).
    */
-  | { type: 'enqueued'; requestId: number; outcomes: ThreadEnqueueOutcome[] | null }
+  | { type: 'enqueued'; answers: Array<{ requestId: number; outcomes: ThreadEnqueueOutcome[] | null }> }
   | { type: 'stopped' };
 
 /**
@@ -209,9 +210,11 @@ export class IntakeThread {
       this.failedCount += message.failed;
       if (message.events.length > 0) this.options.onEvents(message.events);
     } else if (message.type === 'enqueued') {
-      const group = this.pendingGroups.get(message.requestId);
-      this.pendingGroups.delete(message.requestId);
-      group?.resolve(message.outcomes);
+      for (const { requestId, outcomes } of message.answers) {
+        const group = this.pendingGroups.get(requestId);
+        this.pendingGroups.delete(requestId);
+        group?.resolve(outcomes);
+      }
     } else if (message.type === 'log') this.log(message.entry);
   }
 

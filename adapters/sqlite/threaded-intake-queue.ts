@@ -141,11 +141,14 @@ export class ThreadedIntakeQueue implements IntakeQueue {
   private settle(sent: SentGroup, outcomes: EnqueueOutcome[] | null): void {
     let notStored = 0;
     sent.entries.forEach((entry, i) => {
-      const outcome: EnqueueOutcome = outcomes === null ? { result: { record: queuedRecord(entry.item), created: true } } : outcomes[i]!;
-      if ('error' in outcome) notStored++;
-      else this.staged.delete(entry.item.id);
+      // No outcome: stored (the usual answer, which allocates nothing for a payload already answered).
+      const outcome = outcomes?.[i];
+      const stored = outcome === undefined || !('error' in outcome);
+      if (stored) this.staged.delete(entry.item.id);
+      else notStored++;
       if (sent.answered?.[i]) return;
-      if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${String(outcome.error)}`));
+      if (outcome === undefined) entry.resolve({ record: queuedRecord(entry.item), created: true });
+      else if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${String(outcome.error)}`));
       else entry.resolve(outcome.result);
     });
     if (!sent.journalGroup) return;
