@@ -236,6 +236,25 @@ describe('IntakeThread as the intake writer', () => {
     await store.close();
   });
 
+  it('answers through the thread when the journal cannot take a group (a full disk), saying so', async () => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const journal = openJournal(file);
+    const logs: string[] = [];
+    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db), { journal, onLog: (entry) => logs.push(entry.message) });
+    let answer: (outcomes: null) => void = () => {};
+    queue.attach({ isRunning: true, enqueue: () => new Promise((resolve) => (answer = resolve)) } as unknown as IntakeThread);
+    journal.close(); // every append now fails, as on a full disk
+    let settled = false;
+    const accepted = queue.enqueue(item('j1', uniqueVin(), 0)).finally(() => (settled = true));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(settled, false, 'not answered before the thread has stored it');
+    assert.match(logs[0] ?? '', /the intake journal could not be written; 202s wait for the intake log/);
+    answer(null);
+    assert.equal((await accepted).created, true);
+    await store.close();
+  });
+
   it('keeps in the journal, for the next start, an acknowledged payload the thread could not store', async () => {
     const file = freshFile();
     const store = await openSqliteStore({ file });
