@@ -62,8 +62,7 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
     return own.length <= LONGEST_PAGE_PATH && Object.hasOwn(HTML_PAGES, own);
   };
 
-  const middleware: Middleware = async (ctx, next) => {
-    if (!serves(ctx.path)) return next();
+  const servePage = async (ctx: Context): Promise<void> => {
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
       ctx.set('Allow', 'GET, HEAD');
       throw new TrailwireError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}.`);
@@ -73,6 +72,8 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
     (ctx as Context & { _matchedRoute?: string })._matchedRoute = Object.hasOwn(HTML_PAGES, own) ? ctx.path : `${prefix}/assets/*`;
     send(ctx, await fileOf(own), headers);
   };
+  // Not async: an API request passes on with `next`'s own promise, not another around it.
+  const middleware: Middleware = (ctx, next) => (serves(ctx.path) ? servePage(ctx) : next());
   return { middleware, serves };
 }
 
