@@ -127,6 +127,16 @@ export function resolveSqliteStoreOptions(options: SqliteStoreOptions): Required
 }
 
 /**
+ * The page size of a new file: 8 KiB rather than SQLite's 4 KiB. Processing dirties pages scattered
+ * over the whole fleet (a trailer's row, its fix-index leaf), about one per payload, and each is one
+ * WAL frame written at commit and copied back at checkpoint; with pages twice as large a batch
+ * writes the same bytes in half the frames, and processing took 11–13 µs a payload instead of 14–15
+ * (`npm run bench -- intake-processing`, several runs each). Paging reads are as fast or faster
+ * (`read-paging`: 0.57–0.60 ms p50 against 0.67–0.71).
+ */
+export const NEW_FILE_PAGE_SIZE = 8192;
+
+/**
  * Opens (creating if needed) the database file, configures the connection and applies the store's
  * pending migrations. Safe while other processes have the same file open.
  */
@@ -138,6 +148,8 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
   if (onDisk) createOwnerOnly(resolved.file);
   const db = new Database(resolved.file, { timeout: resolved.busyTimeoutMs });
   try {
+    // Only an empty file takes a page size (a file's pages keep the size they were written with).
+    if (db.pragma('page_count', { simple: true }) === 0) db.pragma(`page_size = ${NEW_FILE_PAGE_SIZE}`);
     // WAL lets readers run beside the one writer, and with synchronous=NORMAL a commit is safe from a
     // process crash without an fsync; FULL adds the fsync that power loss needs.
     await switchToWal(db, resolved.busyTimeoutMs);

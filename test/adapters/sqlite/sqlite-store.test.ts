@@ -76,6 +76,25 @@ describe('openSqliteStore options', () => {
     }
   });
 
+  it('writes a new file in 8 KiB pages, and keeps the page size of a file written before', async () => {
+    const fresh = await openSqliteStore({ file: freshFile() });
+    assert.equal(fresh.db.pragma('page_size', { simple: true }), 8192);
+    await fresh.close();
+    const older = freshFile();
+    const earlier = new Database(older);
+    earlier.pragma('page_size = 4096');
+    earlier.exec('CREATE TABLE kept (n INTEGER)');
+    earlier.close();
+    const reopened = await openSqliteStore({ file: older });
+    try {
+      assert.equal(reopened.db.pragma('page_size', { simple: true }), 4096);
+      const customer = await reopened.createCustomer({ id: 'c-1', name: 'Kept', keyHash: 'h-1', createdAt: T0 });
+      assert.equal(customer.name, 'Kept', 'the older file takes the migrations and works');
+    } finally {
+      await reopened.close();
+    }
+  });
+
   it("durability 'power' syncs every commit (synchronous=FULL) and busyTimeoutMs is applied", async () => {
     const store = await openSqliteStore({ file: freshFile(), durability: 'power', busyTimeoutMs: 250 });
     try {
