@@ -107,11 +107,15 @@ export class IntakeJournal {
     private readonly lock: Database.Database,
     private readonly segments: [Segment, Segment],
     private readonly durability: SqliteDurability,
-    /** What the files held when opened, in group order: to be appended to the log before `clear`. */
-    readonly recovered: readonly NewIntake[][],
+    private recoveredGroups: readonly NewIntake[][],
     lastGroupNumber: number,
   ) {
     this.nextGroupNumber = lastGroupNumber + 1;
+  }
+
+  /** What the files held when opened, in group order: to be appended to the log before `clear` (which lets it go). */
+  get recovered(): readonly NewIntake[][] {
+    return this.recoveredGroups;
   }
 
   /**
@@ -150,6 +154,7 @@ export class IntakeJournal {
   clear(): void {
     if (this.unconfirmedGroups > 0) throw new Error('IntakeJournal: clear() with groups not confirmed');
     for (const segment of this.segments) this.empty(segment);
+    this.recoveredGroups = [];
     this.cleared = true;
   }
 
