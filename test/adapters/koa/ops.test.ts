@@ -178,6 +178,9 @@ describe('ops endpoints', () => {
       ['POST', '/api/v1/partners/rotate', 'PUT'],
       ['PUT', '/healthz', 'GET'],
       ['PROPFIND', '/api/v1/fleets', 'GET'],
+      // Intake's routes are matched first on their own (app.ts): a wrong method there still gets the root's 405.
+      ['PUT', '/api/v1/telemetry/intake/1HGCM82633A004352', 'POST'],
+      ['DELETE', '/api/v1/telemetry/intake/status/abc', 'GET'],
     ] as const) {
       const response = await app.call(method, path);
       assertProblem(response, 405);
@@ -185,6 +188,7 @@ describe('ops endpoints', () => {
       const allow = (response.headers.get('allow') ?? '').split(/,\s*/);
       assert.ok(allow.includes(allowed), `${method} ${path}: Allow ${allow}`);
       assert.ok(!allow.includes(method), `${method} ${path}: Allow ${allow}`);
+      assert.equal(new Set(allow).size, allow.length, `${method} ${path}: no method twice in Allow ${allow}`);
     }
   });
 });
