@@ -21,11 +21,19 @@
  * skipped); only then does it take intake again. A record is framed by its length and a CRC-32, so a
  * torn write at power loss (never acknowledged) ends the replay rather than corrupting it.
  *
+ * A file is emptied for reuse as SQLite empties its WAL: not by truncating or zeroing it, but by
+ * giving it a new salt in its 8-byte header (one small write, where zeroing a few MB on the HTTP
+ * thread stalled it for milliseconds); a record counts only with its file's current salt, so what
+ * an earlier cycle left behind the new records is never read back. The blocks stay allocated, so
+ * the records written over them do not change the file's size, and an fdatasync writes data alone,
+ * without a filesystem journal commit for the size (half the time of a sync on ext4 here).
+ *
  * One server owns a database's journal: it holds an exclusive lock (an SQLite lock on `<file>-intake.lock`,
  * which the operating system releases when the process dies) for as long as it runs, and a second
  * server that would write to it is refused at start with the reason. CLI commands beside the server
  * do not use the journal.
  */
+import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
@@ -40,16 +48,17 @@ import type { SqliteDurability } from './sqlite-store.ts';
 /** A file is emptied for reuse once every group in it is confirmed and it has grown past this size. */
 export const JOURNAL_FILE_SWITCH_BYTES = 4 * 1024 * 1024;
 
-/**
- * Each record: a header — the group's length and a CRC-32 of the group number and the group (two
- * little-endian u32), then the group number (a little-endian f64: exact to 2^53, so a server taking
- * a thousand groups a second never runs out; records of both files are replayed in its order) —
- * then the group's bytes (`intake-group-codec.ts`).
- */
-const HEADER_BYTES = 16;
+/** Each file opens with its magic and its current salt (two little-endian u32). */
+const FILE_MAGIC = 0x314a5754; // "TWJ1"
+const FILE_HEADER_BYTES = 8;
 
-/** What a file is emptied with, a block at a time. */
-const ZEROS = Buffer.alloc(256 * 1024);
+/**
+ * Each record: a header — the group's length, a CRC-32 of the rest of the header and the group, the
+ * file's salt (little-endian u32 each), and the group number (a little-endian f64: exact to 2^53,
+ * so a server taking a thousand groups a second never runs out; records of both files are replayed
+ * in its order) — then the group's bytes (`intake-group-codec.ts`).
+ */
+const RECORD_HEADER_BYTES = 20;
 
 /** The files of a database's journal: the two that alternate, and the lock. */
 export function journalFiles(databaseFile: string): { segments: [string, string]; lock: string } {
@@ -71,8 +80,10 @@ interface JournalRecord {
 interface Segment {
   readonly file: string;
   readonly fd: number;
-  /** Bytes written (the position of the next record). */
+  /** Bytes written, its file header included (the position of the next record). */
   size: number;
+  /** The salt of the records of this file's current cycle. */
+  salt: number;
   /** Groups in this file not confirmed yet. */
   unconfirmed: number;
   /** Written since its last fdatasync (power durability). */
@@ -137,7 +148,7 @@ export class IntakeJournal {
         // Not opened for appending: the writes give their positions, which appending would ignore.
         const fd = openSync(file, 'r+');
         const bytes = readFileSync(fd);
-        opened.push({ file, fd, size: bytes.length, unconfirmed: 0, dirty: false });
+        opened.push({ file, fd, size: bytes.length, salt: 0, unconfirmed: 0, dirty: false });
         records.push(...readRecords(bytes));
       }
       records.sort((a, b) => a.number - b.number);
@@ -166,7 +177,7 @@ export class IntakeJournal {
     this.switchFileIfDue();
     const segment = this.segments[this.active];
     const number = this.nextGroupNumber++;
-    const header = encodeHeader(number, group);
+    const header = encodeRecordHeader(number, segment.salt, group);
     try {
       const written = writevSync(segment.fd, [header, group], segment.size);
       // A regular file takes a whole write unless its disk is full: a short write is a failed one.
@@ -230,20 +241,23 @@ export class IntakeJournal {
     const current = this.segments[this.active];
     const other = this.segments[this.active === 0 ? 1 : 0];
     if (current.size >= JOURNAL_FILE_SWITCH_BYTES && other.unconfirmed === 0) {
-      if (other.size > 0) this.empty(other);
+      if (other.size > FILE_HEADER_BYTES) this.empty(other);
       this.active = this.active === 0 ? 1 : 0;
     }
   }
 
-  /**
-   * Empties a file for reuse by zeroing what it holds rather than truncating it: its blocks stay
-   * allocated, so the records written over them do not change the file's size, and an fdatasync
-   * then writes the data alone, without a filesystem journal commit for the size (half the time of
-   * a sync on ext4 here). A replay stops at the zeros, as at a torn record.
-   */
+  /** Empties a file for reuse: a new salt in its header, so that nothing it held is read back (see the top). */
   private empty(segment: Segment): void {
-    for (let at = 0; at < segment.size; at += ZEROS.length) writeFully(segment.fd, ZEROS, Math.min(ZEROS.length, segment.size - at), at);
-    segment.size = 0;
+    let salt: number;
+    do salt = randomBytes(4).readUInt32LE(0);
+    while (salt === segment.salt);
+    const header = Buffer.allocUnsafe(FILE_HEADER_BYTES);
+    header.writeUInt32LE(FILE_MAGIC, 0);
+    header.writeUInt32LE(salt, 4);
+    writeFully(segment.fd, header, FILE_HEADER_BYTES, 0);
+    segment.salt = salt;
+    segment.size = FILE_HEADER_BYTES;
+    segment.dirty = true;
   }
 
   private syncDirtyFiles(): void {
@@ -303,25 +317,31 @@ function writeFully(fd: number, bytes: Buffer, length: number, position: number)
   while (written < length) written += writeSync(fd, bytes, written, length - written, position + written);
 }
 
-function encodeHeader(number: number, group: Buffer): Buffer {
-  const header = Buffer.allocUnsafe(HEADER_BYTES);
+function encodeRecordHeader(number: number, salt: number, group: Buffer): Buffer {
+  const header = Buffer.allocUnsafe(RECORD_HEADER_BYTES);
   header.writeUInt32LE(group.length, 0);
-  header.writeDoubleLE(number, 8);
+  header.writeUInt32LE(salt, 8);
+  header.writeDoubleLE(number, 12);
   header.writeUInt32LE(crc32(group, crc32(header.subarray(8))), 4);
   return header;
 }
 
-/** The complete records of a file, in file order; reading stops at the first that is torn or damaged, or at the zeros of an emptied file. */
+/**
+ * The records of a file's current cycle, in file order: reading stops at the first that is torn or
+ * damaged, or that carries another salt (left by an earlier cycle). A file without a header holds none.
+ */
 export function readRecords(bytes: Buffer): JournalRecord[] {
+  if (bytes.length < FILE_HEADER_BYTES || bytes.readUInt32LE(0) !== FILE_MAGIC) return [];
+  const salt = bytes.readUInt32LE(4);
   const records: JournalRecord[] = [];
-  let at = 0;
-  while (at + HEADER_BYTES <= bytes.length) {
+  let at = FILE_HEADER_BYTES;
+  while (at + RECORD_HEADER_BYTES <= bytes.length) {
     const length = bytes.readUInt32LE(at);
-    const end = at + HEADER_BYTES + length;
-    if (length === 0 || end > bytes.length) break;
-    const group = bytes.subarray(at + HEADER_BYTES, end);
-    if (crc32(group, crc32(bytes.subarray(at + 8, at + HEADER_BYTES))) !== bytes.readUInt32LE(at + 4)) break;
-    records.push({ number: bytes.readDoubleLE(at + 8), group });
+    const end = at + RECORD_HEADER_BYTES + length;
+    if (length === 0 || end > bytes.length || bytes.readUInt32LE(at + 8) !== salt) break;
+    const group = bytes.subarray(at + RECORD_HEADER_BYTES, end);
+    if (crc32(group, crc32(bytes.subarray(at + 8, at + RECORD_HEADER_BYTES))) !== bytes.readUInt32LE(at + 4)) break;
+    records.push({ number: bytes.readDoubleLE(at + 12), group });
     at = end;
   }
   return records;

@@ -129,7 +129,25 @@ describe('IntakeJournal', () => {
     journal.confirm(append(journal, big()));
     assert.deepEqual([...readRecords(readFileSync(first)), ...readRecords(readFileSync(second))], [], 'the active file too, once it is large and all confirmed');
     journal.close();
-    assert.ok(statSync(first).size >= JOURNAL_FILE_SWITCH_BYTES, 'emptied by zeroing, not truncating: its blocks stay allocated for the next records');
+    assert.ok(statSync(first).size >= JOURNAL_FILE_SWITCH_BYTES, 'emptied by a new salt, not by truncating: its blocks stay allocated for the next records');
+  });
+
+  it('never reads back what an earlier cycle of a reused file left behind its new records', () => {
+    const file = freshFile();
+    const journal = openCleared(file);
+    const sized = (id: string) => [item({ id, payload: JSON.stringify({ n: 1 }) })];
+    const old1 = journal.append(encodeIntakeGroup(sized('old-1')));
+    const old2 = append(journal, [item({ payload: JSON.stringify({ filler: 'x'.repeat(JOURNAL_FILE_SWITCH_BYTES) }) })]);
+    journal.confirm(old1);
+    journal.confirm(old2); // the file is large and all confirmed: emptied for reuse
+    // A record of exactly the first one's length ends where the old second record begins, whose
+    // frame and checksum are intact: only its salt tells that it is not of this cycle.
+    const fresh = sized('new-1');
+    append(journal, fresh);
+    journal.close();
+    const reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, [fresh]);
+    reopened.close();
   });
 
   it('answers durability at once in process mode, and after fdatasync in power mode', async () => {
