@@ -178,7 +178,7 @@ describe('ops endpoints', () => {
       ['POST', '/api/v1/partners/rotate', 'PUT'],
       ['PUT', '/healthz', 'GET'],
       ['PROPFIND', '/api/v1/fleets', 'GET'],
-      // Intake's routes are matched first on their own (app.ts): a wrong method there still gets the root's 405.
+      // Intake paths, the busiest, answer a wrong method as every other route does.
       ['PUT', '/api/v1/telemetry/intake/1HGCM82633A004352', 'POST'],
       ['DELETE', '/api/v1/telemetry/intake/status/abc', 'GET'],
     ] as const) {
