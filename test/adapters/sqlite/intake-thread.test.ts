@@ -183,6 +183,17 @@ describe('IntakeThread as the intake writer', () => {
     journal.clear();
     return journal;
   };
+  /** A queue with a journal on a fresh file, and `enqueue` standing in for the thread as the queue sees it. */
+  const journaledQueue = async (enqueue: IntakeThread['enqueue']) => {
+    const file = freshFile();
+    const store = await openSqliteStore({ file });
+    const local = openSqliteIntakeQueue(store.db);
+    const journal = openJournal(file);
+    const logs: string[] = [];
+    const queue = new ThreadedIntakeQueue(local, { journal, onLog: (entry) => logs.push(entry.message) });
+    queue.attach({ isRunning: true, enqueue } as unknown as IntakeThread);
+    return { file, store, local, journal, logs, queue };
+  };
 
   it('with a journal, answers a payload once the journal has it, finds it while staged, and lets the journal go once the log has it', async () => {
     const file = freshFile();
@@ -217,16 +228,11 @@ describe('IntakeThread as the intake writer', () => {
   });
 
   it('appends here, in order, the groups of a thread that ended before it answered, skipping what it had appended', async () => {
-    const file = freshFile();
-    const store = await openSqliteStore({ file });
-    const local = openSqliteIntakeQueue(store.db);
-    const journal = openJournal(file);
-    const queue = new ThreadedIntakeQueue(local, { journal });
-    // The thread as the queue sees it, ending before it answers: it had appended the first payload.
+    // The thread ends before it answers: it had appended the first payload.
+    const { file, store, local, journal, queue } = await journaledQueue(() => Promise.reject(new Error('the intake thread ended')));
     const vin = uniqueVin();
     const first = item('e1', vin, 0);
     local.enqueueNow([first]);
-    queue.attach({ isRunning: true, enqueue: () => Promise.reject(new Error('the intake thread ended')) } as unknown as IntakeThread);
     const answers = await Promise.all([queue.enqueue(first), queue.enqueue(item('e2', vin, 1, 'key-2')), queue.enqueue(item('e3', vin, 2))]);
     assert.deepEqual(answers.map((answer) => answer.created), [true, true, true]);
     await until(() => journal.unconfirmedGroups === 0, 'the group to be confirmed');
@@ -237,13 +243,8 @@ describe('IntakeThread as the intake writer', () => {
   });
 
   it('answers through the thread when the journal cannot take a group (a full disk), saying so', async () => {
-    const file = freshFile();
-    const store = await openSqliteStore({ file });
-    const journal = openJournal(file);
-    const logs: string[] = [];
-    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db), { journal, onLog: (entry) => logs.push(entry.message) });
     let answer: (outcomes: null) => void = () => {};
-    queue.attach({ isRunning: true, enqueue: () => new Promise((resolve) => (answer = resolve)) } as unknown as IntakeThread);
+    const { store, journal, logs, queue } = await journaledQueue(() => new Promise((resolve) => (answer = resolve)));
     journal.close(); // every append now fails, as on a full disk
     let settled = false;
     const accepted = queue.enqueue(item('j1', uniqueVin(), 0)).finally(() => (settled = true));
@@ -256,12 +257,7 @@ describe('IntakeThread as the intake writer', () => {
   });
 
   it('keeps in the journal, for the next start, an acknowledged payload the thread could not store', async () => {
-    const file = freshFile();
-    const store = await openSqliteStore({ file });
-    const journal = openJournal(file);
-    const logs: string[] = [];
-    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db), { journal, onLog: (entry) => logs.push(entry.message) });
-    queue.attach({ isRunning: true, enqueue: async () => [{ created: true }, { error: 'disk I/O error' }] } as unknown as IntakeThread);
+    const { file, store, journal, logs, queue } = await journaledQueue(async () => [{ created: true }, { error: 'disk I/O error' }]);
     const lost = item('f2', uniqueVin(), 1);
     const answers = await Promise.all([queue.enqueue(item('f1', uniqueVin(), 0)), queue.enqueue(lost)]);
     assert.deepEqual(answers.map((answer) => answer.created), [true, true], 'both were acknowledged from the journal');
