@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa/app.ts';
 import type { CanonicalCargosafeReading, CanonicalDeviceReading, CanonicalTelemetry } from '../../core/canonical.ts';
+import type { NewIntake } from '../../core/intake-queue.ts';
 import type { Audience, DeviceState, Fleet, GpsFix, Heading, Trailer } from '../../core/model.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { withCheckDigit } from '../../core/vin.ts';
@@ -19,6 +20,24 @@ const MINUTE = 60_000;
 const OK: DeviceState = { isWarning: false, isFault: false };
 
 let vinCounter = 0;
+let intakeCounter = 0;
+
+/** When `newIntake`'s payloads are received unless told otherwise. */
+export const INTAKE_TIME = Date.UTC(2026, 5, 1);
+
+/** An accepted payload as the intake queue takes it, with an id unique within the process. */
+export function newIntake(overrides: Partial<NewIntake> = {}): NewIntake {
+  return {
+    id: `intake-${++intakeCounter}`,
+    partnerId: 'p',
+    product: 'gps-basic',
+    vin: '1HGCM82633A004352',
+    payload: '{}',
+    receivedAt: INTAKE_TIME,
+    idempotencyKey: null,
+    ...overrides,
+  };
+}
 
 /** A fresh, valid VIN (correct check digit), unique within the process. */
 export function uniqueVin(): string {

@@ -27,30 +27,19 @@ import {
 } from '../../../adapters/postgres/index.ts';
 import { createPostgresPool } from '../../../adapters/postgres/pool.ts';
 import { TrailwireError } from '../../../core/errors.ts';
-import type { NewIntake } from '../../../core/intake-queue.ts';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
 import { MemoryLiveBus } from '../../../core/live-hub.ts';
 import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
-import { uniqueVin } from '../../support/fixtures.ts';
+import { INTAKE_TIME, newIntake, uniqueVin } from '../../support/fixtures.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
-const T0 = Date.UTC(2026, 5, 1);
+const T0 = INTAKE_TIME;
 
 const freshSchema = (): string => `tw_test_${randomBytes(6).toString('hex')}`;
 
-let next = 0;
-const item = (overrides: Partial<NewIntake> = {}): NewIntake => ({
-  id: `intake-${++next}`,
-  partnerId: 'p',
-  product: 'gps-basic',
-  vin: '1HGCM82633A004352',
-  payload: '{}',
-  receivedAt: T0,
-  idempotencyKey: null,
-  ...overrides,
-});
+const item = newIntake;
 
 function assertTrailwireError(code: TrailwireError['code']) {
   return (error: unknown): true => {

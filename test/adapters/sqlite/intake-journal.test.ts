@@ -16,23 +16,17 @@ import { encodeIntakeGroup } from '../../../adapters/sqlite/intake-group-codec.t
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import type { NewIntake } from '../../../core/intake-queue.ts';
+import { newIntake } from '../../support/fixtures.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-journal-'));
 after(() => rmSync(directory, { recursive: true, force: true }));
 let files = 0;
 const freshFile = (): string => join(directory, `journal-${++files}.db`);
 
-let ids = 0;
-const item = (overrides: Partial<NewIntake> = {}): NewIntake => ({
-  id: `intake-${++ids}`,
-  partnerId: 'partner-1',
-  product: 'gps-basic',
-  vin: '1TRAILWR0JOURNAL1',
-  payload: JSON.stringify({ timestamp: 1780315200 + ids, note: 'Zürich → Köln "quoted"' }),
-  receivedAt: 1780315200000 + ids,
-  idempotencyKey: null,
-  ...overrides,
-});
+// Each payload a different receipt time and a payload with characters JSON must escape.
+let receipts = 0;
+const item = (overrides: Partial<NewIntake> = {}): NewIntake =>
+  newIntake({ partnerId: 'partner-1', payload: JSON.stringify({ n: ++receipts, note: 'Zürich → Köln "quoted"' }), receivedAt: 1780315200000 + receipts, ...overrides });
 
 /** Appends a group of payloads as the server does: encoded once. */
 const append = (journal: IntakeJournal, group: NewIntake[]) => journal.append(encodeIntakeGroup(group));

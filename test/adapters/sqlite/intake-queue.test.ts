@@ -14,6 +14,7 @@ import Database from 'better-sqlite3';
 import { applyMigrations, openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { openSqliteIntakeQueue, QUEUE_COMPONENT, QUEUE_MIGRATIONS } from '../../../adapters/sqlite/intake-queue.ts';
 import type { NewIntake } from '../../../core/intake-queue.ts';
+import { INTAKE_TIME, newIntake } from '../../support/fixtures.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-queue-'));
@@ -41,18 +42,8 @@ runIntakeQueueConformance({
   },
 });
 
-const T0 = Date.UTC(2026, 5, 1);
-let next = 0;
-const item = (overrides: Partial<NewIntake> = {}): NewIntake => ({
-  id: `intake-${++next}`,
-  partnerId: 'p',
-  product: 'gps-basic',
-  vin: '1HGCM82633A004352',
-  payload: '{}',
-  receivedAt: T0,
-  idempotencyKey: null,
-  ...overrides,
-});
+const T0 = INTAKE_TIME;
+const item = newIntake;
 
 describe('SQLite intake queue', () => {
   it('writes the enqueues of one event-loop turn in one transaction, in call order, and says so once', async () => {
