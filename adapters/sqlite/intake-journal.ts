@@ -368,9 +368,10 @@ export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueu
   let appended = 0;
   for (const group of journal.recovered) {
     read += group.length;
+    // The journal's holder is the only writer of its payloads, so what the log lacks now it lacks when appended.
     const absent = group.filter((item) => !log.holdsPayload(item.id));
     if (absent.length === 0) continue;
-    for (const outcome of log.enqueueNow(absent, { skipExisting: true })) {
+    for (const outcome of log.enqueueNow(absent)) {
       if ('error' in outcome) throw new Error(`the intake journal could not be replayed into the log: ${String(outcome.error)}`, { cause: outcome.error });
     }
     appended += absent.length;

@@ -372,8 +372,9 @@ export class SqliteIntakeQueue implements IntakeQueue {
    * timeout allows: for a connection whose thread may block (the processing thread), or for a replay
    * of the intake journal. Answers each item's result, or the error that item alone met.
    *
-   * `skipExisting` is for a replay (`intake-journal.ts`): payloads may have reached the log before,
-   * so an item whose id the log already holds is not appended again; it answers its stored record.
+   * `skipExisting` is for the groups of a processing thread that ended before it answered
+   * (`threaded-intake-queue.ts`): it may have appended them, so an item whose id the log already
+   * holds is not appended again; it answers its stored record.
    */
   enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): EnqueueOutcome[] {
     try {
