@@ -14,7 +14,11 @@
  *
  * Every request is a new GPS fix of one of a fleet of 20,000 VINs (a distinct row to write each time); the token
  * is reused; gps-basic's per-VIN limit is raised for the run. Each server gets a short warm-up
- * first. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10 by default).
+ * first. Every server is measured in each of three rounds (started afresh each time), and the table
+ * and the targets are the median round's: on a shared machine the host's load drifts by tens of per
+ * cent over the minutes the servers take one after another, which one pass would read as a
+ * difference between them. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10,
+ * BENCH_ROUNDS=3 by default).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -46,6 +50,8 @@ export interface IntakeBenchOptions {
   connections?: number;
   /** Distinct VINs the requests cycle over (the fleet). Default 20,000. */
   vins?: number;
+  /** Rounds of every server, one after another; the figures and verdicts are the median round's. Default 3. */
+  rounds?: number;
   /** Which servers to measure. Default: all of `INTAKE_BENCH_SERVERS`. */
   servers?: readonly (typeof INTAKE_BENCH_SERVERS)[number][];
 }
@@ -96,6 +102,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
   const connections = options.connections ?? 50;
   const vins = benchVins(options.vins ?? 20_000);
   const servers = options.servers ?? INTAKE_BENCH_SERVERS;
+  const rounds = options.rounds ?? 3;
   let timestamp = 1780315200;
   const load = (server: RunningChild, seconds: number) => {
     let n = 0;
@@ -117,9 +124,8 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
     });
   };
 
-  const rows: Array<Record<string, string | number>> = [];
-  const raw: Record<string, unknown> = {};
-  for (const mode of servers) {
+  /** One server measured once: started fresh, warmed up, loaded, its queue drained; its row and raw figures. */
+  const measure = async (mode: string): Promise<{ row: Row; raw: unknown }> => {
     const server = await startChild(mode);
     try {
       await load(server, warmup);
@@ -132,61 +138,116 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
       const seconds = result.duration as number;
       const cpuMs = after.cpuMs - (before.cpuMsWithDrain ?? before.cpuMs);
       const mainCpuMs = after.mainCpuMs === null || before.mainCpuMs === null ? null : after.mainCpuMs - before.mainCpuMs;
-      raw[mode] = { requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, before, after };
       const processed = after.processed === undefined ? undefined : after.processed - before.processed!;
-      rows.push({
-        server: mode,
-        '202/s': Math.round(accepted / seconds),
-        'p50 ms': result.latency.p50,
-        'p99 ms': result.latency.p99,
-        'non-2xx': result.non2xx + result.errors,
-        'cpu µs/202': round((cpuMs * 1000) / Math.max(1, accepted), 1),
-        'main µs/202': mainCpuMs === null ? '-' : round((mainCpuMs * 1000) / Math.max(1, accepted), 1),
-        // The load generator shares the machine: what it spends per request is CPU the server does not have.
-        'client µs/req': round((clientCpu.user + clientCpu.system) / Math.max(1, result.requests.total as number), 1),
-        'processed/s': processed === undefined || after.drainSeconds === null ? '-' : Math.round(processed / (seconds + after.drainSeconds!)),
-        'max depth': after.maxDepth ?? '-',
-        'behind at end': after.depthAtLoadEnd ?? '-',
-        'catch-up s': after.drainSeconds === undefined || after.drainSeconds === null ? '-' : round(after.drainSeconds, 2),
-      });
+      return {
+        raw: { requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, before, after },
+        row: {
+          server: mode,
+          '202/s': Math.round(accepted / seconds),
+          'p50 ms': result.latency.p50,
+          'p99 ms': result.latency.p99,
+          'non-2xx': result.non2xx + result.errors,
+          'cpu µs/202': round((cpuMs * 1000) / Math.max(1, accepted), 1),
+          'main µs/202': mainCpuMs === null ? '-' : round((mainCpuMs * 1000) / Math.max(1, accepted), 1),
+          // The load generator shares the machine: what it spends per request is CPU the server does not have.
+          'client µs/req': round((clientCpu.user + clientCpu.system) / Math.max(1, result.requests.total as number), 1),
+          'processed/s': processed === undefined || after.drainSeconds === null ? '-' : Math.round(processed / (seconds + after.drainSeconds!)),
+          'max depth': after.maxDepth ?? '-',
+          'behind at end': after.depthAtLoadEnd ?? '-',
+          'catch-up s': after.drainSeconds === undefined || after.drainSeconds === null ? '-' : round(after.drainSeconds, 2),
+        },
+      };
     } finally {
       server.child.kill();
     }
+  };
+
+  // Rounds, each measuring every server in turn: a ratio is taken between servers of the same round,
+  // minutes apart at most, and the verdict is the median round's, so that the host's drift between
+  // the first server and the last (on a shared machine, tens of per cent) decides no target alone.
+  const roundsRows: Row[][] = [];
+  const raw: Array<Record<string, unknown>> = [];
+  for (let index = 0; index < rounds; index++) {
+    const rows: Row[] = [];
+    const roundRaw: Record<string, unknown> = {};
+    for (const mode of servers) {
+      const measured = await measure(mode);
+      rows.push(measured.row);
+      roundRaw[mode] = measured.raw;
+    }
+    roundsRows.push(rows);
+    raw.push(roundRaw);
   }
+  const rows = medianRows(roundsRows);
   const bare = rows.find((row) => row.server === 'node-http')?.['202/s'] as number | undefined;
   if (bare) for (const row of rows) row['x node:http'] = round((row['202/s'] as number) / bare, 2);
-  printTable(`Intake: ${connections} connections, ${duration} s each after ${warmup} s warm-up, token reused, ${vins.length} VINs (gps-basic limit raised)`, rows);
+  const each = rounds === 1 ? '' : `, median of ${rounds} rounds`;
+  printTable(`Intake: ${connections} connections, ${duration} s each after ${warmup} s warm-up${each}, token reused, ${vins.length} VINs (gps-basic limit raised)`, rows);
   const budget = cpuBudget(rows, bare);
   if (budget) console.log(budget);
-  for (const line of targetLines(rows)) console.log(line);
-  const results = { durationSeconds: duration, warmupSeconds: warmup, connections, vins: vins.length, rows, raw };
+  const targets = targetLines(roundsRows);
+  for (const line of targets) console.log(line);
+  const results = { durationSeconds: duration, warmupSeconds: warmup, connections, vins: vins.length, rounds, rows, roundsRows, targets, raw };
   console.log(`results: ${writeResults('intake', results)}`);
   return results;
 }
 
+type Row = Record<string, string | number>;
+
+/** Per server, each figure's median over the rounds (a figure that is not a number is the first round's). */
+function medianRows(roundsRows: Row[][]): Row[] {
+  return roundsRows[0]!.map((first, index) => {
+    const row: Row = {};
+    for (const [column, value] of Object.entries(first)) {
+      const values = roundsRows.map((rows) => rows[index]![column]);
+      row[column] = typeof value === 'number' && values.every((v) => typeof v === 'number') ? round(median(values as number[]), 2) : value;
+    }
+    return row;
+  });
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
 /**
- * The intake targets, each with what this run measured and whether it was met: 202/s against bare
- * node:http with processing keeping up, `power` against `process`, and the HTTP thread's CPU per 202
- * against Koa storing the payload in SQLite.
+ * The intake targets, each with the ratio of every round, the median round's, and whether that one
+ * met it: 202/s against bare node:http with processing keeping up (in every round), `power` against
+ * `process`, and the HTTP thread's CPU per 202 against Koa storing the payload in SQLite.
  */
-function targetLines(rows: Array<Record<string, string | number>>): string[] {
-  const row = (server: string) => rows.find((candidate) => candidate.server === server);
-  const [bare, koaSqlite, processThread, powerThread] = [row('node-http'), row('koa-sqlite'), row('trailwire-process-thread'), row('trailwire-power-thread')];
+function targetLines(roundsRows: Row[][]): string[] {
   const lines: string[] = [];
   const verdict = (met: boolean) => (met ? 'met' : 'NOT met');
-  if (bare && processThread) {
-    const ratio = (processThread['202/s'] as number) / (bare['202/s'] as number);
-    const behind = processThread['behind at end'] as number;
-    const keepsUp = typeof behind === 'number' && behind <= (processThread['202/s'] as number) && (processThread['catch-up s'] as number) < 5;
-    lines.push(`target 202/s >= 0.4 x node:http, processing keeping up: ${round(ratio, 3)} x, ${behind} behind at load end (${verdict(ratio >= 0.4 && keepsUp)})`);
+  const perRound = (numerator: string, denominator: string, column: string): number[] | undefined => {
+    const ratios = roundsRows.map((rows) => {
+      const [top, bottom] = [rows.find((row) => row.server === numerator)?.[column], rows.find((row) => row.server === denominator)?.[column]];
+      return typeof top === 'number' && typeof bottom === 'number' ? top / bottom : undefined;
+    });
+    return ratios.every((ratio) => ratio !== undefined) ? (ratios as number[]) : undefined;
+  };
+  const told = (ratios: number[]) => {
+    const middle = median(ratios);
+    return { middle, text: ratios.length === 1 ? `${round(middle, 3)} x` : `${round(middle, 3)} x (rounds: ${ratios.map((ratio) => round(ratio, 3)).join(', ')})` };
+  };
+  const overBare = perRound('trailwire-process-thread', 'node-http', '202/s');
+  if (overBare) {
+    const behind = roundsRows.map((rows) => rows.find((row) => row.server === 'trailwire-process-thread')!);
+    const keepsUp = behind.every((row) => typeof row['behind at end'] === 'number' && row['behind at end'] <= (row['202/s'] as number) && (row['catch-up s'] as number) < 5);
+    const { middle, text } = told(overBare);
+    const lags = behind.map((row) => row['behind at end']).join(', ');
+    lines.push(`target 202/s >= 0.4 x node:http, processing keeping up: ${text}, ${lags} behind at load end (${verdict(middle >= 0.4 && keepsUp)})`);
   }
-  if (processThread && powerThread) {
-    const ratio = (powerThread['202/s'] as number) / (processThread['202/s'] as number);
-    lines.push(`target power >= 0.8 x process: ${round(ratio, 3)} x (${verdict(ratio >= 0.8)})`);
+  const powerOverProcess = perRound('trailwire-power-thread', 'trailwire-process-thread', '202/s');
+  if (powerOverProcess) {
+    const { middle, text } = told(powerOverProcess);
+    lines.push(`target power >= 0.8 x process: ${text} (${verdict(middle >= 0.8)})`);
   }
-  if (koaSqlite && processThread) {
-    const ratio = (processThread['main µs/202'] as number) / (koaSqlite['main µs/202'] as number);
-    lines.push(`target HTTP thread <= 1.5 x koa-sqlite: ${processThread['main µs/202']} against ${koaSqlite['main µs/202']} µs = ${round(ratio, 3)} x (${verdict(ratio <= 1.5)})`);
+  const httpThread = perRound('trailwire-process-thread', 'koa-sqlite', 'main µs/202');
+  if (httpThread) {
+    const { middle, text } = told(httpThread);
+    lines.push(`target HTTP thread <= 1.5 x koa-sqlite: ${text} (${verdict(middle <= 1.5)})`);
   }
   return lines;
 }
@@ -198,7 +259,7 @@ function targetLines(rows: Array<Record<string, string | number>>): string[] {
  * this is what bounds the rate: the cores the three busy threads (HTTP, processing, load generator)
  * share.
  */
-function cpuBudget(rows: Array<Record<string, string | number>>, bare: number | undefined): string | undefined {
+function cpuBudget(rows: Row[], bare: number | undefined): string | undefined {
   const row = rows.find((candidate) => candidate.server === 'trailwire-process-thread');
   if (!bare || !row) return undefined;
   const rate = Math.round(0.4 * bare);
@@ -208,4 +269,4 @@ function cpuBudget(rows: Array<Record<string, string | number>>, bare: number | 
   return `At 0.4 × node:http (${rate} 202/s), trailwire-process-thread (${row['cpu µs/202']} µs per 202, ${row['main µs/202']} of them on the HTTP thread) and its load generator (${row['client µs/req']} µs) would need ${round(cores, 2)} of this machine's ${cpus().length} cores.${why}`;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await runIntakeBench({ durationSeconds: Number(process.env.BENCH_SECONDS ?? 10) });
+if (import.meta.url === `file://${process.argv[1]}`) await runIntakeBench({ durationSeconds: Number(process.env.BENCH_SECONDS ?? 10), rounds: Number(process.env.BENCH_ROUNDS ?? 3) });
