@@ -12,7 +12,7 @@
  * The figure says how many payloads a second one core can process; intake's 202/s can only be kept
  * up with where that core is free beside the HTTP thread and the load generator.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openSqliteIntakeQueue } from '../dist/adapters/sqlite/intake-queue.js';
@@ -39,6 +39,14 @@ const FLEET = 20_000;
 /** About what one event-loop turn of 50 connections gives. */
 const GROUP_SIZE = 25;
 const vins = benchVins(FLEET);
+/** Bytes this process has passed to write calls so far (Linux's /proc/self/io `wchar`); null elsewhere. */
+const bytesWritten = (): number | null => {
+  try {
+    return Number(/^wchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))![1]);
+  } catch {
+    return null;
+  }
+};
 const cpuMicros = (since: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(since);
   return used.user + used.system;
@@ -61,13 +69,15 @@ function groupsOf(payloads: number, size: number, firstTimestamp = 1780315200): 
 }
 
 /** The same payloads in the bare payload table, a commit per group: the floor of any durable write here. */
-function measureBareInsert(file: string, groups: NewIntake[][]): number {
+function measureBareInsert(file: string, groups: NewIntake[][]): { micros: number; bytes: number | null } {
   const table = openBarePayloadTable(file);
+  const writtenBefore = bytesWritten();
   const started = process.cpuUsage();
   for (const group of groups) table.insertGroup(group);
   const micros = cpuMicros(started);
+  const writtenAfter = bytesWritten();
   table.close();
-  return micros;
+  return { micros, bytes: writtenBefore === null || writtenAfter === null ? null : writtenAfter - writtenBefore };
 }
 
 async function measureThreadWork(file: string, durability: SqliteDurability, groups: NewIntake[][], batchSize: number) {
@@ -88,6 +98,7 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
   let processMicros = 0;
   let processed = 0;
   let waiting = 0;
+  const writtenBefore = bytesWritten();
   for (const [index, group] of groups.entries()) {
     let started = process.cpuUsage();
     queue.enqueueNow(group);
@@ -99,10 +110,11 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
     processMicros += cpuMicros(started);
     waiting = 0;
   }
+  const writtenAfter = bytesWritten();
   const { processed: done, failed } = worker.counts;
   await store.close();
   if (done - warmed !== processed || failed !== 0) throw new Error(`processed ${done - warmed} of ${processed} batched, ${failed} failed`);
-  return { enqueueMicros, processMicros, processed };
+  return { enqueueMicros, processMicros, processed, bytes: writtenBefore === null || writtenAfter === null ? null : writtenAfter - writtenBefore };
 }
 
 export async function runIntakeProcessingBench(options: IntakeProcessingBenchOptions = {}) {
@@ -115,10 +127,18 @@ export async function runIntakeProcessingBench(options: IntakeProcessingBenchOpt
     const groups = groupsOf(payloads, groupSize);
     const count = groups.length * groupSize;
     const bare = measureBareInsert(join(directory, 'bare.db'), groups);
-    rows.push({ work: 'bare SQLite insert (one table)', batch: '-', 'write µs': round(bare / count, 1), 'process µs': '-', 'total µs': round(bare / count, 1), 'per core/s': Math.round((count * 1e6) / bare) });
+    rows.push({
+      work: 'bare SQLite insert (one table)',
+      batch: '-',
+      'write µs': round(bare.micros / count, 1),
+      'process µs': '-',
+      'total µs': round(bare.micros / count, 1),
+      'per core/s': Math.round((count * 1e6) / bare.micros),
+      'written KB': bare.bytes === null ? '-' : round(bare.bytes / count / 1024, 1),
+    });
     for (const batchSize of batchSizes) {
       for (const durability of ['process', 'power'] as const) {
-        const { enqueueMicros, processMicros } = await measureThreadWork(join(directory, `${durability}-${batchSize}.db`), durability, groups, batchSize);
+        const { enqueueMicros, processMicros, bytes } = await measureThreadWork(join(directory, `${durability}-${batchSize}.db`), durability, groups, batchSize);
         const total = enqueueMicros + processMicros;
         rows.push({
           work: `trailwire thread, ${durability}`,
@@ -127,6 +147,8 @@ export async function runIntakeProcessingBench(options: IntakeProcessingBenchOpt
           'process µs': round(processMicros / count, 1),
           'total µs': round(total / count, 1),
           'per core/s': Math.round((count * 1e6) / total),
+          // Everything this process wrote while appending and processing (WAL, checkpoints, temporary files), per payload.
+          'written KB': bytes === null ? '-' : round(bytes / count / 1024, 1),
         });
       }
     }

@@ -156,6 +156,13 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     if (created) restrictSidecars(resolved.file);
     db.pragma(`synchronous = ${resolved.durability === 'power' ? 'FULL' : 'NORMAL'}`);
     db.pragma('foreign_keys = ON');
+    // An intake batch writes its telemetry in a savepoint (so that one bad payload can be found and
+    // failed alone), and SQLite copies every page a savepoint changes to a statement journal first.
+    // Past 64 KiB that journal spills to a temporary file: ~20 KB of writes and five write calls per
+    // payload here, which writeback then flushes to the disk, for pages the batch's commit makes
+    // obsolete at once. In memory it holds at most the pages one batch changes (a few MB), freed when
+    // the batch ends.
+    db.pragma('temp_store = MEMORY');
     applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
     return new SqliteTrailwireStore(db, prepareStoreStatements(db), resolved.ids);
   } catch (error) {

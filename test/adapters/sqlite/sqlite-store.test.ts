@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -71,6 +71,34 @@ describe('openSqliteStore options', () => {
       assert.equal(store.db.pragma('synchronous', { simple: true }), 1, 'NORMAL');
       assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
       assert.equal(store.db.pragma('busy_timeout', { simple: true }), 5000);
+    } finally {
+      await store.close();
+    }
+  });
+
+  // An intake batch writes in a savepoint; a savepoint's journal on a temporary file cost ~20 KB of
+  // writes per payload. SQLite opens its temporary files as etilqs_*, deleted at once: /proc shows them.
+  it('keeps a savepoint\'s journal in memory, never in a temporary file', { skip: !existsSync('/proc/self/fd') && 'needs /proc (Linux)' }, async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    const temporaryFiles = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).includes('etilqs');
+      } catch {
+        return false; // closed since the listing
+      }
+    }).length;
+    try {
+      store.db.exec('CREATE TABLE pages (filler BLOB)');
+      store.db.transaction(() => {
+        for (let i = 0; i < 400; i++) store.db.prepare('INSERT INTO pages VALUES (randomblob(1000))').run();
+      })();
+      const before = temporaryFiles();
+      store.db.exec('BEGIN; SAVEPOINT batch; UPDATE pages SET filler = randomblob(1000)');
+      try {
+        assert.equal(temporaryFiles(), before, 'changing ~400 KB of pages in a savepoint opened a temporary file');
+      } finally {
+        store.db.exec('RELEASE batch; COMMIT');
+      }
     } finally {
       await store.close();
     }
