@@ -36,6 +36,8 @@ export interface IntakeProcessingBenchOptions {
 }
 
 const FLEET = 20_000;
+/** Issue 13's budget for processing one payload, in the processing thread's batches. */
+const PROCESSING_TARGET_MICROS = 20;
 /** About what one event-loop turn of 50 connections gives. */
 const GROUP_SIZE = 25;
 const vins = benchVins(FLEET);
@@ -157,10 +159,19 @@ export async function runIntakeProcessingBench(options: IntakeProcessingBenchOpt
   }
   printTable(`Intake processing without HTTP: CPU per payload, ${payloads} GPS payloads of ${FLEET.toLocaleString('en-US')} VINs in groups of ${groupSize} per row`, rows);
   const largest = rows.find((row) => row.work === 'trailwire thread, process' && row.batch === Math.max(...batchSizes));
-  if (largest)
+  if (largest) {
+    const micros = largest['process µs'] as number;
+    const met = micros <= PROCESSING_TARGET_MICROS;
     console.log(
-      `target processing <= 20 µs a payload (process, batches of ${largest.batch}): ${largest['process µs']} µs (${(largest['process µs'] as number) <= 20 ? 'met' : 'NOT met'}), plus ${largest['write µs']} µs to append it`,
+      `target processing <= ${PROCESSING_TARGET_MICROS} µs a payload (process, batches of ${largest.batch}): ${micros} µs (${met ? 'met' : 'NOT met'}), plus ${largest['write µs']} µs to append it`,
     );
+    // The target is in microseconds, which depend on the machine; the bare insert of the same run says how fast this one is.
+    const bare = rows[0]!['write µs'] as number;
+    if (!met)
+      console.log(
+        `why: processing took ${round(micros / bare, 1)} × this run's bare SQLite insert (${bare} µs a payload); at that multiple the target needs a machine whose bare insert takes at most ${round((PROCESSING_TARGET_MICROS * bare) / micros, 1)} µs`,
+      );
+  }
   console.log(`results: ${writeResults('intake-processing', { payloads, groupSize, batchSizes, fleet: FLEET, rows })}`);
   return { rows };
 }
