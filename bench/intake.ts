@@ -27,7 +27,7 @@ import { createInterface } from 'node:readline';
 // @ts-expect-error -- untyped module
 import autocannon from 'autocannon';
 import { benchVins, gpsFixBody } from './lib/gps-load.ts';
-import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
 const SERVER = new URL('./lib/intake-server.ts', import.meta.url).pathname;
 
@@ -50,7 +50,7 @@ export interface IntakeBenchOptions {
   connections?: number;
   /** Distinct VINs the requests cycle over (the fleet). Default 20,000. */
   vins?: number;
-  /** Rounds of every server, one after another; the figures and verdicts are the median round's. Default 3. */
+  /** Rounds of every server, one after another; the figures and verdicts are the median round's (by nearest rank: an odd count gives the middle one). Default 3. */
   rounds?: number;
   /** Which servers to measure. Default: all of `INTAKE_BENCH_SERVERS`. */
   servers?: readonly (typeof INTAKE_BENCH_SERVERS)[number][];
@@ -194,22 +194,16 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
 
 type Row = Record<string, string | number>;
 
-/** Per server, each figure's median over the rounds (a figure that is not a number is the first round's). */
+/** Per server, each figure's median over the rounds (by nearest rank: a figure one round measured; one that is not a number is the first round's). */
 function medianRows(roundsRows: Row[][]): Row[] {
   return roundsRows[0]!.map((first, index) => {
     const row: Row = {};
     for (const [column, value] of Object.entries(first)) {
       const values = roundsRows.map((rows) => rows[index]![column]);
-      row[column] = typeof value === 'number' && values.every((v) => typeof v === 'number') ? round(median(values as number[]), 2) : value;
+      row[column] = typeof value === 'number' && values.every((v) => typeof v === 'number') ? percentile(values as number[], 50) : value;
     }
     return row;
   });
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /**
@@ -228,15 +222,15 @@ function targetLines(roundsRows: Row[][]): string[] {
     return ratios.every((ratio) => ratio !== undefined) ? (ratios as number[]) : undefined;
   };
   const told = (ratios: number[]) => {
-    const middle = median(ratios);
+    const middle = percentile(ratios, 50);
     return { middle, text: ratios.length === 1 ? `${round(middle, 3)} x` : `${round(middle, 3)} x (rounds: ${ratios.map((ratio) => round(ratio, 3)).join(', ')})` };
   };
   const overBare = perRound('trailwire-process-thread', 'node-http', '202/s');
   if (overBare) {
-    const behind = roundsRows.map((rows) => rows.find((row) => row.server === 'trailwire-process-thread')!);
-    const keepsUp = behind.every((row) => typeof row['behind at end'] === 'number' && row['behind at end'] <= (row['202/s'] as number) && (row['catch-up s'] as number) < 5);
+    const processRows = roundsRows.map((rows) => rows.find((row) => row.server === 'trailwire-process-thread')!);
+    const keepsUp = processRows.every((row) => typeof row['behind at end'] === 'number' && row['behind at end'] <= (row['202/s'] as number) && (row['catch-up s'] as number) < 5);
     const { middle, text } = told(overBare);
-    const lags = behind.map((row) => row['behind at end']).join(', ');
+    const lags = processRows.map((row) => row['behind at end']).join(', ');
     lines.push(`target 202/s >= 0.4 x node:http, processing keeping up: ${text}, ${lags} behind at load end (${verdict(middle >= 0.4 && keepsUp)})`);
   }
   const powerOverProcess = perRound('trailwire-power-thread', 'trailwire-process-thread', '202/s');
