@@ -49,6 +49,14 @@ const bytesWritten = (): number | null => {
     return null;
   }
 };
+/** Starts counting written bytes; the answer tells how many since (null where the OS does not say). */
+const countBytesWritten = (): (() => number | null) => {
+  const before = bytesWritten();
+  return () => {
+    const now = bytesWritten();
+    return before === null || now === null ? null : now - before;
+  };
+};
 const cpuMicros = (since: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(since);
   return used.user + used.system;
@@ -73,13 +81,13 @@ function groupsOf(payloads: number, size: number, firstTimestamp = 1780315200): 
 /** The same payloads in the bare payload table, a commit per group: the floor of any durable write here. */
 function measureBareInsert(file: string, groups: NewIntake[][]): { micros: number; bytes: number | null } {
   const table = openBarePayloadTable(file);
-  const writtenBefore = bytesWritten();
+  const written = countBytesWritten();
   const started = process.cpuUsage();
   for (const group of groups) table.insertGroup(group);
   const micros = cpuMicros(started);
-  const writtenAfter = bytesWritten();
+  const bytes = written();
   table.close();
-  return { micros, bytes: writtenBefore === null || writtenAfter === null ? null : writtenAfter - writtenBefore };
+  return { micros, bytes };
 }
 
 async function measureThreadWork(file: string, durability: SqliteDurability, groups: NewIntake[][], batchSize: number) {
@@ -100,7 +108,7 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
   let processMicros = 0;
   let processed = 0;
   let waiting = 0;
-  const writtenBefore = bytesWritten();
+  const written = countBytesWritten();
   for (const [index, group] of groups.entries()) {
     let started = process.cpuUsage();
     queue.enqueueNow(group);
@@ -112,11 +120,11 @@ async function measureThreadWork(file: string, durability: SqliteDurability, gro
     processMicros += cpuMicros(started);
     waiting = 0;
   }
-  const writtenAfter = bytesWritten();
+  const bytes = written();
   const { processed: done, failed } = worker.counts;
   await store.close();
   if (done - warmed !== processed || failed !== 0) throw new Error(`processed ${done - warmed} of ${processed} batched, ${failed} failed`);
-  return { enqueueMicros, processMicros, processed, bytes: writtenBefore === null || writtenAfter === null ? null : writtenAfter - writtenBefore };
+  return { enqueueMicros, processMicros, processed, bytes };
 }
 
 export async function runIntakeProcessingBench(options: IntakeProcessingBenchOptions = {}) {
