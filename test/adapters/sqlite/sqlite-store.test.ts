@@ -88,10 +88,8 @@ describe('openSqliteStore options', () => {
       }
     }).length;
     try {
-      store.db.exec('CREATE TABLE pages (filler BLOB)');
-      store.db.transaction(() => {
-        for (let i = 0; i < 400; i++) store.db.prepare('INSERT INTO pages VALUES (randomblob(1000))').run();
-      })();
+      store.db.exec(`CREATE TABLE pages (filler BLOB);
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400) INSERT INTO pages SELECT randomblob(1000) FROM n`);
       const before = temporaryFiles();
       store.db.exec('BEGIN; SAVEPOINT batch; UPDATE pages SET filler = randomblob(1000)');
       try {
