@@ -10,9 +10,9 @@ import type { Clock } from './clock.ts';
 export const ACCESS_LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;
 export type AccessLogLevel = (typeof ACCESS_LOG_LEVELS)[number];
 
-/** Milliseconds, to 0.1 ms, since `started` (a `process.hrtime.bigint()`): an access line's `durationMs`. */
-export function millisecondsSince(started: bigint): number {
-  return Math.round(Number(process.hrtime.bigint() - started) / 1e5) / 10;
+/** Milliseconds, to 0.1 ms, since `started` (a `performance.now()`): an access line's `durationMs`. */
+export function millisecondsSince(started: number): number {
+  return Math.round((performance.now() - started) * 10) / 10;
 }
 
 export interface OncePerWindowOptions {

@@ -162,7 +162,7 @@ const ACCEPTABLE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
  * (null: the client went away, CANCELLED). Fields as the HTTP access log's, `access: 'grpc'`.
  */
 function streamLog(call: SubscribeCall, accessLog: LiveFeedServiceOptions['accessLog']) {
-  const started = process.hrtime.bigint();
+  const started = performance.now();
   const [incoming] = call.metadata.get('x-request-id');
   const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
   const fields = { access: 'grpc', requestId, route: SUBSCRIBE_ROUTE, clientAddress: call.getPeer() };

@@ -11,7 +11,7 @@
  * line (`audit: true, event: 'limit.hit'`), at most one per principal (or client address) and route
  * per `limitHitWindowMs`, with the count of those left out.
  */
-import type { Middleware } from 'koa';
+import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince, OncePerWindow } from '../../core/audit.ts';
 import type { Clock } from '../../core/clock.ts';
@@ -38,37 +38,42 @@ export interface AccessLogState {
   streamEnd?: string;
 }
 
-export function accessLogMiddleware(options: AccessLogOptions): Middleware {
-  const { logger, clock } = options;
+/** The access log of one app: `begin` when a request comes in, `end` once it is answered. */
+export interface AccessLog {
+  begin(ctx: Context): void;
+  /** `started`: the request's `performance.now()` when it came in. */
+  end(ctx: Context, started: number): void;
+}
+
+export function createAccessLog(options: AccessLogOptions): AccessLog {
+  const { logger } = options;
   const level = options.level ?? 'info';
-  const limitHits = new OncePerWindow({ windowMs: options.limitHitWindowMs ?? 60_000, clock });
-  return async (ctx, next) => {
-    const started = process.hrtime.bigint();
+  const limitHits = new OncePerWindow({ windowMs: options.limitHitWindowMs ?? 60_000, clock: options.clock });
+  const fieldsOf = (ctx: Context) => {
     const state = ctx.state as AccessLogState;
-    const fieldsNow = () => {
-      const principalId = state.claims?.sub ?? state.principal?.id;
-      const audience = state.claims?.aud ?? state.principal?.audience;
-      const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : '(unmatched)';
-      return { requestId: state.requestId, method: ctx.method, route, status: ctx.status, principalId, audience, clientAddress: ctx.ip };
-    };
-    // A stream writes two lines, as a LiveFeed stream does: one when it opens, one when it closes.
-    state.streamOpened = () => logger[level]({ access: 'http', event: 'stream.open', ...fieldsNow() }, 'stream opened');
-    try {
-      await next();
-    } finally {
+    const principalId = state.claims?.sub ?? state.principal?.id;
+    const audience = state.claims?.aud ?? state.principal?.audience;
+    const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : '(unmatched)';
+    return { requestId: state.requestId, method: ctx.method, route, status: ctx.status, principalId, audience, clientAddress: ctx.ip };
+  };
+  return {
+    begin(ctx) {
+      // A stream writes two lines, as a LiveFeed stream does: one when it opens, one when it closes.
+      (ctx.state as AccessLogState).streamOpened = () => logger[level]({ access: 'http', event: 'stream.open', ...fieldsOf(ctx) }, 'stream opened');
+    },
+    end(ctx, started) {
       // The line is built only when it is written (or a limit hit is audited): on every request
       // otherwise, for nothing, when the level is off.
       const writesAccess = logger.isLevelEnabled(level);
-      if (writesAccess || ctx.status === 429) {
-        const fields = fieldsNow();
-        if (writesAccess && state.streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
-        else if (writesAccess)
-          logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: state.streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
-        if (ctx.status === 429) {
-          const suppressed = limitHits.admit(`${fields.principalId ?? ctx.ip}|${fields.route}`);
-          if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');
-        }
+      if (!writesAccess && ctx.status !== 429) return;
+      const fields = fieldsOf(ctx);
+      const streamEnd = (ctx.state as AccessLogState).streamEnd;
+      if (writesAccess && streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
+      else if (writesAccess) logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
+      if (ctx.status === 429) {
+        const suppressed = limitHits.admit(`${fields.principalId ?? ctx.ip}|${fields.route}`);
+        if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');
       }
-    }
+    },
   };
 }

@@ -16,11 +16,10 @@ import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
 import { createIntakeRouter } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
-import { problemMiddleware } from './problem.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
-import { requestIdMiddleware } from './request-id.ts';
-import { accessLogMiddleware } from './access-log.ts';
+import { createAccessLog } from './access-log.ts';
+import { edgeMiddleware } from './edge.ts';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
 
@@ -81,9 +80,10 @@ const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
 /** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
   const app = new Koa({ proxy: options.trustProxy ?? false });
-  // Koa logs errors it sees itself; ours are all handled (and logged) by problemMiddleware.
+  // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
-  for (const middleware of buildStack(trailwire, options).middleware) app.use(middleware);
+  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
+  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true }).middleware) app.use(middleware);
   return app;
 }
 
@@ -97,7 +97,7 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
  * become problem+json.
  */
 export function createTrailwireMiddleware(trailwire: Trailwire, options: TrailwireMiddlewareOptions = {}): Middleware {
-  const { middleware, root, prefix, servesPage } = buildStack(trailwire, options);
+  const { middleware, root, prefix, servesPage } = buildStack(trailwire, options, { ownsTheApp: false });
   // Trailwire's stack ends at its router: nothing of the host app runs after it.
   const run = compose(middleware);
   const owns = prefix
@@ -109,6 +109,7 @@ export function createTrailwireMiddleware(trailwire: Trailwire, options: Trailwi
 function buildStack(
   trailwire: Trailwire,
   options: TrailwireAppOptions,
+  { ownsTheApp }: { ownsTheApp: boolean },
 ): { middleware: Middleware[]; root: KoaRouter; prefix: string; servesPage: (path: string) => boolean } {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
@@ -129,7 +130,7 @@ function buildStack(
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
   if (withIntake) {
-    routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix }));
+    routers.push(createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix, writeAtOnce: ownsTheApp }));
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
@@ -160,11 +161,7 @@ function buildStack(
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
     middleware: [
-      requestIdMiddleware(),
-      // Outside problemMiddleware, so that it logs the status the caller gets.
-      accessLogMiddleware({ logger, level: options.accessLogLevel, clock: trailwire.clock }),
-      metrics.middleware,
-      problemMiddleware(logger),
+      edgeMiddleware({ logger, metrics, accessLog: createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock }) }),
       ...(pages ? [pages.middleware] : []),
       root.routes() as Middleware,
       root.allowedMethods() as Middleware,

@@ -30,6 +30,7 @@ import { rfc3339, trailerView } from '../../core/views.ts';
 import type { AccessLogState } from './access-log.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { problemBody } from './problem.ts';
+import { setRequestIdHeader } from './request-id.ts';
 
 export const LIVE_EVENTS_PATH = '/api/v1/live';
 
@@ -92,6 +93,8 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
     ctx.set('X-Accel-Buffering', 'no');
     if (ctx.method === 'HEAD') return;
     ctx.respond = false;
+    // The headers go out now, before the edge layer would add the request id.
+    setRequestIdHeader(ctx);
     const res = ctx.res;
     res.flushHeaders();
     const reason = await new Promise<unknown>((resolve) => {

@@ -10,13 +10,16 @@
  * (`collect`); the latency histogram is answered in prom-client's own metric format (`get`), since
  * prom-client takes histogram observations one at a time only.
  */
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { collectDefaultMetrics, Counter, Gauge, type Metric, type MetricValueWithName, Registry } from 'prom-client';
 import type { IntakeQueue } from '../../core/intake-queue.ts';
 
 export interface HttpMetrics {
   registry: Registry;
+  /** Counts and times each request below it (Trailwire's app calls `observe` from its edge layer instead). */
   middleware: Middleware;
+  /** Counts an answered request; `started` is its `performance.now()` when it came in. */
+  observe(ctx: Context, started: number): void;
 }
 
 /** Latency buckets of `trailwire_http_request_duration_seconds`, in seconds. */
@@ -63,23 +66,26 @@ export function createHttpMetrics(registry: Registry = new Registry()): HttpMetr
     },
   });
   registry.registerMetric(latencyHistogram(everySeries) as unknown as Metric);
+  const observe = (ctx: Context, started: number) => {
+    const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
+    const series = seriesOf(ctx.method, route);
+    const seconds = (performance.now() - started) / 1000;
+    let bucket = 0;
+    while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]!) bucket++;
+    series.buckets[bucket]!++;
+    series.sum += seconds;
+    series.count++;
+    series.untold.set(ctx.status, (series.untold.get(ctx.status) ?? 0) + 1);
+  };
   const middleware: Middleware = async (ctx, next) => {
     const started = performance.now();
     try {
       await next();
     } finally {
-      const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-      const series = seriesOf(ctx.method, route);
-      const seconds = (performance.now() - started) / 1000;
-      let bucket = 0;
-      while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]!) bucket++;
-      series.buckets[bucket]!++;
-      series.sum += seconds;
-      series.count++;
-      series.untold.set(ctx.status, (series.untold.get(ctx.status) ?? 0) + 1);
+      observe(ctx, started);
     }
   };
-  return { registry, middleware };
+  return { registry, middleware, observe };
 }
 
 /** `trailwire_http_request_duration_seconds` as prom-client's registry reads a histogram: cumulative buckets, then the sum and the count. */

@@ -36,28 +36,36 @@ const CODE_BY_HTTP_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-/** Catches every error below it and answers a problem+json response. */
+/** Catches every error below it and answers a problem+json response (Trailwire's app does this in its edge layer). */
 export function problemMiddleware(logger: Logger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
-      // Routes that matched nothing (404) or matched another method (405) leave an empty body.
-      if (ctx.body == null && ctx.status >= 400) {
-        let code = CODE_BY_HTTP_STATUS[ctx.status] ?? 'not_found';
-        // The router answers an unknown method (501) even on a path no route matches: no Allow list, no resource.
-        if (code === 'method_not_allowed' && !ctx.response.get('Allow')) {
-          ctx.remove('Allow');
-          code = 'not_found';
-        }
-        const detail = code === 'method_not_allowed' ? `${ctx.method} is not allowed on ${ctx.path}.` : `No resource at ${ctx.path}.`;
-        sendProblem(ctx, new TrailwireError(code, detail));
-      }
+      answerUnrouted(ctx);
     } catch (error) {
-      const problem = toTrailwireError(error, ctx);
-      if (problem.code === 'internal') logger.error({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
-      sendProblem(ctx, problem);
+      answerError(ctx, error, logger);
     }
   };
+}
+
+/** Answers a request no route answered — one that matched nothing (404) or matched another method (405) leaves an empty body — with its problem. */
+export function answerUnrouted(ctx: Context): void {
+  if (ctx.body != null || ctx.status < 400 || ctx.respond === false) return;
+  let code = CODE_BY_HTTP_STATUS[ctx.status] ?? 'not_found';
+  // The router answers an unknown method (501) even on a path no route matches: no Allow list, no resource.
+  if (code === 'method_not_allowed' && !ctx.response.get('Allow')) {
+    ctx.remove('Allow');
+    code = 'not_found';
+  }
+  const detail = code === 'method_not_allowed' ? `${ctx.method} is not allowed on ${ctx.path}.` : `No resource at ${ctx.path}.`;
+  sendProblem(ctx, new TrailwireError(code, detail));
+}
+
+/** Answers whatever a layer below threw as its problem; an internal error is logged under the request id, never shown. */
+export function answerError(ctx: Context, error: unknown, logger: Logger): void {
+  const problem = toTrailwireError(error, ctx);
+  if (problem.code === 'internal') logger.error({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
+  sendProblem(ctx, problem);
 }
 
 /** Translates whatever was thrown into a Trailwire error (internal when it is not a known kind). */

@@ -64,13 +64,16 @@ describe('partner intake over HTTP', () => {
 
   it('answers 202 with the id, Location and RateLimit headers once the payload is queued; the status endpoint follows it', async () => {
     const vin = uniqueVin();
-    const response = await post(gpsPartner.token, vin.toLowerCase(), gps(1));
+    const response = await post(gpsPartner.token, vin.toLowerCase(), gps(1), { 'x-request-id': 'partner-run-7' });
     assert.equal(response.status, 202);
+    assert.equal(response.headers.get('content-type'), 'application/json; charset=utf-8');
+    assert.equal(response.headers.get('x-request-id'), 'partner-run-7');
     assert.deepEqual(Object.keys(response.body).sort(), ['id', 'status']);
     assert.equal(response.body.status, 'queued');
     assert.equal(response.headers.get('location'), `/api/v1/telemetry/intake/status/${response.body.id}`);
     assert.equal(response.headers.get('ratelimit-limit'), '3');
     assert.equal(response.headers.get('ratelimit-remaining'), '2');
+    assert.match(response.headers.get('ratelimit-reset') ?? '', /^[1-9][0-9]*$/);
 
     const queued = await app.call('GET', response.headers.get('location')!, { token: gpsPartner.token });
     assert.equal(queued.status, 200);

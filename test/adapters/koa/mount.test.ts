@@ -118,6 +118,9 @@ describe('createTrailwireMiddleware', () => {
       const fix = { timestamp: 1780315200, position: { latitude: 41.5, longitude: -87.25 }, speedKph: 100, bearingDeg: 90 };
       const accepted = await call(`${url}/fleet-api/api/v1/telemetry/intake/${uniqueVin()}`, 'POST', { authorization: `Bearer ${partnerToken}` }, fix);
       assert.equal(accepted.status, 202);
+      assert.equal(accepted.headers.get('x-host'), 'yes', 'inside a host app the 202 goes through Koa, so the host still adds its headers');
+      assert.ok(accepted.headers.get('x-request-id'));
+      assert.equal(accepted.headers.get('ratelimit-limit'), '120');
       const location = accepted.headers.get('location') ?? '';
       assert.equal(location, `/fleet-api/api/v1/telemetry/intake/status/${accepted.body.id}`);
       const status = await call(url + location, 'GET', { authorization: `Bearer ${partnerToken}` });

@@ -1,0 +1,34 @@
+/**
+ * The edge of Trailwire's HTTP stack: the layer every request enters first and leaves last. It gives
+ * the request its id, answers whatever the layers below throw (or leave unanswered) as problem+json,
+ * and counts and logs the request with the status the caller gets.
+ *
+ * One layer for the four, each still in its own module (`request-id.ts`, `problem.ts`, `metrics.ts`,
+ * `access-log.ts`): a Koa layer is an async frame, a promise and a dispatch per request, and four of
+ * them around every route cost the intake 202 about as much as its rate limit does.
+ */
+import type { Middleware } from 'koa';
+import type { Logger } from 'pino';
+import type { AccessLog } from './access-log.ts';
+import type { HttpMetrics } from './metrics.ts';
+import { answerError, answerUnrouted } from './problem.ts';
+import { assignRequestId, setRequestIdHeader } from './request-id.ts';
+
+export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; metrics: HttpMetrics }): Middleware {
+  const { logger, accessLog, metrics } = options;
+  return async (ctx, next) => {
+    const started = performance.now();
+    assignRequestId(ctx);
+    accessLog.begin(ctx);
+    try {
+      await next();
+      answerUnrouted(ctx);
+    } catch (error) {
+      answerError(ctx, error, logger);
+    } finally {
+      setRequestIdHeader(ctx);
+      metrics.observe(ctx, started);
+      accessLog.end(ctx, started);
+    }
+  };
+}
