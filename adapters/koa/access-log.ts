@@ -1,8 +1,9 @@
 /**
- * The HTTP access log and the HTTP side of the audit trail (issue 17). A small Koa middleware rather
- * than pino-http: it runs inside Koa's stack, so it sees the route pattern the router matched
- * (`_matchedRoute`), the principal the bearer check put in `ctx.state`, and the status after
- * problem+json — and it writes only fields it names, so no header (API key, token) or body can slip in.
+ * The HTTP access log and the HTTP side of the audit trail (issue 17). Written from Trailwire's edge
+ * layer (`edge.ts`) rather than by pino-http: it runs inside Koa's stack, so it sees the route
+ * pattern the router matched (`_matchedRoute`), the principal the bearer check put in `ctx.state`,
+ * and the status after problem+json — and it writes only fields it names, so no header (API key,
+ * token) or body can slip in.
  *
  * One line per request, at `level`: `{ access: 'http', requestId, method, route, status, durationMs,
  * principalId, audience, clientAddress }`. `route` is the router's pattern
