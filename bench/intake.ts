@@ -236,7 +236,7 @@ function targetLines(roundsRows: Row[][]): string[] {
   const powerOverProcess = perRound('trailwire-power-thread', 'trailwire-process-thread', '202/s');
   if (powerOverProcess) {
     const { middle, text } = told(powerOverProcess);
-    lines.push(`target power >= 0.8 x process: ${text} (${verdict(middle >= 0.8)})`);
+    lines.push(`target power >= 0.8 x process: ${text} (${verdict(middle >= 0.8)})${middle >= 0.8 ? '' : powerCost(medianRows(roundsRows))}`);
   }
   const httpThread = perRound('trailwire-process-thread', 'koa-sqlite', 'main µs/202');
   if (httpThread) {
@@ -244,6 +244,23 @@ function targetLines(roundsRows: Row[][]): string[] {
     lines.push(`target HTTP thread <= 1.5 x koa-sqlite: ${text} (${verdict(middle <= 1.5)})`);
   }
   return lines;
+}
+
+/**
+ * Why `power` falls short of `process`, from the run's figures: what a 202 costs more when it waits
+ * for the journal's fdatasync — on the HTTP thread (the event-loop turns that answer each sync's
+ * groups) and in all (besides, the syncs' own kernel work: the journal's, and the processing
+ * thread's commits at `synchronous = FULL`) — and how much longer it waits.
+ */
+function powerCost(rows: Row[]): string {
+  const [power, process] = ['trailwire-power-thread', 'trailwire-process-thread'].map((server) => rows.find((row) => row.server === server));
+  if (!power || !process) return '';
+  const more = (column: string) =>
+    typeof power[column] === 'number' && typeof process[column] === 'number' ? `${round((power[column] as number) - (process[column] as number), 1)} µs` : '?';
+  return (
+    `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${process['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
+    ` ${more('main µs/202')} of it on the HTTP thread (the turns that answer each sync), the rest in syncs (the journal's, and the processing thread's FULL commits)`
+  );
 }
 
 /**
