@@ -1,10 +1,21 @@
 /**
  * What the access log and the audit trail share across transports (issue 17), without a logger in
- * the core: the levels an access line may be written at, and the sampling of limit hits — a client
+ * the core: a request's id, the levels an access line may be written at, and the sampling of limit hits — a client
  * flooding a limit must not flood the log, so a limit hit is logged at most once per key (principal
  * or client address, and route) per window, the next line saying how many were left out.
  */
+import { randomUUID } from 'node:crypto';
 import type { Clock } from './clock.ts';
+
+const ACCEPTABLE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * A request's id, the same rule on every transport: the one the caller (or a proxy) sent when it is
+ * well-formed — so a caller can quote its own — and a new UUID otherwise.
+ */
+export function requestIdFrom(incoming: unknown): string {
+  return typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+}
 
 /** The pino levels an access-log line can be written at (`--access-log-level`). */
 export const ACCESS_LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const;

@@ -17,12 +17,11 @@
  * admit up to N times the cap (docs/operations.md). Both rules, and the heartbeat, live in
  * `core/live-streams.ts`, shared with the Server-Sent Events route; this file is the gRPC wire.
  */
-import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, systemClock } from '../../core/clock.ts';
 import { LiveStreams } from '../../core/live-streams.ts';
 import type { Logger } from 'pino';
-import { type AccessLogLevel, millisecondsSince } from '../../core/audit.ts';
+import { type AccessLogLevel, millisecondsSince, requestIdFrom } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveHub, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
@@ -155,7 +154,6 @@ export function addLiveFeedService(server: grpc.Server, options: LiveFeedService
 }
 
 const SUBSCRIBE_ROUTE = '/livefeed.v1.LiveFeed/Subscribe';
-const ACCEPTABLE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /**
  * The access-log lines of one Subscribe call: `opened` once authenticated, `closed` with the reason
@@ -164,7 +162,7 @@ const ACCEPTABLE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 function streamLog(call: SubscribeCall, accessLog: LiveFeedServiceOptions['accessLog']) {
   const started = performance.now();
   const [incoming] = call.metadata.get('x-request-id');
-  const requestId = typeof incoming === 'string' && ACCEPTABLE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  const requestId = requestIdFrom(incoming);
   const fields = { access: 'grpc', requestId, route: SUBSCRIBE_ROUTE, clientAddress: call.getPeer() };
   let principalId: string | undefined;
   const write = (line: Record<string, unknown>, message: string) => accessLog?.logger[accessLog.level ?? 'info']({ ...fields, principalId, ...line }, message);

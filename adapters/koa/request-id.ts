@@ -6,15 +6,12 @@
  * that writes its whole response in one go (`answer-json.ts`) is fastest when no header was set on the
  * response before it, and it sends the id itself.
  */
-import { randomUUID } from 'node:crypto';
 import type { Context, Middleware } from 'koa';
-
-const ACCEPTABLE_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+import { requestIdFrom } from '../../core/audit.ts';
 
 /** The request's id: the caller's when well-formed, a new UUID otherwise; kept in `ctx.state.requestId`. */
 export function assignRequestId(ctx: Context): string {
-  const incoming = ctx.get('x-request-id');
-  const requestId = ACCEPTABLE_ID.test(incoming) ? incoming : randomUUID();
+  const requestId = requestIdFrom(ctx.get('x-request-id'));
   ctx.state.requestId = requestId;
   return requestId;
 }
