@@ -18,7 +18,7 @@ import type { Context } from 'koa';
 export function answerJson(ctx: Context, status: number, body: unknown, headers: string[], atOnce: boolean): void {
   if (!atOnce) {
     ctx.status = status;
-    for (let i = 0; i < headers.length; i += 2) ctx.set(headers[i]!, headers[i + 1]!);
+    setHeaderList(ctx, headers);
     ctx.body = body;
     return;
   }
@@ -30,4 +30,9 @@ export function answerJson(ctx: Context, status: number, body: unknown, headers:
   ctx.respond = false;
   ctx.res.writeHead(status, headers);
   ctx.res.end(json);
+}
+
+/** Sets headers given as name, value, name, value, ... on a response Koa will write. */
+export function setHeaderList(ctx: Context, headers: readonly string[]): void {
+  for (let i = 0; i < headers.length; i += 2) ctx.set(headers[i]!, headers[i + 1]!);
 }

@@ -4,14 +4,13 @@
  */
 import type { Context } from 'koa';
 import type { RateLimitState } from '../../core/rate-limit.ts';
+import { setHeaderList } from './answer-json.ts';
 
-/** The headers as name, value, name, value ..., for a response written at once (`write-now.ts`). */
+/** The headers as name, value, name, value, ... (`answer-json.ts` writes such a list at once). */
 export function rateLimitHeaderList(state: RateLimitState): string[] {
   return ['RateLimit-Limit', String(state.limit), 'RateLimit-Remaining', String(state.remaining), 'RateLimit-Reset', String(state.resetSeconds)];
 }
 
 export function setRateLimitHeaders(ctx: Context, state: RateLimitState): void {
-  ctx.set('RateLimit-Limit', String(state.limit));
-  ctx.set('RateLimit-Remaining', String(state.remaining));
-  ctx.set('RateLimit-Reset', String(state.resetSeconds));
+  setHeaderList(ctx, rateLimitHeaderList(state));
 }
