@@ -253,12 +253,12 @@ function targetLines(roundsRows: Row[][]): string[] {
  * thread's commits at `synchronous = FULL`) — and how much longer it waits.
  */
 function powerCost(rows: Row[]): string {
-  const [power, process] = ['trailwire-power-thread', 'trailwire-process-thread'].map((server) => rows.find((row) => row.server === server));
-  if (!power || !process) return '';
+  const [power, processOnly] = ['trailwire-power-thread', 'trailwire-process-thread'].map((server) => rows.find((row) => row.server === server));
+  if (!power || !processOnly) return '';
   const more = (column: string) =>
-    typeof power[column] === 'number' && typeof process[column] === 'number' ? `${round((power[column] as number) - (process[column] as number), 1)} µs` : '?';
+    typeof power[column] === 'number' && typeof processOnly[column] === 'number' ? `${round((power[column] as number) - (processOnly[column] as number), 1)} µs` : '?';
   return (
-    `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${process['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
+    `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
     ` ${more('main µs/202')} of it on the HTTP thread (the turns that answer each sync), the rest in syncs (the journal's, and the processing thread's FULL commits)`
   );
 }
