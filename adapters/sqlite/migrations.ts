@@ -16,7 +16,7 @@ import { TrailwireError } from '../../core/errors.ts';
 export interface Migration {
   /** Unique within its component and never renamed once released, e.g. `0001_store_schema`. */
   name: string;
-  /** A SQL script, or a function for a change SQL alone cannot express. Runs inside the transaction. */
+  /** A SQL script, or a function for a change SQL alone cannot express. Runs inside the transaction, foreign keys not enforced (see `applyMigrations`). */
   up: string | ((db: Database.Database) => void);
 }
 
@@ -28,6 +28,20 @@ export interface Migration {
  */
 export function applyMigrations(db: Database.Database, component: string, migrations: readonly Migration[]): string[] {
   assertWellFormed(component, migrations);
+  // A migration that rebuilds a table others refer to (SQLite's way of changing a column) drops the
+  // old one first, which foreign-key enforcement would refuse: migrations run with it off, as SQLite's
+  // documented procedure does, and end with a check that every reference still resolves. The pragma
+  // takes effect only outside a transaction, so it is switched here, around it.
+  const enforced = db.pragma('foreign_keys', { simple: true }) === 1;
+  if (enforced) db.pragma('foreign_keys = OFF');
+  try {
+    return migrateWithoutForeignKeys(db, component, migrations);
+  } finally {
+    if (enforced) db.pragma('foreign_keys = ON');
+  }
+}
+
+function migrateWithoutForeignKeys(db: Database.Database, component: string, migrations: readonly Migration[]): string[] {
   const migrate = db.transaction((): string[] => {
     db.exec(`CREATE TABLE IF NOT EXISTS trailwire_migrations (
       component  TEXT NOT NULL,
@@ -58,6 +72,11 @@ export function applyMigrations(db: Database.Database, component: string, migrat
       else migration.up(db);
       record.run(component, applied.length + index, migration.name, Date.now());
     });
+    if (pending.length > 0) {
+      const broken = db.pragma('foreign_key_check') as { table: string; parent: string }[];
+      if (broken.length > 0)
+        throw new TrailwireError('internal', `migrations of "${component}" left ${broken.length} rows of ${broken[0]!.table} referring to no ${broken[0]!.parent}`);
+    }
     return pending.map((migration) => migration.name);
   });
   return migrate.immediate();
@@ -250,6 +269,71 @@ export const STORE_MIGRATIONS: readonly Migration[] = [
         SELECT rowid, kid, alg, private_key_pem, created_at FROM signing_keys;
       DROP TABLE signing_keys;
       ALTER TABLE signing_keys_next RENAME TO signing_keys;
+    `,
+  },
+  {
+    // Issue 13: a GPS fix names its trailer by an integer key instead of the trailer's 36-character
+    // id. The (trailer, timestamp) index that every fix is inserted into — at a random place, one
+    // page per fix — holds three times as many entries a page and compares integers, and the latest
+    // fix moves into the trailer's row by its rowid: processing a fix took half the CPU
+    // (bench/intake-processing.ts). The key is the trailer's rowid made explicit (an INTEGER PRIMARY
+    // KEY, which VACUUM keeps), so both tables are rebuilt; a fix keeps its seq, and with it the
+    // time-page cursors handed out before.
+    name: '0004_trailer_keys',
+    up: `
+      CREATE TABLE trailers_next (
+        key             INTEGER PRIMARY KEY,
+        id              TEXT NOT NULL UNIQUE,
+        fleet_id        INTEGER REFERENCES fleets (id),
+        unit_id         TEXT,
+        vin             TEXT NOT NULL UNIQUE,
+        active          INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+        status_name     TEXT NOT NULL CHECK (status_name IN ('OK', 'Warning', 'Faulted')),
+        status_date     INTEGER NOT NULL,
+        faulted_devices INTEGER NOT NULL DEFAULT 0,
+        warning_devices INTEGER NOT NULL DEFAULT 0,
+        gps_timestamp   INTEGER,
+        gps_lat         REAL,
+        gps_long        REAL,
+        gps_speed       REAL,
+        gps_heading     TEXT,
+        created_at      INTEGER NOT NULL
+      ) STRICT;
+      INSERT INTO trailers_next (key, id, fleet_id, unit_id, vin, active, status_name, status_date, faulted_devices,
+          warning_devices, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, created_at)
+        SELECT rowid, id, fleet_id, unit_id, vin, active, status_name, status_date, faulted_devices,
+          warning_devices, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, created_at
+        FROM trailers ORDER BY rowid;
+
+      CREATE TABLE gps_fixes_next (
+        seq         INTEGER PRIMARY KEY,
+        trailer_key INTEGER NOT NULL REFERENCES trailers (key),
+        timestamp   INTEGER NOT NULL,
+        lat         REAL NOT NULL,
+        long        REAL NOT NULL,
+        speed       REAL NOT NULL,
+        heading     TEXT NOT NULL,
+        UNIQUE (trailer_key, timestamp)
+      ) STRICT;
+      INSERT INTO gps_fixes_next (seq, trailer_key, timestamp, lat, long, speed, heading)
+        SELECT g.seq, t.key, g.timestamp, g.lat, g.long, g.speed, g.heading
+        FROM gps_fixes g JOIN trailers_next t ON t.id = g.trailer_id ORDER BY g.seq;
+
+      -- Dropping a table drops its indexes and triggers too: they are made again below.
+      DROP TABLE gps_fixes;
+      DROP TABLE trailers;
+      ALTER TABLE trailers_next RENAME TO trailers;
+      ALTER TABLE gps_fixes_next RENAME TO gps_fixes;
+      CREATE INDEX trailers_by_fleet ON trailers (fleet_id, id);
+      -- activeOnly pages read only active rows, however many inactive ones a fleet has.
+      CREATE INDEX trailers_active_by_fleet ON trailers (fleet_id, id) WHERE active = 1;
+      -- Dropped with the old table: as 0001 made it.
+      CREATE TRIGGER cargosafe_units_follow_trailer_fleet AFTER UPDATE OF fleet_id ON trailers
+      BEGIN
+        UPDATE cargosafe_units
+           SET customer_id = (SELECT customer_id FROM fleets WHERE id = NEW.fleet_id)
+         WHERE trailer_id = NEW.id;
+      END;
     `,
   },
 ];

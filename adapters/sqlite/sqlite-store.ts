@@ -21,8 +21,10 @@ import type {
   DeviceReading,
   Fleet,
   GpsFix,
+  Heading,
   Partner,
   Principal,
+  StatusName,
   Trailer,
 } from '../../core/model.ts';
 import type {
@@ -71,6 +73,7 @@ import {
   type OperatorTrailerRow,
   type PartnerRow,
   type PrincipalRow,
+  type SqlBool,
   type StateCountRow,
   type TrailerRow,
   SIGNING_KEY_COLUMNS,
@@ -174,9 +177,11 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
 /** Far enough in the past that no device is stale: a device read without `staleBefore`. */
 const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 
-/** A trailer a batch write touches: its id, and what to do once its items are written. */
+/** A trailer a batch write touches: its id and key, and what to do once its items are written. */
 interface TouchedTrailer {
   id: string;
+  /** The integer its GPS fixes name it by (`0004_trailer_keys`). */
+  key: number;
   created: boolean;
   /** Its devices changed: recount its status after the batch. */
   recount: boolean;
@@ -186,11 +191,8 @@ interface TouchedTrailer {
   row: TrailerRow | undefined;
 }
 
-/** Ids compare by UTF-16 code unit: SQLite's BINARY collation for ASCII. */
-const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 class SqliteTrailwireStore implements SqliteStore {
-  private readonly trailerIdsByVin = new Map<string, string>();
+  private readonly trailersByVin = new Map<string, TrailerIdentity>();
   private readonly applyTelemetryTransaction: Database.Transaction<(items: readonly TelemetryBatch[]) => Map<string, AppliedTelemetry>>;
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
@@ -484,16 +486,16 @@ class SqliteTrailwireStore implements SqliteStore {
     const touched = new Map<string, TouchedTrailer>();
     for (const { vin, at } of items) {
       if (touched.has(vin)) continue;
-      const known = this.trailerIdsByVin.get(vin) ?? sql.trailerIdByVin.get(vin)?.id;
+      const known = this.trailersByVin.get(vin) ?? sql.trailerIdentityByVin.get(vin);
       // Only a trailer found is remembered: one created here is rolled back with a failed batch.
-      if (known !== undefined) this.rememberTrailerId(vin, known);
-      const trailerId = known ?? sql.insertTrailer.get(this.ids(), null, null, vin, at, at)!.id;
-      touched.set(vin, { id: trailerId, created: known === undefined, recount: false, at, row: undefined });
+      if (known !== undefined) this.rememberTrailer(vin, known);
+      const { id, key } = known ?? sql.insertTrailer.get(this.ids(), null, null, vin, at, at)!;
+      touched.set(vin, { id, key, created: known === undefined, recount: false, at, row: undefined });
     }
     // In trailer order (each VIN's items keeping theirs): neighbouring writes then land on
     // neighbouring index pages, which halves the cost of a batch of many trailers. Each item's
     // trailer is looked up once, before the sort, not twice per comparison.
-    const ordered = items.map((item) => ({ item, trailer: touched.get(item.vin)! })).sort((a, b) => byCodeUnit(a.trailer.id, b.trailer.id));
+    const ordered = items.map((item) => ({ item, trailer: touched.get(item.vin)! })).sort((a, b) => a.trailer.key - b.trailer.key);
     for (const {
       item: { at, telemetry },
       trailer,
@@ -504,11 +506,14 @@ class SqliteTrailwireStore implements SqliteStore {
 
       let newest: GpsFix | undefined;
       for (const fix of telemetry.gps) {
-        sql.upsertFix.run(trailerId, fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading);
+        sql.upsertFix.run(trailer.key, fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading);
         // The last of equal timestamps wins, as in the history; a fix from the future never becomes latest.
         if (fix.timestamp <= latestAllowed && (!newest || fix.timestamp >= newest.timestamp)) newest = fix;
       }
-      if (newest) trailer.row = sql.moveLatestFix.get(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailerId, newest.timestamp) ?? trailer.row;
+      if (newest) {
+        const moved = sql.moveLatestFix.get(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailer.key, newest.timestamp);
+        if (moved) trailer.row = trailerRowOf(moved);
+      }
 
       if (telemetry.devices.length > 0) {
         const deviceIds = new Map<string, string>();
@@ -552,12 +557,12 @@ class SqliteTrailwireStore implements SqliteStore {
   }
 
   /**
-   * A VIN's trailer id never changes and trailers are never deleted, so the batch write remembers
-   * the ids it found rather than look each up again (bounded: forgotten all at once past a million).
+   * A VIN's trailer id and key never change and trailers are never deleted, so the batch write
+   * remembers what it found rather than look each up again (bounded: forgotten all at once past a million).
    */
-  private rememberTrailerId(vin: string, trailerId: string): void {
-    if (this.trailerIdsByVin.size >= 1_000_000) this.trailerIdsByVin.clear();
-    this.trailerIdsByVin.set(vin, trailerId);
+  private rememberTrailer(vin: string, trailer: TrailerIdentity): void {
+    if (this.trailersByVin.size >= 1_000_000) this.trailersByVin.clear();
+    this.trailersByVin.set(vin, trailer);
   }
 
   private findOrCreateDevice(cache: Map<string, string>, trailerId: string, reading: CanonicalDeviceReading, at: number): string {
@@ -622,6 +627,20 @@ interface DevicePageParams {
 
 const TRAILER_COLUMNS = `t.id, t.fleet_id, t.unit_id, t.vin, t.active, t.status_name, t.status_date, t.faulted_devices,
   t.warning_devices, t.gps_timestamp, t.gps_lat, t.gps_long, t.gps_speed, t.gps_heading, t.created_at`;
+
+/** A trailer row as a raw statement answers it: the values of TRAILER_COLUMNS, in their order. */
+type TrailerRowValues = [string, number | null, string | null, string, SqlBool, StatusName, number, number, number, number | null, number | null, number | null, number | null, Heading | null, number];
+
+function trailerRowOf(values: TrailerRowValues): TrailerRow {
+  const [id, fleet_id, unit_id, vin, active, status_name, status_date, faulted_devices, warning_devices, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, created_at] = values;
+  return { id, fleet_id, unit_id, vin, active, status_name, status_date, faulted_devices, warning_devices, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, created_at };
+}
+
+/** What names a trailer: its id, and the key its GPS fixes name it by. */
+interface TrailerIdentity {
+  id: string;
+  key: number;
+}
 
 /**
  * A device is active when its operator flag is on and it has reported since `staleBefore`, or, never
@@ -700,10 +719,10 @@ function prepareStoreStatements(db: Database.Database) {
 
     trailerById: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.id = ?`),
     trailerByVin: db.prepare<[string], TrailerRow>(`SELECT ${TRAILER_COLUMNS} FROM trailers t WHERE t.vin = ?`),
-    trailerIdByVin: db.prepare<[string], { id: string }>('SELECT id FROM trailers WHERE vin = ?'),
-    insertTrailer: db.prepare<[string, number | null, string | null, string, number, number], TrailerRow>(
+    trailerIdentityByVin: db.prepare<[string], TrailerIdentity>('SELECT id, key FROM trailers WHERE vin = ?'),
+    insertTrailer: db.prepare<[string, number | null, string | null, string, number, number], TrailerRow & TrailerIdentity>(
       `INSERT INTO trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
-       VALUES (?, ?, ?, ?, 'OK', ?, ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
+       VALUES (?, ?, ?, ?, 'OK', ?, ?) RETURNING key, ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
     ),
     assignTrailer: db.prepare<[number, string | null, string], TrailerRow>(
       `UPDATE trailers SET fleet_id = ?, unit_id = ? WHERE id = ? RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
@@ -727,10 +746,14 @@ function prepareStoreStatements(db: Database.Database) {
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
        WHERE t.fleet_id = ? AND f.customer_id = ? AND t.active = 1 AND t.id > ? ORDER BY t.id LIMIT ?`,
     ),
-    moveLatestFix: db.prepare<[number, number, number, number, string, string, number], TrailerRow>(
-      `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
-       WHERE id = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
-    ),
+    // Answers the row as values (see trailerRowOf): better-sqlite3 builds a row object property by
+    // property, which cost more than the update itself here.
+    moveLatestFix: db
+      .prepare<[number, number, number, number, string, number, number], TrailerRowValues>(
+        `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
+         WHERE key = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
+      )
+      .raw(),
     updateTrailerStatus: db.prepare<[string, number, number, number, string]>(
       'UPDATE trailers SET status_name = ?, status_date = ?, faulted_devices = ?, warning_devices = ? WHERE id = ?',
     ),
@@ -740,15 +763,15 @@ function prepareStoreStatements(db: Database.Database) {
     ),
 
     // Last received wins at one instant; an identical repeat writes nothing (and keeps its seq).
-    upsertFix: db.prepare<[string, number, number, number, number, string]>(
-      `INSERT INTO gps_fixes (trailer_id, timestamp, lat, long, speed, heading) VALUES (?, ?, ?, ?, ?, ?)
-       ON CONFLICT (trailer_id, timestamp) DO UPDATE SET lat = excluded.lat, long = excluded.long, speed = excluded.speed, heading = excluded.heading
+    upsertFix: db.prepare<[number, number, number, number, number, string]>(
+      `INSERT INTO gps_fixes (trailer_key, timestamp, lat, long, speed, heading) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (trailer_key, timestamp) DO UPDATE SET lat = excluded.lat, long = excluded.long, speed = excluded.speed, heading = excluded.heading
        WHERE (lat, long, speed, heading) IS NOT (excluded.lat, excluded.long, excluded.speed, excluded.heading)`,
     ),
     customerGps: db.prepare<TimePageParams, GpsRow & { seq: number }>(
       `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading
-       FROM gps_fixes g JOIN trailers t ON t.id = g.trailer_id JOIN fleets f ON f.id = t.fleet_id
-       WHERE t.id = :sourceId AND g.trailer_id = :sourceId AND f.customer_id = :customerId AND ${TIME_PAGE}`,
+       FROM trailers t JOIN fleets f ON f.id = t.fleet_id JOIN gps_fixes g ON g.trailer_key = t.key
+       WHERE t.id = :sourceId AND f.customer_id = :customerId AND ${TIME_PAGE}`,
     ),
 
     deviceIdByKey: db.prepare<[string, string, string], { id: string }>(
@@ -860,7 +883,8 @@ function prepareOperatorStatements(db: Database.Database) {
        FROM devices d WHERE d.trailer_id = ? AND d.id > ? ORDER BY d.id LIMIT ?`,
     ),
     operatorGps: db.prepare<Omit<TimePageParams, 'customerId'>, GpsRow & { seq: number }>(
-      `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading FROM gps_fixes g WHERE g.trailer_id = :sourceId AND ${TIME_PAGE}`,
+      `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading
+       FROM trailers t JOIN gps_fixes g ON g.trailer_key = t.key WHERE t.id = :sourceId AND ${TIME_PAGE}`,
     ),
   };
 }

@@ -218,6 +218,32 @@ describe('applyMigrations', () => {
     }
   });
 
+  it('lets a migration rebuild a table others refer to, and rolls back one that leaves a reference dangling', () => {
+    const db = new Database(':memory:');
+    db.pragma('foreign_keys = ON');
+    try {
+      const parents: Migration = {
+        name: '0001_parents',
+        up: `CREATE TABLE parents (id TEXT PRIMARY KEY) STRICT; CREATE TABLE children (parent TEXT NOT NULL REFERENCES parents (id)) STRICT;
+          INSERT INTO parents VALUES ('p'); INSERT INTO children VALUES ('p');`,
+      };
+      const rebuilt: Migration = {
+        name: '0002_rebuild',
+        up: `CREATE TABLE parents_next (key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE) STRICT;
+          INSERT INTO parents_next (id) SELECT id FROM parents; DROP TABLE parents; ALTER TABLE parents_next RENAME TO parents;`,
+      };
+      const dangling: Migration = { name: '0003_dangling', up: "DELETE FROM parents WHERE id = 'p'" };
+      assert.deepEqual(applyMigrations(db, 'family', [parents, rebuilt]), ['0001_parents', '0002_rebuild']);
+      assert.equal(db.pragma('foreign_keys', { simple: true }), 1, 'enforcement is back on afterwards');
+      assert.throws(() => applyMigrations(db, 'family', [parents, rebuilt, dangling]), /left 1 rows of children referring to no parents/);
+      assert.deepEqual(appliedMigrations(db, 'family'), ['0001_parents', '0002_rebuild']);
+      assert.equal(db.prepare('SELECT count(*) FROM parents').pluck().get(), 1, 'the dangling change is undone');
+      assert.equal(db.pragma('foreign_keys', { simple: true }), 1);
+    } finally {
+      db.close();
+    }
+  });
+
   it('rejects a list with an empty or repeated name', () => {
     const db = new Database(':memory:');
     try {
@@ -254,6 +280,47 @@ describe('one SQLite file, several connections', () => {
       assert.ok(nextFleet.id > fleet.id, 'fleet ids keep growing across reopen');
     } finally {
       await reopened.close();
+    }
+  });
+
+  it('upgrades a file written before trailer keys in place: fixes, their seqs and cursors, the fleet trigger', async () => {
+    const file = freshFile();
+    const older = new Database(file);
+    applyMigrations(older, STORE_COMPONENT, STORE_MIGRATIONS.filter((m) => m.name < '0004'));
+    older.exec(`INSERT INTO customers (id, name, key_hash, created_at) VALUES ('customer-1', 'Acme', 'hash-1', ${T0});
+      INSERT INTO fleets (customer_id, name, created_at) VALUES ('customer-1', 'North', ${T0});
+      INSERT INTO trailers (id, fleet_id, vin, status_name, status_date, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, created_at)
+        VALUES ('trailer-b', 1, '${VIN}', 'OK', ${T0}, ${T0 + 1000}, 1, 2, 3, 'N', ${T0}),
+               ('trailer-a', NULL, '1HGCM82633A004352', 'OK', ${T0}, NULL, NULL, NULL, NULL, NULL, ${T0});
+      INSERT INTO gps_fixes (seq, trailer_id, timestamp, lat, long, speed, heading)
+        VALUES (7, 'trailer-b', ${T0}, 1, 1, 0, 'N'), (9, 'trailer-b', ${T0 + 1000}, 1, 2, 3, 'N'), (8, 'trailer-a', ${T0}, 5, 5, 0, 'S');
+      INSERT INTO cargosafe_units (id, trailer_id, serial, customer_id, created_at) VALUES ('unit-1', 'trailer-a', 'C1', NULL, ${T0});`);
+    older.close();
+
+    const store = await openSqliteStore({ file });
+    try {
+      assert.deepEqual(store.db.pragma('foreign_key_check'), [], 'every reference resolves');
+      const page = (trailerId: string, after?: TimeKey) =>
+        store.listGps('customer-1', trailerId, { from: T0, to: T0 + 10_000, after, limit: 10 }).then((fixes) => fixes.map((fix) => [fix.key.seq, fix.record.long]));
+      assert.deepEqual(await page('trailer-b'), [[7, 1], [9, 2]], 'the fixes keep their seqs');
+      assert.deepEqual(await page('trailer-b', { timestamp: T0, seq: 7 }), [[9, 2]], 'a cursor handed out before still pages');
+      assert.equal((await store.getTrailer('customer-1', 'trailer-b'))?.telemetry?.timestamp, T0 + 1000);
+
+      const applied = await store.applyTelemetry({
+        vin: VIN,
+        at: T0 + 5000,
+        telemetry: { gps: [{ timestamp: T0 + 2000, lat: 1, long: 4, speed: 3, heading: 'E' }], devices: [], cargosafe: [] },
+      });
+      assert.equal(applied.trailer.telemetry?.long, 4, 'a new fix moves the latest into the same trailer');
+      assert.deepEqual((await page('trailer-b')).map(([, long]) => long), [1, 2, 4]);
+      const created = await store.applyTelemetry({ vin: '2FMDK3GC4BBA12345', at: T0, telemetry: { gps: [{ timestamp: T0, lat: 0, long: 0, speed: 0, heading: 'N' }], devices: [], cargosafe: [] } });
+      assert.equal(created.createdTrailer, true);
+
+      await store.assignTrailer('trailer-a', 1, null);
+      assert.deepEqual((await store.listCargosafe('customer-1', { limit: 10 })).map((unit) => unit.id), ['unit-1'], 'the fleet trigger was made again');
+      assert.deepEqual(await page('trailer-a'), [[8, 5]]);
+    } finally {
+      await store.close();
     }
   });
 
