@@ -47,6 +47,7 @@ import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { createOwnerOnly, restrictSidecars } from './file-modes.ts';
 import { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS } from './migrations.ts';
+import { TrailerRowCache } from './trailer-row-cache.ts';
 import {
   compareKeys,
   expandStateCounts,
@@ -193,6 +194,7 @@ interface TouchedTrailer {
 
 class SqliteTrailwireStore implements SqliteStore {
   private readonly trailersByVin = new Map<string, TrailerIdentity>();
+  private readonly trailerRows: TrailerRowCache;
   private readonly applyTelemetryTransaction: Database.Transaction<(items: readonly TelemetryBatch[]) => Map<string, AppliedTelemetry>>;
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
@@ -202,6 +204,7 @@ class SqliteTrailwireStore implements SqliteStore {
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
   ) {
+    this.trailerRows = new TrailerRowCache(() => sql.dataVersion.get()!);
     this.applyTelemetryTransaction = db.transaction((items: readonly TelemetryBatch[]) => this.writeTelemetry(items));
     this.setDeviceActiveTransaction = db.transaction((deviceId: string, active: boolean, at: number) => this.switchDevice(deviceId, active, at));
     this.noteTrailerChangeTransaction = db.transaction((trailerId: string, at: number) => {
@@ -301,6 +304,7 @@ class SqliteTrailwireStore implements SqliteStore {
   }
 
   async assignTrailer(trailerId: string, fleetId: number, unitId: string | null): Promise<Trailer> {
+    this.trailerRows.clear();
     const row = insertOrExplain(() => this.sql.assignTrailer.get(fleetId, unitId, trailerId), {
       missing: `no fleet ${fleetId}`,
     });
@@ -309,6 +313,7 @@ class SqliteTrailwireStore implements SqliteStore {
   }
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
+    this.trailerRows.clear();
     return this.sql.setTrailerActive.run(active ? 1 : 0, trailerId).changes > 0;
   }
 
@@ -331,6 +336,7 @@ class SqliteTrailwireStore implements SqliteStore {
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
+    this.trailerRows.clear();
     return this.setDeviceActiveTransaction.immediate(deviceId, active, at);
   }
 
@@ -483,6 +489,7 @@ class SqliteTrailwireStore implements SqliteStore {
    */
   private writeTelemetry(items: readonly TelemetryBatch[]): Map<string, AppliedTelemetry> {
     const { sql } = this;
+    this.trailerRows.validate();
     const touched = new Map<string, TouchedTrailer>();
     for (const { vin, at } of items) {
       if (touched.has(vin)) continue;
@@ -510,10 +517,7 @@ class SqliteTrailwireStore implements SqliteStore {
         // The last of equal timestamps wins, as in the history; a fix from the future never becomes latest.
         if (fix.timestamp <= latestAllowed && (!newest || fix.timestamp >= newest.timestamp)) newest = fix;
       }
-      if (newest) {
-        const moved = sql.moveLatestFix.get(newest.timestamp, newest.lat, newest.long, newest.speed, newest.heading, trailer.key, newest.timestamp);
-        if (moved) trailer.row = trailerRowOf(moved);
-      }
+      if (newest) this.moveLatestFix(trailer, newest);
 
       if (telemetry.devices.length > 0) {
         const deviceIds = new Map<string, string>();
@@ -544,8 +548,11 @@ class SqliteTrailwireStore implements SqliteStore {
     const fleets = new Map<number, Fleet | null>();
     for (const [vin, trailer] of touched) {
       if (trailer.recount) this.recountTrailerStatus(trailer.id, trailer.at);
-      // The row the last fix move returned is current unless something else changed it since.
+      // The row the last fix move left is current unless something else changed it since.
       const after = (!trailer.recount && trailer.row) || sql.trailerById.get(trailer.id)!;
+      // A created trailer goes with a rolled-back batch, and a recounted status may: neither is kept.
+      if (trailer.created || trailer.recount) this.trailerRows.forget(trailer.key);
+      else this.trailerRows.set(trailer.key, after);
       let fleet: Fleet | null = null;
       if (after.fleet_id !== null) {
         if (!fleets.has(after.fleet_id)) fleets.set(after.fleet_id, toFleetOrNull(sql.fleetById.get(after.fleet_id)));
@@ -554,6 +561,23 @@ class SqliteTrailwireStore implements SqliteStore {
       applied.set(vin, { trailer: toTrailer(after), fleet, createdTrailer: trailer.created });
     }
     return applied;
+  }
+
+  /**
+   * Moves the trailer's latest fix to `fix` where `fix` is newer, and keeps the row it then has in
+   * `trailer.row` (left as it was when the stored fix is newer: read again at the end of the batch).
+   * Where the rest of the row is known — from this batch, or seen by an earlier one
+   * (`trailer-row-cache.ts`) — only the fix is written; otherwise the row is read back as it is moved.
+   */
+  private moveLatestFix(trailer: TouchedTrailer, fix: GpsFix): void {
+    const known = trailer.row ?? (trailer.created ? undefined : this.trailerRows.get(trailer.key));
+    const move = [fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading, trailer.key, fix.timestamp] as const;
+    if (known === undefined) {
+      const moved = this.sql.moveLatestFixReturning.get(...move);
+      if (moved) trailer.row = trailerRowOf(moved);
+    } else if (this.sql.moveLatestFix.run(...move).changes > 0) {
+      trailer.row = { ...known, gps_timestamp: fix.timestamp, gps_lat: fix.lat, gps_long: fix.long, gps_speed: fix.speed, gps_heading: fix.heading };
+    }
   }
 
   /**
@@ -746,14 +770,19 @@ function prepareStoreStatements(db: Database.Database) {
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
        WHERE t.fleet_id = ? AND f.customer_id = ? AND t.active = 1 AND t.id > ? ORDER BY t.id LIMIT ?`,
     ),
+    moveLatestFix: db.prepare<[number, number, number, number, string, number, number]>(
+      `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
+       WHERE key = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?)`,
+    ),
     // Answers the row as values (see trailerRowOf): better-sqlite3 builds a row object property by
     // property, which cost more than the update itself here.
-    moveLatestFix: db
+    moveLatestFixReturning: db
       .prepare<[number, number, number, number, string, number, number], TrailerRowValues>(
         `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
          WHERE key = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
       )
       .raw(),
+    dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     updateTrailerStatus: db.prepare<[string, number, number, number, string]>(
       'UPDATE trailers SET status_name = ?, status_date = ?, faulted_devices = ?, warning_devices = ? WHERE id = ?',
     ),

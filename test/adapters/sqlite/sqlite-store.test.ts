@@ -324,6 +324,37 @@ describe('one SQLite file, several connections', () => {
     }
   });
 
+  it("a batch write answers a trailer's row as it is now, after another connection or this one changed it", async () => {
+    // The processing thread's connection keeps the rows it has seen (trailer-row-cache.ts); the
+    // server's main thread assigns and switches trailers on its own connection meanwhile.
+    const file = freshFile();
+    const [processing, operator] = await Promise.all([openSqliteStore({ file }), openSqliteStore({ file })]);
+    try {
+      await operator.createCustomer({ id: 'customer-1', name: 'Acme', keyHash: 'hash-1', createdAt: T0 });
+      const north = await operator.createFleet({ customerId: 'customer-1', name: 'North', createdAt: T0 });
+      const south = await operator.createFleet({ customerId: 'customer-1', name: 'South', createdAt: T0 });
+      const trailer = await operator.createTrailer({ id: 'trailer-1', fleetId: north.id, vin: VIN, unitId: 'U-1', createdAt: T0 });
+      let second = 0;
+      const fix = () => ({ vin: VIN, at: T0 + 60_000, telemetry: { gps: [{ timestamp: T0 + ++second * 1000, lat: second, long: 2, speed: 3, heading: 'N' as const }], devices: [], cargosafe: [] } });
+      const applied = async () => (await processing.applyTelemetry(fix())).trailer;
+
+      assert.equal((await applied()).fleetId, north.id);
+      assert.equal((await applied()).telemetry?.lat, 2, 'the second fix, from the row the first one left');
+      await operator.assignTrailer(trailer.id, south.id, 'U-2');
+      const assigned = await applied();
+      assert.deepEqual([assigned.fleetId, assigned.unitId, assigned.telemetry?.lat], [south.id, 'U-2', 3], "another connection's assignment is seen");
+      await operator.setTrailerActive(trailer.id, false);
+      assert.equal((await applied()).active, false);
+      await processing.setTrailerActive(trailer.id, true);
+      assert.equal((await applied()).active, true, "this connection's own change is seen");
+      const late = await processing.applyTelemetry({ vin: VIN, at: T0 + 60_000, telemetry: { gps: [{ timestamp: T0, lat: 99, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] } });
+      assert.equal(late.trailer.telemetry?.lat, 5, 'a late fix leaves the latest one, and the answer says so');
+      assert.deepEqual(late.trailer, await operator.getTrailer('customer-1', trailer.id));
+    } finally {
+      await Promise.all([processing.close(), operator.close()]);
+    }
+  });
+
   it('two handles on one file see each other’s writes', async () => {
     const file = freshFile();
     const [one, two] = await Promise.all([openSqliteStore({ file }), openSqliteStore({ file })]);
