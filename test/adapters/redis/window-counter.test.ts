@@ -76,7 +76,7 @@ describe('RedisWindowCounter', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST
     },
   });
 
-  it('increments in one command, setting the expiry to the window end once', async () => {
+  it('increments in one command a turn, setting the expiry to the window end once', async () => {
     const sent: string[] = [];
     const spied = connect();
     const send = spied.sendCommand.bind(spied);
@@ -92,11 +92,15 @@ describe('RedisWindowCounter', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST
     await counter.increment(key, expiresAt); // may load the script (EVALSHA answered NOSCRIPT, then EVAL)
     sent.length = 0;
     assert.equal(await counter.increment(key, expiresAt), 2);
-    assert.deepEqual(sent, ['evalsha'], 'one round trip per increment');
+    assert.deepEqual(sent, ['evalsha'], 'one round trip');
     assert.equal(await redis.pexpiretime(`${keyPrefix}${key}`), expiresAt, 'the key expires at the end of its window');
     await counter.increment(key, expiresAt + 5000);
     assert.equal(await redis.pexpiretime(`${keyPrefix}${key}`), expiresAt, 'later increments leave the expiry alone');
     assert.equal(await redis.get(`${keyPrefix}${key}`), '3', 'stored under the prefix');
+    sent.length = 0;
+    const turn = [`other-${key}`, key, `other-${key}`, key].map((each) => counter.increment(each, expiresAt));
+    assert.deepEqual(await Promise.all(turn), [1, 4, 2, 5], "one turn's increments, each answered its own count");
+    assert.deepEqual(sent, ['evalsha'], "one round trip for a turn's increments");
   });
 
   it('counts on when the server has lost its script cache (NOSCRIPT answers are retried with EVAL)', async () => {
