@@ -652,6 +652,12 @@ interface DevicePageParams {
 const TRAILER_COLUMNS = `t.id, t.fleet_id, t.unit_id, t.vin, t.active, t.status_name, t.status_date, t.faulted_devices,
   t.warning_devices, t.gps_timestamp, t.gps_lat, t.gps_long, t.gps_speed, t.gps_heading, t.created_at`;
 
+/** A fix becomes the trailer's latest only when it is at least as new as the one there (a late fix leaves it). */
+const MOVE_LATEST_FIX = `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
+  WHERE key = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?)`;
+/** timestamp, lat, long, speed, heading, the trailer's key, and the timestamp again. */
+type MoveLatestFixParams = [number, number, number, number, string, number, number];
+
 /** A trailer row as a raw statement answers it: the values of TRAILER_COLUMNS, in their order. */
 type TrailerRowValues = [string, number | null, string | null, string, SqlBool, StatusName, number, number, number, number | null, number | null, number | null, number | null, Heading | null, number];
 
@@ -770,17 +776,11 @@ function prepareStoreStatements(db: Database.Database) {
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
        WHERE t.fleet_id = ? AND f.customer_id = ? AND t.active = 1 AND t.id > ? ORDER BY t.id LIMIT ?`,
     ),
-    moveLatestFix: db.prepare<[number, number, number, number, string, number, number]>(
-      `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
-       WHERE key = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?)`,
-    ),
+    moveLatestFix: db.prepare<MoveLatestFixParams>(MOVE_LATEST_FIX),
     // Answers the row as values (see trailerRowOf): better-sqlite3 builds a row object property by
     // property, which cost more than the update itself here.
     moveLatestFixReturning: db
-      .prepare<[number, number, number, number, string, number, number], TrailerRowValues>(
-        `UPDATE trailers SET gps_timestamp = ?, gps_lat = ?, gps_long = ?, gps_speed = ?, gps_heading = ?
-         WHERE key = ? AND (gps_timestamp IS NULL OR gps_timestamp <= ?) RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
-      )
+      .prepare<MoveLatestFixParams, TrailerRowValues>(`${MOVE_LATEST_FIX} RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`)
       .raw(),
     dataVersion: db.prepare<[], number>('PRAGMA data_version').pluck(),
     updateTrailerStatus: db.prepare<[string, number, number, number, string]>(
