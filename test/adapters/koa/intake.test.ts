@@ -171,6 +171,19 @@ describe('partner intake over HTTP', () => {
     assertProblem(await post(customer.token, vin, gps(1)), 403);
   });
 
+  // Intake POSTs skip the root router's other routes (app.ts, routeByPathStart): they must still be
+  // routed as the root router routes them.
+  it('routes intake paths as every other route: the route template in the metrics, 405 and 404 from the root router', async () => {
+    assert.equal((await post(gpsPartner.token, uniqueVin(), gps(5))).status, 202);
+    const metrics = await app.call('GET', '/metrics');
+    assert.match(metrics.body, /trailwire_http_requests_total\{method="POST",route="\/api\/v1\/telemetry\/intake\/:VIN",status="202"\} \d+/);
+    const wrongMethod = await app.call('POST', '/api/v1/telemetry/intake/status/some-id', { token: gpsPartner.token, body: gps(5) });
+    assertProblem(wrongMethod, 405);
+    assert.equal(wrongMethod.headers.get('allow'), 'HEAD, GET');
+    assertProblem(await app.call('POST', `/api/v1/telemetry/intake/${uniqueVin()}/extra`, { token: gpsPartner.token, body: gps(5) }), 404);
+    assertProblem(await app.call('PUT', `/api/v1/telemetry/intake/${uniqueVin()}`, { token: gpsPartner.token, body: gps(5) }), 405);
+  });
+
   it('limits per (product, VIN) in fixed windows: other VINs and products keep their quota', async () => {
     await at(1);
     const noisy = uniqueVin();
