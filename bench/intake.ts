@@ -272,7 +272,8 @@ function powerCost(rows: Row[]): string {
 function httpThreadCost(rows: Row[]): string {
   const [trailwire, koaSqlite, koa] = ['trailwire-process-thread', 'koa-sqlite', 'koa'].map((server) => rows.find((row) => row.server === server)?.['main µs/202']);
   if (typeof trailwire !== 'number' || typeof koaSqlite !== 'number') return '';
-  const bareKoa = typeof koa === 'number' ? ` (bare Koa's ${koa} µs: its requests do not wait for a write, and gather into more, smaller turns)` : '';
+  // Said only where it shows: bare Koa dearer per request than Koa + SQLite.
+  const bareKoa = typeof koa === 'number' && koa > koaSqlite ? ` (bare Koa's ${koa} µs: its requests do not wait for a write, and gather into more, smaller turns)` : '';
   return (
     `; the HTTP thread spent ${trailwire} µs per 202 against Koa + SQLite's ${koaSqlite}${bareKoa}: ${round(trailwire - koaSqlite, 1)} µs more for` +
     ' the accept path (auth, limit, validation, ids: `npm run bench -- accept-path` counts it alone) and each turn\'s hand-over to the journal and the processing thread'

@@ -179,10 +179,11 @@ function buildStack(
  * Hands requests of `method` whose path starts with `pathStart` (under `prefix`) to `router`'s routes
  * alone; what those do not answer, and every other request, goes on to the root router. For the
  * intake POST, the one route taken thousands of times a second: @koa/router tries every route's
- * pattern on every request, about forty here, which cost 7,500 of the 58,600 instructions Trailwire
- * adds to bare Koa per 202 (`npm run bench -- accept-path` under callgrind). The routes answer as
- * they do under the root router: the same patterns, params and `_matchedRoute` (the metrics' and
- * access log's route), and a path or method they do not take still gets the root's 404 or 405.
+ * pattern on every request, about forty here: about 6,000 of the ~61,000 instructions Trailwire
+ * adds to bare Koa per 202 (`npm run bench -- accept-path` under callgrind, counted side by side
+ * with and without this). The routes answer as they do under the root router: the same patterns,
+ * params and `_matchedRoute` (the metrics' and access log's route), and a path or method they do not
+ * take still gets the root's 404 or 405.
  */
 function routeByPathStart(router: KoaRouter, prefix: string, method: string, pathStart: string): Middleware {
   // A router's routes can be mounted under several routers: each mount clones them.
