@@ -128,6 +128,9 @@ export interface RunningServer {
  */
 const HTTP_SERVER_TIMEOUTS = { headersTimeout: 15_000, requestTimeout: 30_000, keepAliveTimeout: 65_000 } as const;
 
+/** While closing, connections that become idle once their response is sent are closed this often. */
+const CLOSE_SWEEP_MS = 50;
+
 /** Where the embedded store lives unless `db` says otherwise. */
 export { DEFAULT_DB_FILE } from './backends.ts';
 
@@ -294,8 +297,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       liveEvents.endAllStreams();
       const closed = once(server, 'close');
       server.close();
+      // close() ends the connections idle at that moment; a keep-alive connection whose response was
+      // still in flight would stay open until its idle timeout (65 s), holding the shutdown that long.
       server.closeIdleConnections();
-      await closed;
+      const sweep = setInterval(() => server.closeIdleConnections(), CLOSE_SWEEP_MS);
+      await closed.finally(() => clearInterval(sweep));
       await closeCore();
     },
   };
