@@ -13,8 +13,9 @@
  *
  * - `process` durability: a written record is in the operating system's page cache, so it survives
  *   kill -9 of the process, as the database's own WAL commits do.
- * - `power` durability: the 202s of a group wait for `fdatasync` of the file (concurrent groups share
- *   one, off the event loop), so a record also survives power loss.
+ * - `power` durability: the 202s of a group wait for `fdatasync` of the file, so a record also
+ *   survives power loss: in the turn that wrote it while the disk's syncs are quick, else on libuv's
+ *   pool, where groups that come while one sync runs share the next (`sync-placement.ts`).
  *
  * At the next start, the server reads back what the journal holds (`recovered`) and appends every
  * payload the log does not have yet, in order (payload ids are unique, so a group already appended is
@@ -34,7 +35,7 @@
  * do not use the journal.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fdatasync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
+import { closeSync, existsSync, fdatasync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
@@ -44,6 +45,7 @@ import { decodeIntakeGroup } from './intake-group-codec.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
 import { OWNER_ONLY_FILE } from './file-modes.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
+import { SyncPlacement } from './sync-placement.ts';
 
 /** A file is emptied for reuse once every group in it is confirmed and it has grown past this size. */
 export const JOURNAL_FILE_SWITCH_BYTES = 4 * 1024 * 1024;
@@ -100,6 +102,8 @@ interface DurableWaiter {
 export interface IntakeJournalOptions {
   /** As the store's: `power` makes each group wait for fdatasync. Default `process`. */
   durability?: SqliteDurability;
+  /** Where power's syncs run. Default: a new `SyncPlacement`, which decides by the syncs' measured times (tests pass their own). */
+  syncPlacement?: SyncPlacement;
 }
 
 export class IntakeJournal {
@@ -120,6 +124,7 @@ export class IntakeJournal {
     private readonly durability: SqliteDurability,
     private recoveredGroups: readonly NewIntake[][],
     lastGroupNumber: number,
+    private readonly syncPlacement: SyncPlacement,
   ) {
     this.nextGroupNumber = lastGroupNumber + 1;
   }
@@ -153,7 +158,7 @@ export class IntakeJournal {
       }
       records.sort((a, b) => a.number - b.number);
       const recovered = records.map((record) => decodeIntakeGroup(record.group));
-      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, records.at(-1)?.number ?? 0);
+      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, records.at(-1)?.number ?? 0, options.syncPlacement ?? new SyncPlacement());
     } catch (error) {
       for (const segment of opened) closeSync(segment.fd);
       lock.close();
@@ -201,11 +206,21 @@ export class IntakeJournal {
 
   /**
    * Resolves once every group appended so far survives power loss: at once in `process` durability
-   * (a written record already survives the process), after an fdatasync of the files in `power`.
-   * Groups appended while one fdatasync runs share the next one.
+   * (a written record already survives the process), after an fdatasync of the files in `power` —
+   * done before this returns while syncs are quick, else on libuv's pool, where groups appended
+   * while one sync runs share the next (`sync-placement.ts`).
    */
   whenDurable(): Promise<void> {
     if (this.durability !== 'power' || this.groupsSynced >= this.groupsWritten) return Promise.resolve();
+    // Not beside a sync on the pool: that one answers for files whose dirty marks it took.
+    if (!this.syncRunning && this.syncPlacement.nextOnLoop()) {
+      try {
+        this.syncDirtyFilesNow();
+        return Promise.resolve();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    }
     return new Promise((resolve, reject) => {
       this.durableWaiters.push({ groups: this.groupsWritten, resolve, reject });
       this.syncDirtyFiles();
@@ -260,6 +275,41 @@ export class IntakeJournal {
     segment.dirty = true;
   }
 
+  /** Syncs the files written since their last sync, here and now, on the event loop; throws when a sync fails. */
+  private syncDirtyFilesNow(): void {
+    const upTo = this.groupsWritten;
+    const started = performance.now();
+    try {
+      for (const segment of this.segments) {
+        if (!segment.dirty) continue;
+        segment.dirty = false;
+        fdatasyncSync(segment.fd);
+      }
+    } catch (error) {
+      this.synced(upTo, error);
+      throw error;
+    }
+    this.syncPlacement.measured(performance.now() - started);
+    this.synced(upTo);
+  }
+
+  /**
+   * A sync covering the first `upTo` groups ended: answers the waiters it covers. A failed one fails
+   * every waiter up to there, whatever another sync said of them: Linux may have dropped the pages
+   * the failed sync was writing, and a later sync that succeeds does not bring them back.
+   */
+  private synced(upTo: number, failure?: unknown): void {
+    if (failure === undefined) this.groupsSynced = Math.max(this.groupsSynced, upTo);
+    const waiting = this.durableWaiters;
+    this.durableWaiters = [];
+    for (const waiter of waiting) {
+      if (failure !== undefined && waiter.groups <= upTo) waiter.reject(failure);
+      else if (waiter.groups <= this.groupsSynced) waiter.resolve();
+      else this.durableWaiters.push(waiter);
+    }
+  }
+
+  /** Syncs the files written since their last sync on libuv's pool, one sync at a time; the waiters' groups written meanwhile share the next. */
   private syncDirtyFiles(): void {
     if (this.syncRunning) return;
     this.syncRunning = true;
@@ -272,14 +322,7 @@ export class IntakeJournal {
       failure ??= error ?? undefined;
       if (--remaining > 0) return;
       this.syncRunning = false;
-      if (failure === undefined) this.groupsSynced = Math.max(this.groupsSynced, upTo);
-      const waiting = this.durableWaiters;
-      this.durableWaiters = [];
-      for (const waiter of waiting) {
-        if (failure !== undefined && waiter.groups <= upTo) waiter.reject(failure);
-        else if (waiter.groups <= this.groupsSynced) waiter.resolve();
-        else this.durableWaiters.push(waiter);
-      }
+      this.synced(upTo, failure);
       if (this.durableWaiters.length > 0) this.syncDirtyFiles();
     };
     if (dirty.length === 0) {

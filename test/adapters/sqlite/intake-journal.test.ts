@@ -13,6 +13,7 @@ import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { IntakeJournal, JOURNAL_FILE_SWITCH_BYTES, journalFiles, readRecords, replayIntoLog } from '../../../adapters/sqlite/intake-journal.ts';
 import { encodeIntakeGroup } from '../../../adapters/sqlite/intake-group-codec.ts';
+import { SyncPlacement } from '../../../adapters/sqlite/sync-placement.ts';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import type { NewIntake } from '../../../core/intake-queue.ts';
@@ -36,6 +37,21 @@ function openCleared(file: string, durability: 'process' | 'power' = 'process'):
   const journal = IntakeJournal.open(file, { durability });
   journal.clear();
   return journal;
+}
+
+/** A placement fixed on the event loop or on the pool, counting the syncs measured on the loop. */
+class MeasuredPlacement extends SyncPlacement {
+  measurements = 0;
+  constructor(private readonly fixedOnLoop: boolean) {
+    super();
+  }
+  override nextOnLoop(): boolean {
+    return this.fixedOnLoop;
+  }
+  override measured(milliseconds: number): void {
+    this.measurements++;
+    super.measured(milliseconds);
+  }
 }
 
 describe('IntakeJournal', () => {
@@ -144,17 +160,47 @@ describe('IntakeJournal', () => {
     reopened.close();
   });
 
-  it('answers durability at once in process mode, and after fdatasync in power mode', async () => {
+  it('answers durability at once in process mode, and in power mode after an fdatasync on the event loop while syncs are quick', async () => {
     const processJournal = openCleared(freshFile());
     append(processJournal, [item()]);
     await processJournal.whenDurable();
     processJournal.close();
-    const powerJournal = openCleared(freshFile(), 'power');
-    append(powerJournal, [item()]);
-    const first = powerJournal.whenDurable();
-    append(powerJournal, [item()]);
-    await Promise.all([first, powerJournal.whenDurable()]);
+    const placement = new MeasuredPlacement(true);
+    const file = freshFile();
+    const powerJournal = IntakeJournal.open(file, { durability: 'power', syncPlacement: placement });
+    powerJournal.clear();
+    const group = [item()];
+    append(powerJournal, group);
+    const durable = powerJournal.whenDurable();
+    assert.equal(placement.measurements, 1, 'synced before whenDurable returned, and measured');
+    await durable;
+    await powerJournal.whenDurable();
+    assert.equal(placement.measurements, 1, 'nothing written since: no second sync');
     powerJournal.close();
+    const reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, [group]);
+    reopened.close();
+  });
+
+  it('in power mode on a slow disk, syncs on the pool, each group answered once synced', async () => {
+    const placement = new MeasuredPlacement(false);
+    const file = freshFile();
+    const journal = IntakeJournal.open(file, { durability: 'power', syncPlacement: placement });
+    journal.clear();
+    const groups = [[item()], [item(), item()], [item()]];
+    const answered: number[] = [];
+    await Promise.all(
+      groups.map((group, index) => {
+        append(journal, group);
+        return journal.whenDurable().then(() => answered.push(index));
+      }),
+    );
+    assert.deepEqual(answered, [0, 1, 2]);
+    assert.equal(placement.measurements, 0);
+    journal.close();
+    const reopened = IntakeJournal.open(file);
+    assert.deepEqual(reopened.recovered, groups);
+    reopened.close();
   });
 
   it('belongs to one server at a time, in this process and in another', () => {

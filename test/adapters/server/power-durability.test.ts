@@ -1,0 +1,52 @@
+/**
+ * A server in `power` durability: its 202s wait for the intake journal's fdatasync (on the event
+ * loop while the disk's syncs are quick), and a burst of concurrent payloads, several per VIN, is
+ * acknowledged, processed and readable, as in `process` durability.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, it } from 'node:test';
+import { pino } from 'pino';
+import { startServer } from '../../../adapters/server/index.ts';
+import { withCheckDigit } from '../../../core/vin.ts';
+
+const directory = mkdtempSync(join(tmpdir(), 'trailwire-power-'));
+after(() => rmSync(directory, { recursive: true, force: true }));
+
+it('acknowledges a concurrent burst after syncing it, and processes every payload', { timeout: 30_000 }, async () => {
+  const server = await startServer({ db: join(directory, 'power.db'), durability: 'power', port: 0, grpcPort: 0, host: '127.0.0.1', logger: pino({ level: 'silent' }) });
+  try {
+    const partner = await server.trailwire.auth.createPartner({ name: 'Power Co', product: 'gps-basic' });
+    const token = (await server.trailwire.auth.authenticate('partners', partner.apiKey, 'test')).token.accessToken;
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    const ids = await Promise.all(
+      Array.from({ length: 60 }, async (_, i) => {
+        const vin = withCheckDigit(`1PWRTEST${String(i % 6).padStart(9, '0')}`);
+        const response = await fetch(`${server.url}/api/v1/telemetry/intake/${vin}`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify({ timestamp: 1767268800 + i, position: { latitude: 41, longitude: -87 }, speedKph: 80, bearingDeg: 10 }),
+        });
+        assert.equal(response.status, 202);
+        return ((await response.json()) as { id: string }).id;
+      }),
+    );
+    const deadline = Date.now() + 20_000;
+    let pending = ids;
+    while (pending.length > 0 && Date.now() < deadline) {
+      const states = await Promise.all(
+        pending.map(async (id) => {
+          const response = await fetch(`${server.url}/api/v1/telemetry/intake/status/${id}`, { headers });
+          return { id, status: ((await response.json()) as { status: string }).status };
+        }),
+      );
+      pending = states.filter((state) => state.status !== 'processed').map((state) => state.id);
+      if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.deepEqual(pending, [], 'every acknowledged payload was processed');
+  } finally {
+    await server.close();
+  }
+});
