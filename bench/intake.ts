@@ -14,11 +14,15 @@
  *
  * Every request is a new GPS fix of one of a fleet of 20,000 VINs (a distinct row to write each time); the token
  * is reused; gps-basic's per-VIN limit is raised for the run. Each server gets a short warm-up
- * first. Every server is measured in each of three rounds (started afresh each time), and the table
- * and the targets are the median round's: on a shared machine the host's load drifts by tens of per
- * cent over the minutes the servers take one after another, which one pass would read as a
- * difference between them. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10,
- * BENCH_ROUNDS=3 by default).
+ * first. The servers of a round run side by side and take the load in turns, in slices of two
+ * seconds (each slice ends once the loaded server's queue is drained, before the next server's
+ * begins), so that each server's ten seconds are spread over the same minutes as every other's: on
+ * these shared machines the host's speed drifts by tens of per cent within a minute, which ten
+ * seconds of one server and then ten of the next would read as a difference between them (the
+ * ratios of one round so measured spread over 0.65–1.23 for the same code). Every server is measured
+ * in each of three rounds (started afresh each time), and the table and the targets are the median
+ * round's. Run alone with `node --import tsx bench/intake.ts` (BENCH_SECONDS=10, BENCH_ROUNDS=3 by
+ * default).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { cpus } from 'node:os';
@@ -42,8 +46,10 @@ export const INTAKE_BENCH_SERVERS = [
 ] as const;
 
 export interface IntakeBenchOptions {
-  /** Seconds of load per server. Default 10. */
+  /** Seconds of load per server and round. Default 10. */
   durationSeconds?: number;
+  /** The load of each server is given in slices of about this many seconds, the servers taking turns. Default 2. */
+  sliceSeconds?: number;
   /** Seconds of warm-up load per server, not measured. Default 2. */
   warmupSeconds?: number;
   /** Concurrent connections. Default 50. */
@@ -103,6 +109,8 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
   const vins = benchVins(options.vins ?? 20_000);
   const servers = options.servers ?? INTAKE_BENCH_SERVERS;
   const rounds = options.rounds ?? 3;
+  const slices = Math.max(1, Math.round(duration / (options.sliceSeconds ?? 2)));
+  const sliceSeconds = duration / slices;
   let timestamp = 1780315200;
   const load = (server: RunningChild, seconds: number) => {
     let n = 0;
@@ -124,75 +132,128 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
     });
   };
 
-  /** One server measured once: started fresh, warmed up, loaded, its queue drained; its row and raw figures. */
-  const measure = async (mode: string): Promise<{ row: Row; raw: unknown }> => {
-    const server = await startChild(mode);
+  /** One slice of one server's load, from a drained queue to a drained queue: what it measured. */
+  const measureSlice = async (server: RunningChild): Promise<SliceFigures> => {
+    const before = await server.report();
+    const clientStarted = process.cpuUsage();
+    const result = await load(server, sliceSeconds);
+    const clientCpu = process.cpuUsage(clientStarted);
+    const after = await server.report();
+    return {
+      accepted: result['2xx'] as number,
+      requests: result.requests.total as number,
+      seconds: result.duration as number,
+      p50: result.latency.p50 as number,
+      p99: result.latency.p99 as number,
+      failures: (result.non2xx as number) + (result.errors as number),
+      // The drain after the previous slice is not this slice's.
+      cpuMs: after.cpuMs - (before.cpuMsWithDrain ?? before.cpuMs),
+      mainCpuMs: after.mainCpuMs === null || before.mainCpuMs === null ? null : after.mainCpuMs - before.mainCpuMs,
+      clientCpuMs: (clientCpu.user + clientCpu.system) / 1000,
+      processed: after.processed === undefined ? undefined : after.processed - before.processed!,
+      after,
+    };
+  };
+
+  /**
+   * One round: every server started fresh and warmed up, then loaded in turns, slice by slice (the
+   * order turning by one each slice, so that no server always follows the same one), then stopped.
+   */
+  const measureRound = async (): Promise<{ rows: Row[]; raw: Record<string, unknown> }> => {
+    const running: RunningChild[] = [];
     try {
-      await load(server, warmup);
-      const before = await server.report();
-      const clientStarted = process.cpuUsage();
-      const result = await load(server, duration);
-      const clientCpu = process.cpuUsage(clientStarted);
-      const after = await server.report();
-      const accepted = result['2xx'] as number;
-      const seconds = result.duration as number;
-      const cpuMs = after.cpuMs - (before.cpuMsWithDrain ?? before.cpuMs);
-      const mainCpuMs = after.mainCpuMs === null || before.mainCpuMs === null ? null : after.mainCpuMs - before.mainCpuMs;
-      const processed = after.processed === undefined ? undefined : after.processed - before.processed!;
+      for (const mode of servers) running.push(await startChild(mode));
+      for (const server of running) await load(server, warmup);
+      const measured: SliceFigures[][] = running.map(() => []);
+      for (let slice = 0; slice < slices; slice++) {
+        for (let turn = 0; turn < running.length; turn++) {
+          const index = (slice + turn) % running.length;
+          measured[index]!.push(await measureSlice(running[index]!));
+        }
+      }
       return {
-        raw: { requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, before, after },
-        row: {
-          server: mode,
-          '202/s': Math.round(accepted / seconds),
-          'p50 ms': result.latency.p50,
-          'p99 ms': result.latency.p99,
-          'non-2xx': result.non2xx + result.errors,
-          'cpu µs/202': round((cpuMs * 1000) / Math.max(1, accepted), 1),
-          'main µs/202': mainCpuMs === null ? '-' : round((mainCpuMs * 1000) / Math.max(1, accepted), 1),
-          // The load generator shares the machine: what it spends per request is CPU the server does not have.
-          'client µs/req': round((clientCpu.user + clientCpu.system) / Math.max(1, result.requests.total as number), 1),
-          'processed/s': processed === undefined || after.drainSeconds === null ? '-' : Math.round(processed / (seconds + after.drainSeconds!)),
-          'max depth': after.maxDepth ?? '-',
-          'behind at end': after.depthAtLoadEnd ?? '-',
-          'catch-up s': after.drainSeconds === undefined || after.drainSeconds === null ? '-' : round(after.drainSeconds, 2),
-        },
+        rows: servers.map((mode, index) => rowOf(mode, measured[index]!)),
+        raw: Object.fromEntries(servers.map((mode, index) => [mode, measured[index]])),
       };
     } finally {
-      server.child.kill();
+      for (const server of running) server.child.kill();
     }
   };
 
-  // Rounds, each measuring every server in turn: a ratio is taken between servers of the same round,
-  // minutes apart at most, and the verdict is the median round's, so that the host's drift between
-  // the first server and the last (on a shared machine, tens of per cent) decides no target alone.
+  // Rounds, each measuring every server in slices taken in turns (above): a ratio is taken between
+  // servers of the same round, and the verdict is the median round's.
   const roundsRows: Row[][] = [];
   const raw: Array<Record<string, unknown>> = [];
   for (let index = 0; index < rounds; index++) {
-    const rows: Row[] = [];
-    const roundRaw: Record<string, unknown> = {};
-    for (const mode of servers) {
-      const measured = await measure(mode);
-      rows.push(measured.row);
-      roundRaw[mode] = measured.raw;
-    }
-    roundsRows.push(rows);
-    raw.push(roundRaw);
+    const round = await measureRound();
+    roundsRows.push(round.rows);
+    raw.push(round.raw);
   }
   const rows = medianRows(roundsRows);
   const bare = rows.find((row) => row.server === 'node-http')?.['202/s'] as number | undefined;
   if (bare) for (const row of rows) row['x node:http'] = round((row['202/s'] as number) / bare, 2);
   const each = rounds === 1 ? '' : `, median of ${rounds} rounds`;
-  printTable(`Intake: ${connections} connections, ${duration} s each after ${warmup} s warm-up${each}, token reused, ${vins.length} VINs (gps-basic limit raised)`, rows);
+  printTable(
+    `Intake: ${connections} connections, ${duration} s each in ${slices} slices taken in turns after ${warmup} s warm-up${each}, token reused, ${vins.length} VINs (gps-basic limit raised)`,
+    rows,
+  );
   const budget = cpuBudget(rows, bare);
   if (budget) console.log(budget);
   const targets = targetLines(roundsRows);
   for (const line of targets) console.log(line);
-  const results = { durationSeconds: duration, warmupSeconds: warmup, connections, vins: vins.length, rounds, rows, roundsRows, targets, raw };
+  const results = { durationSeconds: duration, slices, warmupSeconds: warmup, connections, vins: vins.length, rounds, rows, roundsRows, targets, raw };
   console.log(`results: ${writeResults('intake', results)}`);
   return results;
 }
 
 type Row = Record<string, string | number>;
+
+interface SliceFigures {
+  accepted: number;
+  requests: number;
+  seconds: number;
+  p50: number;
+  p99: number;
+  failures: number;
+  cpuMs: number;
+  mainCpuMs: number | null;
+  clientCpuMs: number;
+  processed: number | undefined;
+  /** The server's report after the slice's queue drained (depths, drain time). */
+  after: Figures;
+}
+
+/**
+ * A server's row from its slices: rates and CPU over all of them; latency the median slice's; the
+ * queue at its worst (the most behind at a slice's end, the longest catch-up, the deepest).
+ */
+function rowOf(server: string, slices: SliceFigures[]): Row {
+  const sum = (figure: (slice: SliceFigures) => number) => slices.reduce((total, slice) => total + figure(slice), 0);
+  const accepted = sum((slice) => slice.accepted);
+  const seconds = sum((slice) => slice.seconds);
+  const worst = (figure: (after: Figures) => number | null | undefined) => {
+    const values = slices.map((slice) => figure(slice.after));
+    return values.every((value) => typeof value === 'number') ? Math.max(...(values as number[])) : undefined;
+  };
+  const mainCpuMs = slices.every((slice) => slice.mainCpuMs !== null) ? sum((slice) => slice.mainCpuMs!) : null;
+  const drainSeconds = worst((after) => after.drainSeconds);
+  const processed = slices.every((slice) => slice.processed !== undefined) ? sum((slice) => slice.processed!) : undefined;
+  return {
+    server,
+    '202/s': Math.round(accepted / seconds),
+    'p50 ms': percentile(slices.map((slice) => slice.p50), 50),
+    'p99 ms': percentile(slices.map((slice) => slice.p99), 50),
+    'non-2xx': sum((slice) => slice.failures),
+    'cpu µs/202': round((sum((slice) => slice.cpuMs) * 1000) / Math.max(1, accepted), 1),
+    'main µs/202': mainCpuMs === null ? '-' : round((mainCpuMs * 1000) / Math.max(1, accepted), 1),
+    // The load generator shares the machine: what it spends per request is CPU the server does not have.
+    'client µs/req': round((sum((slice) => slice.clientCpuMs) * 1000) / Math.max(1, sum((slice) => slice.requests)), 1),
+    'processed/s': processed === undefined || drainSeconds === undefined ? '-' : Math.round(processed / (seconds + sum((slice) => slice.after.drainSeconds ?? 0))),
+    'max depth': worst((after) => after.maxDepth) ?? '-',
+    'behind at end': worst((after) => after.depthAtLoadEnd) ?? '-',
+    'catch-up s': drainSeconds === undefined ? '-' : round(drainSeconds, 2),
+  };
+}
 
 /** Per server, each figure's median over the rounds (by nearest rank: a figure one round measured; one that is not a number is the first round's). */
 function medianRows(roundsRows: Row[][]): Row[] {
@@ -248,9 +309,9 @@ function targetLines(roundsRows: Row[][]): string[] {
 
 /**
  * Why `power` falls short of `process`, from the run's figures: what a 202 costs more when it waits
- * for the journal's fdatasync — on the HTTP thread (the event-loop turns that answer each sync's
- * groups) and in all (besides, the syncs' own kernel work: the journal's, and the processing
- * thread's commits at `synchronous = FULL`) — and how much longer it waits.
+ * for the journal's fdatasync — on the HTTP thread (which runs the syncs itself while they are quick,
+ * `sync-placement.ts`) and in all (besides, the processing thread's commits at `synchronous = FULL`)
+ * — and how much longer it waits.
  */
 function powerCost(rows: Row[]): string {
   const [power, processOnly] = ['trailwire-power-thread', 'trailwire-process-thread'].map((server) => rows.find((row) => row.server === server));
@@ -259,7 +320,7 @@ function powerCost(rows: Row[]): string {
     typeof power[column] === 'number' && typeof processOnly[column] === 'number' ? `${round((power[column] as number) - (processOnly[column] as number), 1)} µs` : '?';
   return (
     `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
-    ` ${more('main µs/202')} of it on the HTTP thread (the turns that answer each sync), the rest in syncs (the journal's, and the processing thread's FULL commits)`
+    ` ${more('main µs/202')} of it on the HTTP thread (the journal's syncs, run there while they are quick), the rest mostly the processing thread's FULL commits`
   );
 }
 

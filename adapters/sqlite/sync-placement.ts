@@ -5,10 +5,10 @@
  * On a disk whose sync is quick, the event loop is the cheaper place. A sync handed to the pool
  * passes through the loop twice (the hand-over, then its callback a turn or more later), wakes a pool
  * thread each time, and holds its group's 202s — and with them their connections — across those
- * turns, so that fewer requests are in flight and the turns carry fewer of them each. Measured on this
- * project's 2-core machines (`npm run bench -- intake`, `power` against `process` in interleaved
- * slices; `docs/performance.md`): on the loop, `power` took 11 to 22 µs less CPU a 202 and reached
- * 0.886 × `process` where the pool's reached 0.80–0.82 ×, its syncs 100–200 µs each.
+ * turns, so that fewer requests are in flight and the turns carry fewer of them each. Measured on a
+ * 2-core machine whose syncs took 0.2 ms (p50) under load, in five runs each interleaving the two
+ * with `process` (`docs/performance.md`): on the loop, a `power` 202 cost 4–22 µs less CPU than on
+ * the pool in every run, and reached 0.79–0.90 × `process` against the pool's 0.80–0.89 ×.
  *
  * On a slow disk (a network volume, a spinning one) each turn would stall for the sync's length, so
  * syncs that take long on average go to the pool; there one sync in `PROBE_EVERY` still runs on the
