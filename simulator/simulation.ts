@@ -367,7 +367,6 @@ async function statusOf(response: Promise<Response>): Promise<number | undefined
   }
 }
 
-/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes. */
 /** Per customer, the processing time of the newest processed payload of each of its VINs. */
 function latestUpdates(sends: readonly SendRecord[], outcomes: Record<string, IntakeOutcome>, ownership: Record<string, number>): Map<number, Map<string, number>> {
   const latest = new Map<number, Map<string, number>>();
@@ -382,6 +381,7 @@ function latestUpdates(sends: readonly SendRecord[], outcomes: Record<string, In
   return latest;
 }
 
+/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes. */
 async function awaitProcessing(sends: SendRecord[], partners: Map<string, TrailwireClient>, waitMs: number): Promise<Record<string, IntakeOutcome>> {
   const outcomes: Record<string, IntakeOutcome> = {};
   let pending = sends.filter((send) => send.status === 202 && send.id);
