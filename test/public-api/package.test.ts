@@ -4,7 +4,8 @@
  * - plain JavaScript imports every public entry and starts a server whose `/readyz` answers 200;
  * - the `trailwire` command runs from `node_modules/.bin`;
  * - a TypeScript consumer type-checks against the shipped declarations with `skipLibCheck: false`;
- * - tsx is not installed with it (it is a development tool, not a runtime dependency).
+ * - tsx is not installed with it (it is a development tool, not a runtime dependency);
+ * - it holds no compiled module whose source was deleted.
  * `npm test` builds dist/ first (its `pretest`), so the tarball holds the sources' current build.
  */
 import assert from 'node:assert/strict';
@@ -169,5 +170,13 @@ export { startServer };
     assert.ok(existsSync(join(installed, 'README.md')));
     assert.deepEqual(readdirSync(join(installed, 'dist/test')), ['conformance']);
     assert.equal(existsSync(join(installed, 'test')) && readdirSync(join(installed, 'test')).some((name) => name !== 'conformance'), false);
+  });
+
+  it('ships no module whose source is gone (the build starts from an empty dist/)', () => {
+    const installed = join(project, 'node_modules/trailwire/dist');
+    const modules = (readdirSync(installed, { recursive: true }) as string[]).filter((file) => file.endsWith('.js'));
+    assert.ok(modules.length > 50);
+    const orphans = modules.filter((file) => !existsSync(join(REPO_ROOT, file.replace(/\.js$/, '.ts'))));
+    assert.deepEqual(orphans, []);
   });
 });
