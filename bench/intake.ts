@@ -157,7 +157,7 @@ export async function runIntakeBench(options: IntakeBenchOptions = {}) {
 
   /**
    * One round: every server started fresh and warmed up, then loaded in turns, slice by slice (the
-   * order turning by one each slice, so that no server always follows the same one), then stopped.
+   * order turning by one each slice, so that each server takes each place in it), then stopped.
    */
   const measureRound = async (): Promise<{ rows: Row[]; raw: Record<string, unknown> }> => {
     const running: RunningChild[] = [];
