@@ -59,7 +59,7 @@ export interface SimulationOptions {
   slowReadMs?: number;
   /** The most intake requests in flight at once. Default 256. */
   maxInFlight?: number;
-  /** Called about twice a second while the traffic runs. */
+  /** Called about twice a second while the traffic runs, and while the statuses of its accepted payloads are read after it. */
   onProgress?: (progress: SimulationProgress) => void;
 }
 
@@ -77,6 +77,12 @@ export interface SimulationProgress {
   p50Ms: number;
   p99Ms: number;
   liveUpdates: number;
+  /**
+   * Once the traffic is over: the accepted payloads whose final state (processed or failed) their
+   * status has told, of all of them. Status reads count against each partner's read limit, so with
+   * many accepted payloads this phase waits for the limit's windows.
+   */
+  checking?: { settled: number; accepted: number };
 }
 
 /** Runs one simulation; `traffic` must hold a trailer for each of `target.vins`, in order. */
@@ -233,10 +239,14 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     }
     const trafficEndedAt = Date.now();
     trafficRunning = false;
-    options.onProgress?.(meter.snapshot(trafficEndedAt - startAt, options.durationMs, liveUpdates));
+    const trafficProgress = meter.snapshot(trafficEndedAt - startAt, options.durationMs, liveUpdates);
+    options.onProgress?.(trafficProgress);
     for (const subscription of subscriptions) subscription.resume();
 
-    const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs);
+    const checking = { settled: 0, accepted: sends.filter((send) => send.status === 202 && send.id).length };
+    const checkingTimer = options.onProgress ? setInterval(() => options.onProgress!({ ...trafficProgress, liveUpdates, checking: { ...checking } }), 500) : undefined;
+    const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs, checking).finally(() => clearInterval(checkingTimer));
+    options.onProgress?.({ ...trafficProgress, liveUpdates, checking });
     // Processed payloads are published at once, but a loaded machine may take a while to carry
     // them: wait until every subscriber has the latest update of each of its customer's trailers
     // (coalescing never skips that one), or until the feed has been quiet for two seconds.
@@ -381,8 +391,13 @@ function latestUpdates(sends: readonly SendRecord[], outcomes: Record<string, In
   return latest;
 }
 
-/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes. */
-async function awaitProcessing(sends: SendRecord[], partners: Map<string, TrailwireClient>, waitMs: number): Promise<Record<string, IntakeOutcome>> {
+/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes; counts the settled ones in `progress`. */
+async function awaitProcessing(
+  sends: SendRecord[],
+  partners: Map<string, TrailwireClient>,
+  waitMs: number,
+  progress: { settled: number },
+): Promise<Record<string, IntakeOutcome>> {
   const outcomes: Record<string, IntakeOutcome> = {};
   let pending = sends.filter((send) => send.status === 202 && send.id);
   const deadline = Date.now() + waitMs;
@@ -402,6 +417,7 @@ async function awaitProcessing(sends: SendRecord[], partners: Map<string, Trailw
       }
       const state = outcomes[send.id!]!.status;
       if (state !== 'processed' && state !== 'failed') stillPending.push(send);
+      else progress.settled++;
     });
     pending = stillPending;
     if (pending.length === 0 || Date.now() >= deadline) break;

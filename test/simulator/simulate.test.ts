@@ -8,6 +8,7 @@ import { MemoryLiveBus, type LiveTrailerEvent } from '../../core/live-hub.ts';
 import { MemoryWindowCounter } from '../../core/rate-limit.ts';
 import { systemClock } from '../../core/clock.ts';
 import { simulate } from '../../simulator/simulate.ts';
+import type { SimulationProgress } from '../../simulator/simulation.ts';
 
 /** A bus that hands each update to another customer than the trailer's (once it has seen two). */
 class MisroutingBus extends MemoryLiveBus {
@@ -32,8 +33,10 @@ const quick = { seed: 7, vins: 6, rate: 30, windowSeconds: 1, customers: 2 } as 
 
 describe('simulate against faulty servers', () => {
   it('catches a bigger limit than assumed, updates sent to the wrong customer, and heartbeats slower than assumed', async () => {
+    const progress: SimulationProgress[] = [];
     const { report } = await simulate({
       ...quick,
+      onProgress: (snapshot) => progress.push(snapshot),
       scenario: 'burst',
       durationS: 2,
       subscribers: 2,
@@ -51,11 +54,16 @@ describe('simulate against faulty servers', () => {
     assert.match(violations, /missed \d+ of \d+ update\(s\)/);
     assert.match(violations, /ms without a heartbeat from .* \(interval 150 ms \+ slack 150 ms\)/);
     assert.equal(report.checks.find((c) => c.name === 'no 5xx')?.passed, true);
+    // The last progress is the check of the accepted payloads' states: all of them settled.
+    assert.deepEqual(progress.at(-1)?.checking, { settled: report.accepted, accepted: report.accepted });
+    assert.ok(progress.some((snapshot) => snapshot.checking === undefined && snapshot.sent > 0), 'the traffic phase reported too');
   });
 
   it('catches 5xx answers and accepted payloads that are never processed', async () => {
+    const progress: SimulationProgress[] = [];
     const { report } = await simulate({
       ...quick,
+      onProgress: (snapshot) => progress.push(snapshot),
       scenario: 'steady',
       durationS: 1.5,
       subscribers: 1,
@@ -66,5 +74,6 @@ describe('simulate against faulty servers', () => {
     assert.match(violations, /\d+ intake request\(s\) answered 5xx \(\d+×500\)/);
     assert.match(violations, /\d+ accepted payload\(s\) not processed within 0.5 s after the traffic stopped \(\d+ queued\)/);
     assert.ok(report.accepted > 0);
+    assert.deepEqual(progress.at(-1)?.checking, { settled: 0, accepted: report.accepted });
   });
 });
