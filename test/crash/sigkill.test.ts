@@ -14,6 +14,7 @@ import { withCheckDigit } from '../../core/vin.ts';
 import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
 import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { assertAllProcessed } from '../support/intake-status.ts';
 
 const bin = TRAILWIRE_BIN;
 const dir = mkdtempSync(join(tmpdir(), 'trailwire-crash-'));
@@ -71,22 +72,7 @@ async function kill(child: ChildProcess): Promise<void> {
 /** Starts the server again on the file and waits until every id is processed (through the status endpoint). */
 async function assertAllProcessedAfterRestart(apiKey: string, acknowledged: string[]): Promise<void> {
   const second = await serve();
-  const token = await tokenOf(second.url, apiKey);
-  const deadline = Date.now() + 30_000;
-  let pending = [...acknowledged];
-  while (pending.length > 0 && Date.now() < deadline) {
-    const states = await Promise.all(
-      pending.map(async (id) => {
-        const response = await fetch(`${second.url}/api/v1/telemetry/intake/status/${id}`, { headers: { authorization: `Bearer ${token}` } });
-        assert.equal(response.status, 200, `payload ${id} is known after the restart`);
-        return { id, status: ((await response.json()) as { status: string }).status };
-      }),
-    );
-    assert.ok(states.every((state) => state.status !== 'failed'));
-    pending = states.filter((state) => state.status !== 'processed').map((state) => state.id);
-    if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  assert.deepEqual(pending, [], 'every acknowledged payload was processed');
+  await assertAllProcessed(second.url, await tokenOf(second.url, apiKey), acknowledged);
   await kill(second.child);
 }
 

@@ -20,6 +20,7 @@ import { withCheckDigit } from '../../core/vin.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { subscribeLiveFeed, type LiveUpdate } from '../../simulator/client/index.ts';
 import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { assertAllProcessed } from '../support/intake-status.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;
@@ -228,18 +229,7 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
     );
     await stopped(a.child, 'SIGKILL');
 
-    const statusOf = async (id: string): Promise<string> => {
-      const response = await fetch(`${b.url}/api/v1/telemetry/intake/status/${id}`, { headers: { authorization: `Bearer ${token}` } });
-      assert.equal(response.status, 200, `payload ${id} is known to B`);
-      return ((await response.json()) as { status: string }).status;
-    };
-    let pending = acknowledged;
-    await until(async () => {
-      const states = await Promise.all(pending.map(async (id) => [id, await statusOf(id)] as const));
-      assert.deepEqual(states.filter(([, status]) => status === 'failed'), [], 'no acknowledged payload failed');
-      pending = states.filter(([, status]) => status !== 'processed').map(([id]) => id);
-      return pending.length === 0;
-    }, `B to process every payload A acknowledged (${acknowledged.length})`, 30_000);
+    await assertAllProcessed(b.url, token, acknowledged);
   });
 
   it('serve --workers 2 runs two workers behind one pair of ports, prints once, and stops them all on SIGTERM', { timeout: 40_000 }, async () => {

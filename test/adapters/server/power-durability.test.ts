@@ -11,6 +11,7 @@ import { after, it } from 'node:test';
 import { pino } from 'pino';
 import { startServer } from '../../../adapters/server/index.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
+import { assertAllProcessed } from '../../support/intake-status.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-power-'));
 after(() => rmSync(directory, { recursive: true, force: true }));
@@ -33,19 +34,7 @@ it('acknowledges a concurrent burst after syncing it, and processes every payloa
         return ((await response.json()) as { id: string }).id;
       }),
     );
-    const deadline = Date.now() + 20_000;
-    let pending = ids;
-    while (pending.length > 0 && Date.now() < deadline) {
-      const states = await Promise.all(
-        pending.map(async (id) => {
-          const response = await fetch(`${server.url}/api/v1/telemetry/intake/status/${id}`, { headers });
-          return { id, status: ((await response.json()) as { status: string }).status };
-        }),
-      );
-      pending = states.filter((state) => state.status !== 'processed').map((state) => state.id);
-      if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    assert.deepEqual(pending, [], 'every acknowledged payload was processed');
+    await assertAllProcessed(server.url, token, ids, 20_000);
   } finally {
     await server.close();
   }
