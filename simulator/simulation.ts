@@ -243,7 +243,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     options.onProgress?.(trafficProgress);
     for (const subscription of subscriptions) subscription.resume();
 
-    const checking = { settled: 0, accepted: sends.filter((send) => send.status === 202 && send.id).length };
+    const checking = { settled: 0, accepted: 0 };
     const checkingTimer = options.onProgress ? setInterval(() => options.onProgress!({ ...trafficProgress, liveUpdates, checking: { ...checking } }), 500) : undefined;
     const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs, checking).finally(() => clearInterval(checkingTimer));
     options.onProgress?.({ ...trafficProgress, liveUpdates, checking });
@@ -391,15 +391,16 @@ function latestUpdates(sends: readonly SendRecord[], outcomes: Record<string, In
   return latest;
 }
 
-/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes; counts the settled ones in `progress`. */
+/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes; counts them, and the settled ones, in `progress`. */
 async function awaitProcessing(
   sends: SendRecord[],
   partners: Map<string, TrailwireClient>,
   waitMs: number,
-  progress: { settled: number },
+  progress: { settled: number; accepted: number },
 ): Promise<Record<string, IntakeOutcome>> {
   const outcomes: Record<string, IntakeOutcome> = {};
   let pending = sends.filter((send) => send.status === 202 && send.id);
+  progress.accepted = pending.length;
   const deadline = Date.now() + waitMs;
   while (pending.length > 0) {
     const stillPending: SendRecord[] = [];

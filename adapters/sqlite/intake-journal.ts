@@ -280,17 +280,20 @@ export class IntakeJournal {
     const upTo = this.groupsWritten;
     const started = performance.now();
     try {
-      for (const segment of this.segments) {
-        if (!segment.dirty) continue;
-        segment.dirty = false;
-        fdatasyncSync(segment.fd);
-      }
+      for (const segment of this.takeDirtySegments()) fdatasyncSync(segment.fd);
     } catch (error) {
       this.synced(upTo, error);
       throw error;
     }
     this.syncPlacement.measured(performance.now() - started);
     this.synced(upTo);
+  }
+
+  /** The files written since their last sync, marked clean: the sync about to start answers for them. */
+  private takeDirtySegments(): Segment[] {
+    const dirty = this.segments.filter((segment) => segment.dirty);
+    for (const segment of dirty) segment.dirty = false;
+    return dirty;
   }
 
   /**
@@ -314,8 +317,7 @@ export class IntakeJournal {
     if (this.syncRunning) return;
     this.syncRunning = true;
     const upTo = this.groupsWritten;
-    const dirty = this.segments.filter((segment) => segment.dirty);
-    for (const segment of dirty) segment.dirty = false;
+    const dirty = this.takeDirtySegments();
     let remaining = dirty.length;
     let failure: unknown;
     const done = (error: NodeJS.ErrnoException | null) => {

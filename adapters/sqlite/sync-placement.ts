@@ -45,7 +45,7 @@ export class SyncPlacement {
     else if (!this.onLoop && this.averageMs < QUICK_SYNC_MS) this.onLoop = true;
   }
 
-  /** Whether syncs run on the event loop for now (for logs and tests). */
+  /** Whether syncs run on the event loop for now. */
   get syncsOnLoop(): boolean {
     return this.onLoop;
   }
