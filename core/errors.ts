@@ -28,8 +28,12 @@ export const ERROR_CODES = [
   'unsupported_media_type',
   'rate_limited',
   'unavailable',
+  'store_unavailable',
   'internal',
 ] as const;
+
+/** Seconds a 503 tells its client to wait (`Retry-After`) unless the error says otherwise. */
+export const DEFAULT_RETRY_AFTER_SECONDS = 2;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -44,6 +48,8 @@ export interface TrailwireErrorOptions {
   errors?: FieldError[];
   /** For `rate_limited`: the limit that was exhausted, for the RateLimit-* headers. */
   rateLimit?: RateLimitState;
+  /** For a 503 code: seconds until a retry may succeed (`Retry-After`). Default `DEFAULT_RETRY_AFTER_SECONDS`. */
+  retryAfterSeconds?: number;
   cause?: unknown;
 }
 
@@ -52,13 +58,25 @@ export class TrailwireError extends Error {
   readonly code: ErrorCode;
   readonly errors: FieldError[] | undefined;
   readonly rateLimit: RateLimitState | undefined;
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(code: ErrorCode, message: string, options: TrailwireErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.errors = options.errors;
     this.rateLimit = options.rateLimit;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
+}
+
+/**
+ * A refusal caused by a dependency — the disk or the database full or failing, the intake journal,
+ * a processing thread (contract 6): 503 `store_unavailable` with `Retry-After`, never a 500. The
+ * message is shown to the client, so it names what failed in the operator's terms, not the error
+ * itself (that goes in `cause`, for the log).
+ */
+export function storeUnavailable(message: string, cause?: unknown, retryAfterSeconds?: number): TrailwireError {
+  return new TrailwireError('store_unavailable', message, { cause, retryAfterSeconds });
 }
 
 /** A `validation_failed` error with one field error. */
@@ -88,6 +106,7 @@ export const HTTP_STATUS_BY_CODE: Record<ErrorCode, { status: number; title: str
   unsupported_media_type: { status: 415, title: 'Unsupported Media Type' },
   rate_limited: { status: 429, title: 'Too Many Requests' },
   unavailable: { status: 503, title: 'Service Unavailable' },
+  store_unavailable: { status: 503, title: 'Service Unavailable' },
   internal: { status: 500, title: 'Internal Server Error' },
 };
 
@@ -107,7 +126,9 @@ export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   payload_too_large: 'The request body exceeds the configured limit.',
   unsupported_media_type: 'The request body must be application/json.',
   rate_limited: 'A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After.',
-  unavailable: 'The service is starting, shutting down, or its store is unreachable.',
+  unavailable: 'The service is starting or shutting down, or not ready; retry after the seconds in Retry-After.',
+  store_unavailable:
+    'A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check).',
   internal: 'An unexpected error; the log has the details under the request id.',
 };
 

@@ -22,6 +22,7 @@ export const GRPC_STATUS_BY_CODE: Record<ErrorCode, status> = {
   unsupported_media_type: status.INVALID_ARGUMENT,
   rate_limited: status.RESOURCE_EXHAUSTED,
   unavailable: status.UNAVAILABLE,
+  store_unavailable: status.UNAVAILABLE,
   internal: status.INTERNAL,
 };
 

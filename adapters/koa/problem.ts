@@ -7,6 +7,7 @@
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import {
+  DEFAULT_RETRY_AFTER_SECONDS,
   type ErrorCode,
   HTTP_STATUS_BY_CODE,
   isTrailwireError,
@@ -96,7 +97,9 @@ function fromAuthenticationError(http: HttpLikeError, ctx: Context): TrailwireEr
 export function problemBody(error: TrailwireError, requestId?: string) {
   const { status, title } = HTTP_STATUS_BY_CODE[error.code];
   // Only 4xx details are written for the caller; a 5xx detail is fixed text.
-  const detail = status >= 500 ? (error.code === 'unavailable' ? error.message : 'An unexpected error occurred; quote the request id to support.') : error.message;
+  // Only 4xx and 503 details are written for the caller (a 503's message names the failing part in
+  // the operator's terms); a 500's detail is fixed text.
+  const detail = status >= 500 && status !== 503 ? 'An unexpected error occurred; quote the request id to support.' : error.message;
   return {
     type: problemType(error.code),
     title,
@@ -120,4 +123,6 @@ export function sendProblem(ctx: Context, error: TrailwireError): void {
     setRateLimitHeaders(ctx, error.rateLimit);
     ctx.set('Retry-After', String(error.rateLimit.resetSeconds));
   }
+  // Every 503 says when to come back (contract 6).
+  if (ctx.status === 503) ctx.set('Retry-After', String(error.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_SECONDS));
 }

@@ -264,6 +264,7 @@ describe('failures', () => {
       assertProblem(response, 503);
       assert.equal(response.body.type, 'https://trailwire.dev/problems/unavailable');
       assert.match(response.body.detail, /store/);
+      assert.match(response.headers.get('retry-after') ?? '', /^[1-9]\d*$/, 'every 503 says when to come back');
       assert.equal((await served.call('GET', '/healthz')).status, 200, 'the process itself is still up');
     } finally {
       await served.close();
