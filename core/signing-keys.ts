@@ -124,9 +124,18 @@ export class SigningKeyRing {
 
   /** The public key that verifies tokens carrying `kid`, if it is one of ours and not revoked or past its grace. */
   publicKeyFor(kid: string | undefined): KeyObject | undefined {
+    return this.verifierFor(kid)?.publicKey;
+  }
+
+  /**
+   * The public key and its algorithm for tokens carrying `kid` (as `publicKeyFor`), read from the ring
+   * as it is now: after a refresh that brought a key of another algorithm, its tokens verify at once.
+   * A token is checked with its key's own algorithm only (RFC 8725 3.1), never a list.
+   */
+  verifierFor(kid: string | undefined): { publicKey: KeyObject; alg: SigningAlgorithm } | undefined {
     if (kid === undefined) return undefined;
     const key = this.keys.find((candidate) => candidate.kid === kid);
-    return key && this.verifies(key) ? key.publicKey : undefined;
+    return key && this.verifies(key) ? { publicKey: key.publicKey, alg: key.alg } : undefined;
   }
 
   /** The JWKS document: every public key that may still verify a live token. */
@@ -136,10 +145,6 @@ export class SigningKeyRing {
         .filter((key) => this.verifies(key))
         .map((key) => ({ ...(key.publicKey.export({ format: 'jwk' }) as JsonWebKey), kid: key.kid, alg: key.alg, use: 'sig' as const })),
     };
-  }
-
-  get algorithms(): SigningAlgorithm[] {
-    return [...new Set(this.keys.filter((key) => key.revokedAt === null).map((key) => key.alg))];
   }
 
   /** Every key the store holds, oldest first, with its status. */

@@ -187,29 +187,6 @@ export class TokenService {
   }
 
   /**
-   * Options for `jsonwebtoken.verify` (and so for koa-jwt): our algorithms only (never `none`), our
-   * issuer, and the injected clock. `audience` is checked separately: a token of the other audience
-   * is a 403, not a 401.
-   */
-  verifyOptions(): jwt.VerifyOptions & { algorithms: jwt.Algorithm[] } {
-    const clock = this.clock;
-    return {
-      algorithms: this.keys.algorithms,
-      issuer: this.issuer,
-      get clockTimestamp() {
-        return Math.floor(clock.now() / 1000);
-      },
-    };
-  }
-
-  /** The public key for a token header's `kid` (the koa-jwt `secret` provider). */
-  keyForHeader(header: { kid?: string }): jwt.Secret {
-    const key = this.keys.publicKeyFor(header.kid);
-    if (!key) throw new TrailwireError('invalid_token', 'The token was not signed by this service (unknown kid).');
-    return key;
-  }
-
-  /**
    * Verifies a token fully: signature, issuer, expiry, claim shapes, and key version (revocation).
    * Throws `invalid_token`; does not check the audience (see `requireAudience`).
    */
@@ -276,12 +253,24 @@ export class TokenService {
     this.verified.set(cacheKeyOf(token), { token, claims });
   }
 
-  /** Checks signature, algorithm, issuer and expiry; answers the decoded payload. */
+  /**
+   * Checks signature, algorithm, issuer and expiry; answers the decoded payload. The key and its
+   * algorithm are looked up in the ring on every call, never copied: a rotation to another algorithm
+   * (`keys rotate --algorithm ES256`) verifies as soon as the ring has refreshed (issue 29). HTTP,
+   * the event stream and the LiveFeed all come through here (`verify`). `audience` is checked
+   * separately: a token of the other audience is a 403, not a 401.
+   */
   private verifySignature(token: string): unknown {
     try {
       const header = jwt.decode(token, { complete: true })?.header;
       if (!header) throw new Error('not a JWT');
-      return jwt.verify(token, this.keyForHeader(header), this.verifyOptions());
+      const verifier = this.keys.verifierFor(header.kid);
+      if (!verifier) throw new TrailwireError('invalid_token', 'The token was not signed by this service (unknown kid).');
+      return jwt.verify(token, verifier.publicKey, {
+        algorithms: [verifier.alg],
+        issuer: this.issuer,
+        clockTimestamp: Math.floor(this.clock.now() / 1000),
+      });
     } catch (error) {
       if (error instanceof TrailwireError) throw error;
       throw new TrailwireError('invalid_token', describeJwtError(error), { cause: error });

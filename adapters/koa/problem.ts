@@ -1,6 +1,6 @@
 /**
  * RFC 9457 problem responses. Every error that leaves the Koa adapter goes through `problemMiddleware`:
- * a `TrailwireError` becomes its mapped status with a problem+json body, Koa/koa-jwt/router HTTP
+ * a `TrailwireError` becomes its mapped status with a problem+json body, Koa/router HTTP
  * errors are translated to the matching Trailwire code, and anything else is a 500 whose body says
  * nothing about internals — the log has the error under the request id the response carries.
  */
@@ -14,14 +14,12 @@ import {
   problemType,
   TrailwireError,
 } from '../../core/errors.ts';
-import { describeJwtError } from '../../core/tokens.ts';
 import { setRateLimitHeaders } from './rate-limit-headers.ts';
 
 interface HttpLikeError {
   status?: number;
   statusCode?: number;
   message?: string;
-  originalError?: unknown;
   headers?: Record<string, string>;
 }
 
@@ -79,16 +77,13 @@ export function toTrailwireError(error: unknown, ctx: Context): TrailwireError {
       ? new TrailwireError('unavailable', 'The service is not ready.', { cause: error })
       : new TrailwireError('internal', 'An unexpected error occurred.', { cause: error });
   }
-  if (status === 401) return fromAuthenticationError(http, ctx);
+  if (status === 401) return fromAuthenticationError(ctx);
   const code = CODE_BY_HTTP_STATUS[status] ?? 'validation_failed';
   return new TrailwireError(code, http.message ?? HTTP_STATUS_BY_CODE[code].title, { cause: error });
 }
 
-// koa-jwt throws a 401 whose `originalError` is the jsonwebtoken (or our own) error.
-function fromAuthenticationError(http: HttpLikeError, ctx: Context): TrailwireError {
-  const original = http.originalError;
-  if (isTrailwireError(original)) return original;
-  if (original !== undefined) return new TrailwireError('invalid_token', describeJwtError(original), { cause: original });
+// A 401 thrown by a layer other than ours (`ctx.throw(401)` in a host app's router under the middleware).
+function fromAuthenticationError(ctx: Context): TrailwireError {
   if (!ctx.get('authorization')) return new TrailwireError('missing_token', 'An Authorization: Bearer <token> header is required.');
   return new TrailwireError('invalid_token', 'The Authorization header must be "Bearer <token>".');
 }

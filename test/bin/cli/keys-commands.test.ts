@@ -18,7 +18,7 @@ import jwt from 'jsonwebtoken';
 import pg from 'pg';
 import { pino } from 'pino';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
-import { startServer, type ServerOptions } from '../../../adapters/server/index.ts';
+import { type RunningServer, startServer, type ServerOptions } from '../../../adapters/server/index.ts';
 import { runTrailwire } from '../../support/cli.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
@@ -73,23 +73,33 @@ const BACKENDS: Backend[] = [
   },
 ];
 
+/** A server on `where` that re-reads the signing keys every 200 ms, with no intake worker. */
+function startBeside(where: Partial<ServerOptions>): Promise<RunningServer> {
+  return startServer({
+    ...where,
+    port: 0,
+    grpcPort: 0,
+    host: '127.0.0.1',
+    intakeWorker: false,
+    logger: pino({ level: 'silent' }),
+    core: { signingKeys: { refreshSeconds: 0.2 }, limits: { read: { requests: 1_000_000, windowSeconds: 60 } } },
+  });
+}
+
+/** Creates a customer and answers a function that authenticates it anew. */
+async function customerAuthenticator(server: RunningServer): Promise<() => Promise<string>> {
+  const { apiKey } = await server.trailwire.auth.createCustomer({ name: 'Acme' });
+  return async () =>
+    (await (await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } })).json()).access_token;
+}
+
 for (const backend of BACKENDS) {
   describe(`trailwire keys beside a running server on ${backend.name}`, { skip: backend.skip }, () => {
     it('rotates without a failed request, then revokes the previous key, its tokens and its streams', async () => {
       const { server: where, cli, cleanup } = backend.open();
-      const server = await startServer({
-        ...where,
-        port: 0,
-        grpcPort: 0,
-        host: '127.0.0.1',
-        intakeWorker: false,
-        logger: pino({ level: 'silent' }),
-        core: { signingKeys: { refreshSeconds: 0.2 }, limits: { read: { requests: 1_000_000, windowSeconds: 60 } } },
-      });
+      const server = await startBeside(where);
       try {
-        const { apiKey } = await server.trailwire.auth.createCustomer({ name: 'Acme' });
-        const authenticate = async (): Promise<string> =>
-          (await (await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } })).json()).access_token;
+        const authenticate = await customerAuthenticator(server);
         const fleets = async (token: string): Promise<number> =>
           (await fetch(`${server.url}/api/v1/fleets`, { headers: { authorization: `Bearer ${token}` } })).status;
 
@@ -146,6 +156,57 @@ for (const backend of BACKENDS) {
         const fresh = await authenticate();
         assert.equal(kidOf(fresh), JSON.parse(third.stdout).kid);
         assert.equal(await fleets(fresh), 200);
+      } finally {
+        await server.close();
+        await cleanup();
+      }
+    });
+
+    it('rotates RS256 → ES256: the new tokens work on HTTP, the event stream and the LiveFeed within seconds, without a restart (issue 29)', async () => {
+      const { server: where, cli, cleanup } = backend.open();
+      const server = await startBeside(where);
+      try {
+        const authenticate = await customerAuthenticator(server);
+        const before = await authenticate();
+        assert.equal(jwt.decode(before, { complete: true })!.header.alg, 'RS256');
+        // Verified (and cached) under RS256 before the rotation, as a running client's token would be.
+        assert.equal((await fetch(`${server.url}/api/v1/fleets`, { headers: { authorization: `Bearer ${before}` } })).status, 200);
+
+        const rotated = await runTrailwire(['keys', 'rotate', '--algorithm', 'ES256', '--json', ...cli]);
+        assert.equal(rotated.code, 0, rotated.stderr);
+        const { kid } = JSON.parse(rotated.stdout);
+        const started = Date.now();
+        const token = await until(async () => {
+          const candidate = await authenticate();
+          return kidOf(candidate) === kid ? candidate : undefined;
+        }, 'the server to sign with the ES256 key');
+        assert.equal(jwt.decode(token, { complete: true })!.header.alg, 'ES256');
+
+        const http = await fetch(`${server.url}/api/v1/fleets`, { headers: { authorization: `Bearer ${token}` } });
+        assert.equal(http.status, 200, `HTTP takes the ES256 token: ${await http.text()}`);
+        const sse = await fetch(`${server.url}/api/v1/live`, { headers: { authorization: `Bearer ${token}` } });
+        assert.equal(sse.status, 200, 'the event stream takes it');
+        assert.match(sse.headers.get('content-type') ?? '', /^text\/event-stream/);
+        const reader = sse.body!.getReader();
+        assert.match(new TextDecoder().decode((await reader.read()).value), /event: heartbeat/);
+        await reader.cancel();
+        const client = new livefeed.LiveFeed(`127.0.0.1:${server.grpcPort}`, grpc.credentials.createInsecure());
+        try {
+          const metadata = new grpc.Metadata();
+          metadata.set('authorization', `Bearer ${token}`);
+          const stream = client.Subscribe({}, metadata);
+          const first = await new Promise<unknown>((resolve, reject) => {
+            stream.once('data', resolve);
+            stream.once('error', reject);
+          });
+          assert.ok(first, 'the LiveFeed takes it (a heartbeat arrives)');
+          stream.cancel();
+          stream.on('error', () => {});
+        } finally {
+          client.close();
+        }
+        assert.ok(Date.now() - started < 5000, 'within seconds of the rotation');
+        assert.equal((await fetch(`${server.url}/api/v1/fleets`, { headers: { authorization: `Bearer ${before}` } })).status, 200, 'the RS256 token still works');
       } finally {
         await server.close();
         await cleanup();
