@@ -37,13 +37,41 @@ export const LIVE_RUNS: LiveRun[] = [
 
 const now = () => performance.timeOrigin + performance.now();
 
-function child(file: string, args: string[]) {
+/** The children still running: killed when the bench fails, which would otherwise wait for them. */
+const running = new Set<ChildProcess>();
+
+/** How long the bench waits for any answer of a child before failing with what it waited for. */
+const ANSWER_TIMEOUT_MS = 120_000;
+
+/**
+ * A child process spoken to by lines on stdio. `next(what)` never waits forever: it rejects when the
+ * child exits first (with its exit code) or after `ANSWER_TIMEOUT_MS`, naming `what` it waited for,
+ * and a `failed <reason>` line from the child rejects with the child's reason.
+ */
+export function child(file: string, args: string[]) {
   const process_ = spawn(process.execPath, ['--max-old-space-size=4096', '--import', 'tsx', file, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  running.add(process_);
+  process_.on('exit', () => running.delete(process_));
   const lines = createInterface({ input: process_.stdout! })[Symbol.asyncIterator]();
+  const name = file.split('/').at(-1);
   return {
     process: process_ as ChildProcess,
     send: (line: string) => process_.stdin!.write(`${line}\n`),
-    next: async () => (await lines.next()).value as string,
+    next: async (what = 'an answer'): Promise<string> => {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${name} gave no ${what} within ${ANSWER_TIMEOUT_MS / 1000} s`)), ANSWER_TIMEOUT_MS);
+      });
+      try {
+        const next = await Promise.race([lines.next(), timeout]);
+        if (next.done) throw new Error(`${name} exited (code ${process_.exitCode ?? 'unknown'}) before ${what}`);
+        const line = next.value as string;
+        if (line.startsWith('failed ')) throw new Error(`${name}: ${JSON.parse(line.slice('failed '.length))}`);
+        return line;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
   };
 }
 
@@ -114,8 +142,9 @@ interface ClientReport {
 
 /** One server (Trailwire or bare) under one run's load; answers its row. */
 export async function measure(mode: 'trailwire' | 'bare', run: LiveRun, seconds: number, clientProcesses: number) {
-  const server = child(SERVER, [mode, String(run.customers), String(run.trailersPerCustomer)]);
-  const ready = JSON.parse(await server.next()) as { port: number; url: string; partnerToken: string; tokens: string[]; vins: string[][] };
+  const perCustomer = Math.ceil(run.subscribers / run.customers);
+  const server = child(SERVER, [mode, String(run.customers), String(run.trailersPerCustomer), String(perCustomer)]);
+  const ready = JSON.parse(await server.next('its ready line')) as { port: number; url: string; partnerToken: string; tokens: string[]; vins: string[][] };
   const rss = async () => {
     server.send('rss');
     return (JSON.parse(await server.next()) as { rss: number }).rss;
@@ -126,7 +155,10 @@ export async function measure(mode: 'trailwire' | 'bare', run: LiveRun, seconds:
   for (let i = 0; i < run.subscribers; i++) assignments[i % clientProcesses]!.push(ready.tokens[i % run.customers]!);
   const clients = assignments.map(() => child(CLIENTS, []));
   clients.forEach((client, i) => client.send(JSON.stringify({ port: ready.port, tokens: assignments[i], perConnection: 50 })));
-  for (const client of clients) if ((await client.next()) !== 'ready') throw new Error('subscribers did not start');
+  for (const client of clients) {
+    const line = await client.next('`ready` (every subscriber\'s first heartbeat)');
+    if (line !== 'ready') throw new Error(`subscribers did not start: ${line}`);
+  }
   const rssIdle = await rss();
 
   let published: number;
@@ -175,6 +207,15 @@ export async function measure(mode: 'trailwire' | 'bare', run: LiveRun, seconds:
 
 /** Runs both fan-out runs (Trailwire beside bare grpc-js), prints them, writes bench/results/livefeed-*.json. */
 export async function runLiveFeedBench(options: { seconds?: number; clientProcesses?: number } = {}) {
+  try {
+    return await runLiveFeedRuns(options);
+  } catch (error) {
+    for (const process_ of running) process_.kill();
+    throw error;
+  }
+}
+
+async function runLiveFeedRuns(options: { seconds?: number; clientProcesses?: number }) {
   const seconds = options.seconds ?? 10;
   const clientProcesses = options.clientProcesses ?? 4;
   const results = [];

@@ -1,7 +1,8 @@
 /**
  * LiveFeed subscribers for the fan-out benchmark, in a process of their own. Reads one JSON line
  * `{port, tokens, perConnection}`, opens one subscription per token (`perConnection` streams share a
- * connection), prints `ready` once every stream had its first heartbeat. On `report <acks>` (acks:
+ * connection), prints `ready` once every stream had its first heartbeat, or `failed <reason JSON>`
+ * and exits when one ended before it. On `report <acks>` (acks:
  * JSON object from a payload's sequence number to the epoch ms its 202 arrived, `{}` when updates
  * did not come through the intake) it prints `{received, lastAt, publishLatencies, ackLatencies}`:
  * for every update, ms from its creation (`ts`) and from its payload's 202 to its arrival here.
@@ -49,7 +50,14 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       created.push(ts.seconds * 1000 + ts.nanos / 1e6);
       sequences.push(trailer.telemetry.timestamp.seconds - PAYLOAD_EPOCH_SECONDS);
     });
-    call.on('error', () => {});
+    call.on('error', (error: grpc.ServiceError) => {
+      // A stream refused or ended before its first heartbeat would leave the bench waiting for
+      // `ready` forever: say why instead, and let the bench fail with it.
+      if (first) {
+        console.log(`failed ${JSON.stringify(`subscriber ${i} ended before its first heartbeat: ${grpc.status[error.code]} ${error.details}`)}`);
+        process.exit(1);
+      }
+    });
     calls.push(call);
   });
   for (;;) {

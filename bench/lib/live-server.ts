@@ -7,6 +7,7 @@
  * `trailersPerCustomer` trailers; `ts` of every update is when it was created, so clients can
  * measure publish-to-receive latency.
  *
+ * Arguments: `<mode> <customers> <trailersPerCustomer> <maxStreamsPerCustomer>`.
  * Protocol on stdio: prints `{port, url, partnerToken, tokens, vins}` when ready (`vins[c]` are the
  * VINs of customer c); `rss` answers `{rss}`; `publish <seconds> <rate>` (bare) publishes `rate`
  * updates per second spread round-robin over the customers and answers `{published, startedAt}`;
@@ -29,9 +30,14 @@ import { createTrailwire } from '../../dist/core/trailwire.js';
 import { withCheckDigit } from '../../dist/core/vin.js';
 import { builtInProducts } from '../../dist/products/index.js';
 
-const [mode, customersArg, trailersArg] = process.argv.slice(2);
+const [mode, customersArg, trailersArg, streamsArg] = process.argv.slice(2);
 const customers = Number(customersArg);
 const trailersPerCustomer = Number(trailersArg);
+// The per-customer stream cap is configured to what the run measures (every subscriber of a
+// customer admitted): left at its default of 100, run (b)'s 1,000 subscribers of one customer were
+// 900 refusals, and the bench waited forever for their first heartbeat.
+const maxStreamsPerCustomer = Number(streamsArg);
+if (!Number.isInteger(maxStreamsPerCustomer) || maxStreamsPerCustomer < 1) throw new Error(`live-server: streams per customer must be a positive integer, got ${streamsArg}`);
 if (mode !== 'trailwire' && mode !== 'bare') throw new Error(`unknown mode ${mode}`);
 
 // The data set and the tokens are made first, over the file the server then opens: the server
@@ -61,7 +67,7 @@ const partner = await setup.auth.createPartner({ name: 'Bench tracker', product:
 const partnerToken = (await setup.auth.authenticate('partners', partner.apiKey, 'bench')).token.accessToken;
 await setup.close();
 
-const server = await startServer({ db: file, port: 0, grpcPort: 0, host: '127.0.0.1', logger: pino({ level: 'silent' }) });
+const server = await startServer({ db: file, port: 0, grpcPort: 0, host: '127.0.0.1', maxStreamsPerCustomer, logger: pino({ level: 'silent' }) });
 const { trailwire } = server;
 
 let port = server.grpcPort;
