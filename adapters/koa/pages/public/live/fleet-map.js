@@ -62,12 +62,18 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
     if (!marker) {
       marker = L.circleMarker([position.lat, position.long], { radius: 7, weight: 2, color: '#fff', fillOpacity: 0.95, className: `trailer-marker` });
       marker.on('click', () => onSelect(trailer.id));
+      // Leaflet writes a string tooltip as HTML; the unit id is operator text (issue 29: a unit id
+      // of <meta http-equiv="refresh"> navigated the tab). An element keeps it text: Leaflet
+      // appends the node, and the label below only ever sets its textContent.
+      marker.bindTooltip(document.createElement('span'), { className: 'trailer-tooltip' });
       marker.addTo(map);
       marker.getElement()?.setAttribute('data-trailer-id', trailer.id);
       markers.set(trailer.id, marker);
     } else marker.setLatLng([position.lat, position.long]);
     marker.setStyle({ fillColor: colour });
-    marker.unbindTooltip().bindTooltip(`${trailer.unitId ?? trailer.vin} · ${trailer.status.name} · ${Math.round(position.speed)} mph ${position.heading}`);
+    const tooltip = marker.getTooltip();
+    tooltip.getContent().textContent = `${trailer.unitId ?? trailer.vin} · ${trailer.status.name} · ${Math.round(position.speed)} mph ${position.heading}`;
+    if (tooltip.isOpen()) tooltip.update();
   }
 
   function fitTrailers() {
