@@ -6,7 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { TrailwireError } from '../../core/errors.ts';
-import { addHealthService, HealthStatus } from './health-service.ts';
+import { addHealthService, HealthStatus, type HealthWatchLimits } from './health-service.ts';
 import { addLiveFeedService, type LiveFeedService, type LiveFeedServiceOptions } from './live-feed-service.ts';
 
 export interface GrpcServerOptions extends LiveFeedServiceOptions {
@@ -16,6 +16,8 @@ export interface GrpcServerOptions extends LiveFeedServiceOptions {
   host?: string;
   /** How long `shutdown()` lets streams finish before closing connections. Default 5,000 ms. */
   shutdownGraceMs?: number;
+  /** Caps on the health service's `Watch` streams. Default: `DEFAULT_HEALTH_WATCH_LIMITS` (100 in total, 2 per connection). */
+  healthWatch?: HealthWatchLimits;
   /**
    * Options for the underlying `grpc.Server`, spread over `DEFAULT_GRPC_SERVER_OPTIONS` below (an
    * option given here wins). Default: those.
@@ -65,7 +67,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
 
   const server = new grpc.Server({ ...DEFAULT_GRPC_SERVER_OPTIONS, ...settings.serverOptions });
   const liveFeed = addLiveFeedService(server, settings);
-  const health = new HealthStatus([LIVE_FEED_SERVICE_NAME]);
+  const health = new HealthStatus([LIVE_FEED_SERVICE_NAME], settings.healthWatch);
   addHealthService(server, health);
 
   const address = settings.host.includes(':') ? `[${settings.host}]:${settings.port}` : `${settings.host}:${settings.port}`;

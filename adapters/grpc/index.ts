@@ -20,7 +20,7 @@ export { LIVE_FEED_SERVICE_NAME, startGrpcServer, type GrpcServerOptions, type R
  */
 export { addLiveFeedService, createLiveFeedService, type LiveFeedService, type LiveFeedServiceOptions } from './live-feed-service.ts';
 /** `addHealthService(server, new HealthStatus([...names]))` adds `grpc.health.v1.Health`; `ServingStatus` is what it reports. */
-export { addHealthService, HealthStatus, type ServingStatus } from './health-service.ts';
+export { addHealthService, DEFAULT_HEALTH_WATCH_LIMITS, HealthStatus, type HealthWatchLimits, type ServingStatus } from './health-service.ts';
 /** `GRPC_STATUS_BY_CODE` maps every Trailwire error code to a gRPC status; `grpcStatusOf(error)` answers the `GrpcStatusObject` to end a call with. */
 export { GRPC_STATUS_BY_CODE, grpcStatusOf, type GrpcStatusObject } from './status-codes.ts';
 /**

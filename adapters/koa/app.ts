@@ -20,6 +20,7 @@ import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route
 import { createReadRouter } from './read-routes.ts';
 import { createAccessLog } from './access-log.ts';
 import { edgeMiddleware } from './edge.ts';
+import { type ClientAddressOf, clientAddressResolver } from './client-address.ts';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
 
@@ -42,8 +43,16 @@ export interface TrailwireAppOptions {
   intakeWorkerExpected?: boolean;
   /** Largest intake body in bytes. Default 256 KiB. */
   intakeBodyLimitBytes?: number;
-  /** Trust X-Forwarded-For for the client address (behind a proxy). Default false. */
+  /**
+   * The peer is a reverse proxy: the client address is the right-most X-Forwarded-For entry, the one
+   * the proxy appended (never the left-most, which the client writes). Default false.
+   */
   trustProxy?: boolean;
+  /**
+   * The reverse proxies to trust, as addresses or CIDR ranges: the client address is the right-most
+   * X-Forwarded-For entry that is not one of them (`client-address.ts`). Implies `trustProxy`. Default: none.
+   */
+  trustedProxies?: readonly string[];
   /** Default: pino at `info`. */
   logger?: Logger;
   /**
@@ -71,19 +80,20 @@ export interface TrailwireAppOptions {
   pages?: PagesOptions | false;
 }
 
-/** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` (your app's `proxy` setting decides). */
-export type TrailwireMiddlewareOptions = Omit<TrailwireAppOptions, 'trustProxy'>;
+/** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` and `trustedProxies` (your app's `proxy` setting decides). */
+export type TrailwireMiddlewareOptions = Omit<TrailwireAppOptions, 'trustProxy' | 'trustedProxies'>;
 
 /** A path prefix: one or more `/segment`s of unreserved URL characters. */
 const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
 
 /** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
-  const app = new Koa({ proxy: options.trustProxy ?? false });
+  const clientAddressOf = clientAddressResolver(options);
+  const app = new Koa({ proxy: clientAddressOf !== undefined });
   // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
   // The app is all Trailwire's: nothing above it adds headers once a route has answered.
-  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true }).middleware) app.use(middleware);
+  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf }).middleware) app.use(middleware);
   return app;
 }
 
@@ -109,7 +119,7 @@ export function createTrailwireMiddleware(trailwire: Trailwire, options: Trailwi
 function buildStack(
   trailwire: Trailwire,
   options: TrailwireAppOptions,
-  { ownsTheApp }: { ownsTheApp: boolean },
+  { ownsTheApp, clientAddressOf }: { ownsTheApp: boolean; clientAddressOf?: ClientAddressOf },
 ): { middleware: Middleware[]; root: KoaRouter; prefix: string; servesPage: (path: string) => boolean } {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
@@ -163,7 +173,7 @@ function buildStack(
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
     middleware: [
-      edgeMiddleware({ logger, metrics, accessLog: createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock }) }),
+      edgeMiddleware({ logger, metrics, clientAddressOf, accessLog: createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock }) }),
       ...(pages ? [pages.middleware] : []),
       ...(intakeRouter ? [routeByPathStart(intakeRouter, prefix, 'POST', `${INTAKE_PATH}/`)] : []),
       root.routes() as Middleware,

@@ -10,14 +10,17 @@
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { AccessLog } from './access-log.ts';
+import type { ClientAddressOf } from './client-address.ts';
 import type { HttpMetrics } from './metrics.ts';
 import { answerError, answerUnrouted } from './problem.ts';
 import { assignRequestId, setRequestIdHeader } from './request-id.ts';
 
-export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; metrics: HttpMetrics }): Middleware {
-  const { logger, accessLog, metrics } = options;
+export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; metrics: HttpMetrics; clientAddressOf?: ClientAddressOf }): Middleware {
+  const { logger, accessLog, metrics, clientAddressOf } = options;
   return async (ctx, next) => {
     const started = performance.now();
+    // Behind trusted proxies, `ctx.ip` is the client's by `client-address.ts`, for every layer below.
+    if (clientAddressOf) ctx.request.ip = clientAddressOf(ctx.req);
     assignRequestId(ctx);
     accessLog.begin(ctx);
     try {

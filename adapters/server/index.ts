@@ -17,6 +17,7 @@ import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../co
 import { createTrailwireApp } from '../koa/app.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from '../koa/live-events-route.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
+import type { HealthWatchLimits } from '../grpc/health-service.ts';
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
 import { openSharedState } from './shared-state.ts';
@@ -86,8 +87,15 @@ export interface ServerOptions {
   signingKeyFile?: string;
   /** The level of the access-log lines (one per HTTP request, two per LiveFeed stream). Default `info`. */
   accessLogLevel?: AccessLogLevel;
-  /** Trust X-Forwarded-For for client addresses. Default false. */
+  /**
+   * Caps on the unauthenticated `grpc.health.v1.Health/Watch` streams of the gRPC port: in total and
+   * per connection (`{ maxWatches, maxWatchesPerConnection }`; 0 refuses every Watch). Default 100 and 2.
+   */
+  healthWatch?: HealthWatchLimits;
+  /** The peer is a reverse proxy: the client address is the right-most X-Forwarded-For entry. Default false. */
   trustProxy?: boolean;
+  /** Reverse proxies to trust (addresses, CIDR ranges): the client is the right-most X-Forwarded-For entry not among them. Default: none. */
+  trustedProxies?: readonly string[];
   /** Largest intake body in bytes; a larger one is refused 413. Default 262,144 (256 KiB). */
   intakeBodyLimitBytes?: number;
   /**
@@ -241,6 +249,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     logger,
     liveEvents,
     trustProxy: options.trustProxy,
+    trustedProxies: options.trustedProxies,
     intakeBodyLimitBytes: options.intakeBodyLimitBytes,
     intakeWorkerExpected: runWorker && !useThread,
     accessLogLevel: options.accessLogLevel,
@@ -275,6 +284,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       clock: trailwire.clock,
       recheckOn: (listener) => trailwire.keys.onChange(listener),
       accessLog: { logger, level: options.accessLogLevel },
+      healthWatch: options.healthWatch,
     });
   } catch (error) {
     server.close();

@@ -11,6 +11,7 @@ import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
 import type { TrailwireOptions } from '../../core/trailwire.ts';
 import type { ServerOptions } from '../../adapters/server/index.ts';
+import { trustedProxyList } from '../../adapters/koa/client-address.ts';
 
 /**
  * The defaults `--help` shows. Written out here so that `--help` loads neither the core nor the
@@ -25,6 +26,8 @@ export const SERVE_SETTING_DEFAULTS = {
   readLimit: '600/60',
   bodyLimitBytes: 262_144,
   maxStreamsPerCustomer: 100,
+  maxHealthWatches: 100,
+  maxHealthWatchesPerConnection: 2,
 } as const;
 
 /** Bounds of the numeric settings, with why. */
@@ -32,6 +35,8 @@ const TOKEN_TTL_SECONDS = { min: 60, max: 86_400 };
 // A body is held in memory whole and must arrive within the HTTP server's 30 s request timeout.
 const BODY_LIMIT_BYTES = { min: 1, max: 16 * 1024 * 1024 };
 const STREAMS_PER_CUSTOMER = { min: 1, max: 1_000_000 };
+// 0 turns Watch off; each stream holds memory until its client leaves, so no more than a few thousand.
+const HEALTH_WATCHES = { min: 0, max: 10_000 };
 
 /** The serve settings as yargs parses them. */
 export interface ServeSettingArguments {
@@ -46,6 +51,10 @@ export interface ServeSettingArguments {
   'verify-vin-check-digit': boolean;
   'max-streams-per-customer': number;
   'product-limit': string[];
+  // The transport's exposure (issue 29): proxies, health Watch caps.
+  'trusted-proxies': string[];
+  'max-health-watches': number;
+  'max-health-watches-per-connection': number;
 }
 
 const LIMIT_FORMAT = 'REQUESTS/WINDOW_SECONDS';
@@ -109,11 +118,29 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       array: true,
       default: [] as string[],
       describe: "Override a product's intake limit per VIN: NAME=REQUESTS or NAME=REQUESTS/WINDOW_SECONDS; repeatable (env TRAILWIRE_PRODUCT_LIMIT)",
+    })
+    // The transport's exposure (issue 29), kept together.
+    .option('trusted-proxies', {
+      type: 'string',
+      array: true,
+      default: [] as string[],
+      describe:
+        'Reverse proxies to trust, as addresses or CIDR ranges (repeatable or comma-separated); the client address is the right-most X-Forwarded-For entry that is not one of them. Implies --trust-proxy (env TRAILWIRE_TRUSTED_PROXIES)',
+    })
+    .option('max-health-watches', {
+      type: 'number',
+      default: d.maxHealthWatches,
+      describe: 'grpc.health.v1.Health/Watch streams open at once on the gRPC port (unauthenticated); 0 serves Check only (env TRAILWIRE_MAX_HEALTH_WATCHES)',
+    })
+    .option('max-health-watches-per-connection', {
+      type: 'number',
+      default: d.maxHealthWatchesPerConnection,
+      describe: 'grpc.health.v1.Health/Watch streams open at once on one gRPC connection (env TRAILWIRE_MAX_HEALTH_WATCHES_PER_CONNECTION)',
     }) as Argv<T & ServeSettingArguments>;
 }
 
 /** What the serve settings set in `ServerOptions`; `core` is merged into the server's core options. */
-export type ServeSettings = Pick<ServerOptions, 'trustProxy' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer'> & {
+export type ServeSettings = Pick<ServerOptions, 'trustProxy' | 'trustedProxies' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch'> & {
   core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>;
 };
 
@@ -121,6 +148,11 @@ export type ServeSettings = Pick<ServerOptions, 'trustProxy' | 'intakeBodyLimitB
 export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
   return {
     trustProxy: args['trust-proxy'],
+    trustedProxies: trustedProxiesOf(args['trusted-proxies']),
+    healthWatch: {
+      maxWatches: integerIn('--max-health-watches', args['max-health-watches'], HEALTH_WATCHES, 'streams'),
+      maxWatchesPerConnection: integerIn('--max-health-watches-per-connection', args['max-health-watches-per-connection'], HEALTH_WATCHES, 'streams'),
+    },
     intakeBodyLimitBytes: integerIn('--body-limit', args['body-limit'], BODY_LIMIT_BYTES, 'bytes'),
     maxStreamsPerCustomer: integerIn('--max-streams-per-customer', args['max-streams-per-customer'], STREAMS_PER_CUSTOMER, 'streams'),
     core: {
@@ -158,6 +190,17 @@ function productLimitsOf(specs: readonly string[]): Record<string, Partial<Intak
     limits[match[1]!] = { requests: Number(match[2]), ...(match[3] === undefined ? {} : { windowSeconds: Number(match[3]) }) };
   }
   return limits;
+}
+
+/** `--trusted-proxies a,b --trusted-proxies c` (and the variable's `a,b`): every entry checked, naming a bad one. */
+function trustedProxiesOf(values: readonly string[]): string[] {
+  const entries = values.flatMap((value) => String(value).split(',')).map((entry) => entry.trim()).filter((entry) => entry !== '');
+  try {
+    trustedProxyList(entries);
+  } catch (error) {
+    throw invalidSetting(`--trusted-proxies: ${(error as Error).message}`);
+  }
+  return entries;
 }
 
 /** A port option (`--port`, `--grpc-port`): 0 (any free port) to 65535. */

@@ -19,6 +19,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import jwt from 'jsonwebtoken';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
+import { DEFAULT_HEALTH_WATCH_LIMITS } from '../../../adapters/grpc/index.ts';
 import { DEFAULT_INTAKE_BODY_LIMIT } from '../../../adapters/koa/index.ts';
 import { limitOf, SERVE_SETTING_DEFAULTS } from '../../../bin/cli/serve-settings.ts';
 import { DEFAULT_LIMITS } from '../../../core/trailwire.ts';
@@ -38,6 +39,8 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.readLimit, asText(DEFAULT_LIMITS.read));
     assert.equal(SERVE_SETTING_DEFAULTS.tokenTtlSeconds, DEFAULT_TOKEN_TTL_SECONDS);
     assert.equal(SERVE_SETTING_DEFAULTS.bodyLimitBytes, DEFAULT_INTAKE_BODY_LIMIT);
+    assert.equal(SERVE_SETTING_DEFAULTS.maxHealthWatches, DEFAULT_HEALTH_WATCH_LIMITS.maxWatches);
+    assert.equal(SERVE_SETTING_DEFAULTS.maxHealthWatchesPerConnection, DEFAULT_HEALTH_WATCH_LIMITS.maxWatchesPerConnection);
     assert.deepEqual(limitOf('--read-limit', ' 600 / 60 '), { requests: 600, windowSeconds: 60 });
   });
 });
@@ -56,6 +59,8 @@ describe('serve with a bad setting', () => {
     [['--signing-algorithm', 'HS256'], {}, /signing-algorithm, Given: "HS256", Choices: "RS256", "ES256"/],
     [[], { TRAILWIRE_PORT: '-5' }, /^trailwire: --port must be a whole number from 0 to 65535, got -5$/],
     [[], { TRAILWIRE_HEARTBEAT_MS: '0' }, /^trailwire: --heartbeat-ms must be a whole number of milliseconds ≥ 1, got 0$/],
+    [[], { TRAILWIRE_TRUSTED_PROXIES: '10.0.0.0/8,10.0.0.0/33' }, /^trailwire: --trusted-proxies: A trusted proxy must be an IP address or a CIDR range such as 10\.0\.0\.0\/8, got "10\.0\.0\.0\/33"$/],
+    [['--max-health-watches', '-1'], {}, /^trailwire: --max-health-watches must be a whole number of streams from 0 to 10000, got -1$/],
   ];
   for (const [args, env, message] of cases)
     it(`${[...args, ...Object.entries(env).map(([name, value]) => `${name}=${value}`)].join(' ')}: exit 1, the option named, nothing opened`, async () => {
