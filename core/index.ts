@@ -123,12 +123,15 @@ export { deriveTrailerStatus, type TrailerStatus } from './trailer-status.ts';
 export type * from './store.ts';
 /**
  * Windowed limits: a backend implements the counting primitive `WindowCounter` (`MemoryWindowCounter`
- * is the in-process one); the window maths stays in `FixedWindowLimiter` (`FixedWindowLimiterOptions`),
- * which answers a `RateLimitState` (the RateLimit-* headers' data).
+ * is the in-process one, `FailoverWindowCounter` counts per process while a shared one is down); the
+ * window maths stays in `FixedWindowLimiter` (`FixedWindowLimiterOptions`), which answers a `RateLimitState` (the RateLimit-* headers' data).
  */
 export {
   FixedWindowLimiter,
   type FixedWindowLimiterOptions,
+  DEFAULT_FAILOVER_RETRY_INTERVAL_MS,
+  FailoverWindowCounter,
+  type FailoverWindowCounterOptions,
   MemoryWindowCounter,
   type RateLimitState,
   type WindowCounter,

@@ -135,3 +135,27 @@ export function registerIntakeMetrics(registry: Registry, queue: IntakeQueue): v
     },
   });
 }
+
+/**
+ * `trailwire_dependency_up{dependency}`: 1 while each dependency answers, 0 while it does not, read
+ * at scrape time (issue 28). An alert on it says which dependency an outage is, beside `/readyz`
+ * (which turns 503 only for the dependencies whose absence refuses requests, not for Redis).
+ */
+export function registerDependencyMetrics(registry: Registry, dependencies: Record<string, () => boolean | Promise<boolean>>): void {
+  new Gauge({
+    name: 'trailwire_dependency_up',
+    help: 'Whether each dependency (redis, postgres) answers: 1 up, 0 down; read at scrape time.',
+    labelNames: ['dependency'] as const,
+    registers: [registry],
+    async collect() {
+      await Promise.all(
+        Object.entries(dependencies).map(async ([dependency, isUp]) => {
+          const up = await Promise.resolve()
+            .then(isUp)
+            .catch(() => false);
+          this.set({ dependency }, up ? 1 : 0);
+        }),
+      );
+    },
+  });
+}

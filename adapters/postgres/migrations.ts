@@ -13,7 +13,7 @@
  */
 import type pg from 'pg';
 import { TrailwireError } from '../../core/errors.ts';
-import { quoteSchema, withTransaction } from './pool.ts';
+import { quoteSchema, withoutQueryTimeout, withTransaction } from './pool.ts';
 
 export interface PostgresMigration {
   /** Unique within its component and never renamed once released, e.g. `0001_store_schema`. */
@@ -39,7 +39,8 @@ export async function applyPostgresMigrations(
 ): Promise<string[]> {
   assertWellFormed(component, migrations);
   const quoted = quoteSchema(schema);
-  return withTransaction(pool, async (client) => {
+  // A migration may rewrite a large table, and may wait for another process's: no read timeout.
+  return withTransaction(pool, (client) => withoutQueryTimeout(client, async () => {
     // One lock per schema, held to COMMIT: processes migrating other schemas do not wait for this one.
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`trailwire:migrations:${schema}`]);
     // Checked before creating: CREATE SCHEMA needs a privilege that a schema's mere user may lack.
@@ -76,7 +77,7 @@ export async function applyPostgresMigrations(
       ]);
     }
     return pending.map((migration) => migration.name);
-  });
+  }));
 }
 
 function assertWellFormed(component: string, migrations: readonly PostgresMigration[]): void {

@@ -3,10 +3,18 @@
  * intake queue later): a `pg` pool whose BIGINT columns come back as numbers (epoch milliseconds and
  * sequences, all far below 2^53), the quoting of the schema name that every statement is qualified
  * with, a transaction helper that always returns its connection, and the translation of PostgreSQL
- * constraint errors into `TrailwireError` codes.
+ * errors into `TrailwireError` codes: constraint errors where a write names them, and — on every
+ * query of the pool — a database that cannot be reached into `store_unavailable`.
+ *
+ * When PostgreSQL goes away (contract 6, issue 28). A query fails within a bound, never hangs: a new
+ * connection waits at most `connectTimeoutMs`, a query at most `queryTimeoutMs` (the client's read
+ * timeout, which also frees a connection whose server vanished without closing it). The failure is
+ * a `store_unavailable` error — 503 with `Retry-After` at the HTTP edge, not a 500 — carrying the
+ * driver's error as its cause. The pool drops connections that failed and opens new ones for the
+ * next queries, so service resumes by itself when the database is back: no restart.
  */
 import pg from 'pg';
-import { TrailwireError } from '../../core/errors.ts';
+import { isTrailwireError, storeUnavailable, TrailwireError } from '../../core/errors.ts';
 
 /** The `pg` type id of BIGINT (int8). */
 const INT8_OID = 20;
@@ -27,6 +35,44 @@ export interface PostgresPoolOptions {
   poolSize: number;
   /** How long to wait for a new connection before failing, in ms. */
   connectTimeoutMs: number;
+  /** How long a query may go unanswered before it fails (and its connection is dropped), in ms. Default: no limit (the store passes its own). */
+  queryTimeoutMs?: number;
+}
+
+/** SQLSTATEs that say the database is away or going away, not that a statement is wrong. */
+const UNREACHABLE_STATES = new Set([
+  '57P01', // admin_shutdown: the server is stopping (fast or immediate shutdown)
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now: starting up, shutting down, in recovery
+  '53300', // too_many_connections
+]);
+/** Node socket errors of a server that is down or cannot be reached. */
+const UNREACHABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+/** The driver's own words for a lost or never-made connection (it has no codes for them). */
+const UNREACHABLE_MESSAGES = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Query read timeout',
+  'Client has encountered a connection error and is not queryable',
+  'Client was closed and is not queryable',
+  'Connection ended',
+];
+
+/** Seconds a client is told to wait before retrying a request refused because the database was away. */
+const UNREACHABLE_RETRY_AFTER_SECONDS = 2;
+
+/** Whether `error` says that PostgreSQL cannot be reached (rather than that a statement failed). */
+export function isPostgresUnreachable(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code === 'string' && (code.startsWith('08') || UNREACHABLE_STATES.has(code) || UNREACHABLE_SOCKET_CODES.has(code))) return true;
+  return typeof message === 'string' && UNREACHABLE_MESSAGES.some((words) => message.includes(words));
+}
+
+/** The error a caller should see: `store_unavailable` when the database cannot be reached, else `error` unchanged. */
+export function explainPostgresFailure(error: unknown): unknown {
+  if (isTrailwireError(error) || !isPostgresUnreachable(error)) return error;
+  return storeUnavailable('The database (PostgreSQL) cannot be reached; retry shortly.', error, UNREACHABLE_RETRY_AFTER_SECONDS);
 }
 
 /** Parses BIGINT as a JavaScript number, refusing (rather than rounding) one beyond 2^53. */
@@ -50,13 +96,63 @@ export function createPostgresPool(options: PostgresPoolOptions): pg.Pool {
     connectionString: options.connectionString,
     max: options.poolSize,
     connectionTimeoutMillis: options.connectTimeoutMs,
+    query_timeout: options.queryTimeoutMs,
+    // A connection whose server vanished (a host gone, a cut network) is noticed by the OS.
+    keepAlive: true,
     application_name: 'trailwire',
     types,
   });
   // An idle connection dropped by the server (a restart, a failover) is removed from the pool and the
   // next query opens a new one; without a listener the pool's 'error' event would end the process.
   pool.on('error', () => {});
+  explainFailures(pool);
   return pool;
+}
+
+/**
+ * Makes every failure of the pool's queries and connections pass through `explainPostgresFailure`,
+ * whichever module runs them (the store, the intake queue, a transaction): patched on this pool and
+ * its clients, so an embedding application's other pools are untouched. Both calling styles are
+ * kept (pg-pool's own `query` calls `connect` and `client.query` with callbacks).
+ */
+function explainFailures(pool: pg.Pool): void {
+  const connect = pool.connect.bind(pool) as (callback?: (error: Error | undefined, ...rest: unknown[]) => void) => unknown;
+  (pool as { connect: unknown }).connect = (callback?: (error: Error | undefined, ...rest: unknown[]) => void) =>
+    callback ? connect((error, ...rest) => callback(explainPostgresFailure(error) as Error | undefined, ...rest)) : explained(connect());
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as { query: unknown }).query = (...args: unknown[]) => {
+      const last = args.length - 1;
+      const callback = args[last];
+      if (typeof callback === 'function') {
+        args[last] = (error: unknown, ...rest: unknown[]) => (callback as (...values: unknown[]) => void)(error && explainPostgresFailure(error), ...rest);
+        return query(...args);
+      }
+      return explained(query(...args));
+    };
+  });
+}
+
+/** A promise's rejection explained; anything else (a submittable query) as it is. */
+function explained<T>(result: T): T {
+  if (result instanceof Promise) return result.catch((error: unknown) => Promise.reject(explainPostgresFailure(error))) as T;
+  return result;
+}
+
+/**
+ * Runs `work` on `client` with no read timeout (`queryTimeoutMs`), then restores it before the
+ * client goes back to the pool. node-postgres reads the timeout from the client's connection
+ * parameters at each query, and a per-query `query_timeout` of 0 would fall back to the pool's.
+ */
+export async function withoutQueryTimeout<T>(client: pg.PoolClient, work: () => Promise<T>): Promise<T> {
+  const parameters = (client as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters;
+  const timeout = parameters.query_timeout;
+  parameters.query_timeout = undefined;
+  try {
+    return await work();
+  } finally {
+    parameters.query_timeout = timeout;
+  }
 }
 
 /** Whether `schema` is a name Trailwire accepts (see `SCHEMA_NAME`). */

@@ -89,6 +89,12 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** How long to wait for a new connection before failing, in ms. Default 5000. */
   connectTimeoutMs?: number;
+  /**
+   * How long a query may go unanswered before it fails as `store_unavailable` (and its connection is
+   * dropped), in ms: a database that stops answering costs a request this long at most. Migrations
+   * are exempt. Default 10,000.
+   */
+  queryTimeoutMs?: number;
   /** Ids of the trailers, devices and cargosafe units that `applyTelemetry` creates. Default: random UUIDs. */
   ids?: IdGenerator;
 }
@@ -97,6 +103,7 @@ export const DEFAULT_POSTGRES_STORE_OPTIONS = {
   schema: 'public',
   poolSize: 10,
   connectTimeoutMs: 5000,
+  queryTimeoutMs: 10_000,
   ids: randomIds,
 } as const satisfies Omit<Required<PostgresStoreOptions>, 'connectionString'>;
 
@@ -122,6 +129,9 @@ export function resolvePostgresStoreOptions(options: PostgresStoreOptions): Requ
   }
   if (!Number.isSafeInteger(resolved.connectTimeoutMs) || resolved.connectTimeoutMs < 1) {
     throw badOption('connectTimeoutMs', `must be a positive integer of milliseconds (got ${String(resolved.connectTimeoutMs)})`);
+  }
+  if (!Number.isSafeInteger(resolved.queryTimeoutMs) || resolved.queryTimeoutMs < 1) {
+    throw badOption('queryTimeoutMs', `must be a positive integer of milliseconds (got ${String(resolved.queryTimeoutMs)})`);
   }
   if (typeof resolved.ids !== 'function') throw badOption('ids', 'must be a function that returns a new id');
   return resolved;

@@ -8,6 +8,8 @@
  * - key rotations: `openRedisRotationFeed` → `RedisRotationFeed`, a `RotationFeed` over pub/sub, so
  *   that every process rejects the tokens minted before a rotation and ends the customer's streams
  *   (`rotations: { feed }`).
+ * - the processes sharing it: `RedisProcessRegistry`, a heartbeat per process, whose count is what
+ *   each limit is divided by while Redis is down and a `FailoverWindowCounter` counts per process.
  * All three work on one ioredis connection the caller opens and closes. The bus and the feed each
  * open one subscriber connection of their own (`redis.duplicate()`) and close it in `close()`: close
  * them after `Trailwire.close()`, before the caller's connection.
@@ -18,6 +20,11 @@ export {
   type RedisWindowCounterOptions,
 } from './window-counter.ts';
 export { DEFAULT_REDIS_LIVE_BUS_OPTIONS, openRedisLiveBus, RedisLiveBus, type RedisLiveBusOptions } from './live-bus.ts';
+export {
+  DEFAULT_REDIS_PROCESS_REGISTRY_OPTIONS,
+  RedisProcessRegistry,
+  type RedisProcessRegistryOptions,
+} from './process-registry.ts';
 export {
   DEFAULT_REDIS_ROTATION_FEED_OPTIONS,
   openRedisRotationFeed,

@@ -12,8 +12,9 @@
  * A lost connection. ioredis reconnects by itself and subscribes the channel again
  * (`autoResubscribe`). Redis pub/sub keeps nothing for an absent subscriber: what is published while
  * the subscriber connection is down never reaches this process. What is published while the
- * publisher connection is down waits in ioredis's offline queue and is published, in order, on
- * reconnection — or fails after the connection's `maxRetriesPerRequest`, rejecting `publish`.
+ * publisher connection is down fails at once when that connection has no offline queue (the server
+ * opens it so: `shared-state.ts`), else waits in ioredis's offline queue — and `publish` rejects.
+ * `RedisLiveBus` rides through both (see `live-bus.ts`).
  */
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
@@ -43,12 +44,12 @@ export interface JsonChannelSettings {
 /** The base of `RedisLiveBus` and `RedisRotationFeed`; open one with `openJsonChannel`. */
 export class JsonChannel<Message> {
   private readonly listeners = new Set<(message: Message) => void>();
-  private closing: Promise<void> | undefined;
+  protected closing: Promise<void> | undefined;
 
   /** @internal Use the seam's `open…` function: it checks the options and subscribes. */
   constructor(
-    private readonly options: JsonChannelSettings,
-    private readonly subscriber: Redis,
+    protected readonly options: JsonChannelSettings,
+    protected readonly subscriber: Redis,
   ) {
     subscriber.on('message', (name: string, text: string) => this.receive(name, text));
   }
@@ -102,6 +103,11 @@ export class JsonChannel<Message> {
       );
       return;
     }
+    this.deliver(message);
+  }
+
+  /** Hands a message to this process's listeners only (what Redis would have delivered here). */
+  protected deliver(message: Message): void {
     for (const listener of this.listeners) {
       try {
         listener(message);
@@ -137,7 +143,9 @@ export async function openJsonChannel<Channel>(
     onError: options.onError ?? (() => {}),
     owner,
   };
-  const subscriber = options.redis.duplicate();
+  // The caller's connection may fail fast while Redis is away (no offline queue); the subscriber
+  // queues its SUBSCRIBE until it is connected, and ioredis subscribes again after each reconnection.
+  const subscriber = options.redis.duplicate({ enableOfflineQueue: true });
   subscriber.on('error', (error: unknown) => settings.onError(error));
   const opened = make(settings, subscriber);
   try {

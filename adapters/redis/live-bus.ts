@@ -6,17 +6,24 @@
  * field of an event is a string, number, boolean or null (times are epoch ms, not `Date`s), so JSON
  * carries it unchanged. One publisher's events arrive in publish order (see `json-channel.ts`).
  *
- * What a Redis disconnect loses: pub/sub keeps nothing, so the events published while this process's
- * subscriber connection is down never reach its subscribers. ioredis reconnects and subscribes again
- * by itself, and each later event carries its trailer's full state, so a trailer heals at its next
- * update; a trailer that changed only during the outage stays stale on those clients until it changes
- * again or the client re-reads it from the read API. Events published by this process while its
- * publishing connection is down wait in ioredis's offline queue (or fail `publish` after the
- * connection's `maxRetriesPerRequest`).
+ * When Redis goes away (issue 28). Pub/sub keeps nothing, so the bus rides through an outage itself:
+ * - `publish` never fails for the outage: an event Redis does not take is handed to this process's
+ *   own subscribers directly, so they keep getting what this process processes. Other processes'
+ *   subscribers miss it for now.
+ * - From the first sign of trouble (a failed publish, either connection closing) until both
+ *   connections are back and have stayed up `settleMs`, the bus remembers the latest event of each
+ *   trailer it published. Then it publishes those again, once: every subscriber of every process is
+ *   brought up to date within about a second of Redis returning — well within a heartbeat interval
+ *   — because each event carries its trailer's whole state. (The settle delay covers the other
+ *   processes' subscriber connections, which reconnect on their own schedule: an event published the
+ *   instant this process is back may not have reached them.) Memory: one event per trailer changed
+ *   by this process during the outage.
+ * - `onError` hears of the outage once, and of the re-publication (how many trailers) once.
  */
 import type { Redis } from 'ioredis';
+import { TrailwireError } from '../../core/errors.ts';
 import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
-import { JsonChannel, openJsonChannel } from './json-channel.ts';
+import { JsonChannel, type JsonChannelSettings, openJsonChannel } from './json-channel.ts';
 
 export interface RedisLiveBusOptions {
   /**
@@ -28,20 +35,123 @@ export interface RedisLiveBusOptions {
   channel?: string;
   /** An error thrown by a listener (the others are still called). Default: re-thrown asynchronously, as `MemoryLiveBus` does. */
   onListenerError?: (error: unknown) => void;
-  /** Subscriber connection trouble (ioredis reconnects by itself) and messages that are not JSON. Default: ignored. */
+  /** Subscriber connection trouble (ioredis reconnects by itself), an outage and its catch-up, and messages that are not JSON. Default: ignored. */
   onError?: (error: unknown) => void;
+  /** How long both connections must be back before the trailers changed during an outage are published again (ms). Default 1000. */
+  settleMs?: number;
 }
 
 export const DEFAULT_REDIS_LIVE_BUS_OPTIONS = {
   channel: 'trailwire:live',
-} as const satisfies Pick<Required<RedisLiveBusOptions>, 'channel'>;
+  settleMs: 1000,
+} as const satisfies Pick<Required<RedisLiveBusOptions>, 'channel' | 'settleMs'>;
 
-/** A `LiveBus` over Redis pub/sub; open one with `openRedisLiveBus`. */
-export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveBus {}
+/** A `LiveBus` over Redis pub/sub that rides through a Redis outage; open one with `openRedisLiveBus`. */
+export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveBus {
+  /** While in trouble: the latest event of each trailer published, to publish again once Redis is back. */
+  private readonly missed = new Map<string, LiveTrailerEvent>();
+  private troubled = false;
+  private settleTimer: NodeJS.Timeout | undefined;
+  private readonly stopWatching: () => void;
+
+  /** @internal Use `openRedisLiveBus`. */
+  constructor(
+    settings: JsonChannelSettings,
+    subscriber: Redis,
+    private readonly settleMs: number,
+  ) {
+    super(settings, subscriber);
+    const trouble = () => this.enterTrouble();
+    const ready = () => this.scheduleCatchUp();
+    for (const connection of [settings.redis, subscriber]) {
+      connection.on('close', trouble);
+      connection.on('ready', ready);
+    }
+    this.stopWatching = () => {
+      for (const connection of [settings.redis, subscriber]) {
+        connection.off('close', trouble);
+        connection.off('ready', ready);
+      }
+    };
+  }
+
+  /** Whether the bus is riding through an outage (events are remembered for the catch-up). */
+  get inOutage(): boolean {
+    return this.troubled;
+  }
+
+  override async publish(event: LiveTrailerEvent): Promise<void> {
+    if (this.closing) throw new TrailwireError('unavailable', `${this.options.owner} is closed.`);
+    if (this.troubled) this.missed.set(event.trailer.id, event);
+    try {
+      await super.publish(event);
+    } catch (error) {
+      if (this.closing) throw error;
+      this.enterTrouble(error);
+      this.missed.set(event.trailer.id, event);
+      // This process's subscribers would have heard it through Redis: they hear it now.
+      this.deliver(event);
+    }
+  }
+
+  override async close(): Promise<void> {
+    clearTimeout(this.settleTimer);
+    this.stopWatching();
+    this.missed.clear();
+    return super.close();
+  }
+
+  private enterTrouble(error?: unknown): void {
+    clearTimeout(this.settleTimer);
+    this.settleTimer = undefined;
+    if (this.troubled || this.closing) return;
+    this.troubled = true;
+    this.options.onError(
+      new TrailwireError(
+        'unavailable',
+        'The Redis live bus lost Redis: live updates reach only this process\'s subscribers until it is back, then the trailers changed meanwhile are published again.',
+        { cause: error },
+      ),
+    );
+  }
+
+  private scheduleCatchUp(): void {
+    if (!this.troubled || this.closing) return;
+    if (this.options.redis.status !== 'ready' || this.subscriber.status !== 'ready') return;
+    clearTimeout(this.settleTimer);
+    this.settleTimer = setTimeout(() => void this.catchUp(), this.settleMs);
+    this.settleTimer.unref();
+  }
+
+  /** Publishes the remembered events again, oldest trailer first; stays in trouble if Redis fails again. */
+  private async catchUp(): Promise<void> {
+    this.settleTimer = undefined;
+    if (!this.troubled || this.closing) return;
+    const events = [...this.missed.values()];
+    this.troubled = false;
+    this.missed.clear();
+    let published = 0;
+    for (const event of events) {
+      try {
+        await super.publish(event);
+        published++;
+      } catch (error) {
+        // Gone again: keep what is left for the next catch-up (newer events of a trailer win).
+        this.enterTrouble(error);
+        for (const left of events.slice(published)) if (!this.missed.has(left.trailer.id)) this.missed.set(left.trailer.id, left);
+        return;
+      }
+    }
+    if (published > 0)
+      this.options.onError(new TrailwireError('unavailable', `The Redis live bus is back: published again the latest state of ${published} trailers changed during the outage.`));
+  }
+}
 
 /** Checks the options, opens the subscriber connection, and resolves once the channel is subscribed. */
 export function openRedisLiveBus(options: RedisLiveBusOptions): Promise<RedisLiveBus> {
-  return openJsonChannel((settings, subscriber) => new RedisLiveBus(settings, subscriber), {
+  const settleMs = options?.settleMs ?? DEFAULT_REDIS_LIVE_BUS_OPTIONS.settleMs;
+  if (!Number.isInteger(settleMs) || settleMs < 0) throw new TypeError(`RedisLiveBusOptions.settleMs must be a non-negative integer, got ${String(settleMs)}`);
+  return openJsonChannel((settings, subscriber) => new RedisLiveBus(settings, subscriber, settleMs), {
     optionsName: 'RedisLiveBusOptions',
     owner: 'The Redis live bus',
     defaultChannel: DEFAULT_REDIS_LIVE_BUS_OPTIONS.channel,

@@ -21,6 +21,9 @@ import type { HealthWatchLimits } from '../grpc/health-service.ts';
 import type { SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
 import { openSharedState } from './shared-state.ts';
+import { DEFAULT_STARTUP_TIMEOUT_MS, openWhenReachable } from './dependency-wait.ts';
+import { Registry } from 'prom-client';
+import { registerDependencyMetrics } from '../koa/metrics.ts';
 import { readableByOthers } from '../sqlite/file-modes.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
@@ -52,6 +55,11 @@ export interface ServerOptions {
    * Every process of one deployment must use the same. Default `'trailwire:'`.
    */
   redisKeyPrefix?: string;
+  /**
+   * How long to wait at start for PostgreSQL and Redis when they cannot be reached (retrying every
+   * second), before failing with the reason. Default 60,000 ms.
+   */
+  startupTimeoutMs?: number;
   /** Interface to listen on. Default: all interfaces. */
   host?: string;
   /** HTTP port; 0 picks a free one. Default 8080. */
@@ -155,10 +163,20 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const signingKeyPem = options.signingKeyFile === undefined ? undefined : readSigningKeyFile(options.signingKeyFile);
   const productModules = options.productModules ?? [];
   const moduleProducts = await Promise.all(productModules.map((specifier) => loadProductModule(specifier)));
-  const shared = options.redisUrl ? await openSharedState({ redisUrl: options.redisUrl, keyPrefix: options.redisKeyPrefix, logger }) : undefined;
+  const startupTimeoutMs = options.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS;
+  const redisUrl = options.redisUrl;
+  const shared = redisUrl
+    ? await openWhenReachable(() => openSharedState({ redisUrl, keyPrefix: options.redisKeyPrefix, logger }), {
+        what: `Redis at ${redactUrl(redisUrl)}`,
+        timeoutMs: startupTimeoutMs,
+        logger,
+      })
+    : undefined;
   let backend: StoreBackend;
   try {
-    backend = await openStoreBackend(options);
+    backend = options.databaseUrl
+      ? await openWhenReachable(() => openStoreBackend(options), { what: `PostgreSQL at ${redactUrl(options.databaseUrl)}`, timeoutMs: startupTimeoutMs, logger })
+      : await openStoreBackend(options);
   } catch (error) {
     await shared?.close();
     throw error;
@@ -245,8 +263,14 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await closeCore();
     throw error;
   }
+  const registry = new Registry();
+  registerDependencyMetrics(registry, {
+    ...(shared ? { redis: () => shared.isUp() } : {}),
+    ...(options.databaseUrl ? { postgres: () => trailwire.store.ping().then(() => true) } : {}),
+  });
   const app = createTrailwireApp(trailwire, {
     logger,
+    registry,
     liveEvents,
     trustProxy: options.trustProxy,
     trustedProxies: options.trustedProxies,

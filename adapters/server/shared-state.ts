@@ -5,11 +5,29 @@
  * rotation feed (so a key rotated through one process is rejected by all of them, and the
  * customer's streams end everywhere). `openSharedState` connects once, builds the three on that
  * connection, and answers the options `createTrailwire` takes for them.
+ *
+ * Redis going away is not a refusal (contract 6, issue 28; docs/operations.md, "When a dependency
+ * fails"). The connection fails fast while Redis is away — no offline queue, a command timeout — so
+ * no request waits for it; the limits count per process (each process grants its 1/N part, N the
+ * processes last seen by the heartbeat of `RedisProcessRegistry`), the live bus delivers to this
+ * process's own subscribers and catches the others up when Redis is back, and rotation notices
+ * give way to the store's recheck. One warning when Redis goes, one line when it is back, and the
+ * gauge `trailwire_dependency_up{dependency="redis"}` between the two.
  */
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { TrailwireOptions } from '../../core/trailwire.ts';
-import { openRedisLiveBus, openRedisRotationFeed, RedisWindowCounter, type RedisLiveBus, type RedisRotationFeed } from '../redis/index.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import { FailoverWindowCounter } from '../../core/rate-limit.ts';
+import { systemClock } from '../../core/clock.ts';
+import {
+  openRedisLiveBus,
+  openRedisRotationFeed,
+  RedisProcessRegistry,
+  RedisWindowCounter,
+  type RedisLiveBus,
+  type RedisRotationFeed,
+} from '../redis/index.ts';
 import { redactUrl } from './backends.ts';
 
 export interface SharedStateOptions {
@@ -28,9 +46,26 @@ export interface SharedStateOptions {
 
 export const DEFAULT_REDIS_KEY_PREFIX = 'trailwire:';
 
+/**
+ * How the shared connection behaves while Redis is away: a command fails at once when the connection
+ * is down (no offline queue that would hold requests until Redis returns), or after 1 s when Redis
+ * does not answer; reconnection is tried at most every second, so Redis is used again about a
+ * second after it is back.
+ */
+export const REDIS_CONNECTION_OPTIONS = {
+  lazyConnect: true,
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  commandTimeout: 1000,
+  connectTimeout: 2000,
+  retryStrategy: (times: number) => Math.min(times * 100, 1000),
+} as const;
+
 export interface SharedState {
   /** Merged into `createTrailwire`'s options (the bus under `live`, the feed under `rotations`). */
   readonly coreOptions: Required<Pick<TrailwireOptions, 'windowCounter' | 'live' | 'rotations'>>;
+  /** Whether the shared connection to Redis is up now (the `trailwire_dependency_up` gauge). */
+  isUp(): boolean;
   /**
    * Closes the bus and the feed (their subscriber connections), then the shared connection. Call it
    * after `Trailwire.close()`: neither the hub nor the core closes a bus or feed it was given.
@@ -44,34 +79,57 @@ export async function openSharedState(options: SharedStateOptions): Promise<Shar
   if (typeof keyPrefix !== 'string') throw new TypeError(`openSharedState: \`keyPrefix\` must be a string, got ${typeof keyPrefix}`);
   const where = redactUrl(options.redisUrl);
   const warn = (message: string) => (error: unknown) => options.logger?.warn({ err: error, redis: where }, message);
-  const redis = new Redis(options.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 2 });
-  redis.on('error', warn('redis connection trouble'));
+  const redis = new Redis(options.redisUrl, REDIS_CONNECTION_OPTIONS);
+  // Every failed reconnection emits an error: the outage itself is reported once, below.
+  redis.on('error', (error: unknown) => options.logger?.debug({ err: error, redis: where }, 'redis connection trouble'));
   try {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
-    throw new Error(`cannot connect to Redis at ${where}: ${(error as Error).message}`, { cause: error });
+    // `unavailable`: the server waits for Redis at start-up (`dependency-wait.ts`).
+    throw new TrailwireError('unavailable', `cannot connect to Redis at ${where}: ${(error as Error).message}`, { cause: error });
   }
+  const processes = new RedisProcessRegistry({
+    redis,
+    key: `${keyPrefix}processes`,
+    onError: (error) => options.logger?.debug({ err: error, redis: where }, 'redis process heartbeat not written'),
+  });
   let bus: RedisLiveBus | undefined;
   let feed: RedisRotationFeed | undefined;
   const close = async () => {
+    await processes.close();
     await bus?.close();
     await feed?.close();
     await redis.quit().catch(() => redis.disconnect());
   };
   try {
-    bus = await openRedisLiveBus({ redis, channel: `${keyPrefix}live`, onError: warn('redis live bus trouble') });
+    await processes.start();
+    bus = await openRedisLiveBus({ redis, channel: `${keyPrefix}live`, onError: warn('redis live bus') });
     feed = await openRedisRotationFeed({ redis, channel: `${keyPrefix}rotations`, onError: warn('redis rotation feed trouble') });
   } catch (error) {
     await close();
     throw error;
   }
+  const windowCounter = new FailoverWindowCounter({
+    shared: new RedisWindowCounter({ redis, keyPrefix: `${keyPrefix}window:` }),
+    clock: systemClock,
+    processes: () => processes.count,
+    onChange: (up, error) => {
+      if (up) options.logger?.info({ redis: where }, 'redis is back: limits are shared again');
+      else
+        options.logger?.warn(
+          { err: error, redis: where, processes: processes.count },
+          `redis is down: limits fall back to per-process windows, each process granting 1/${processes.count} of each limit, until it answers again`,
+        );
+    },
+  });
   return {
     coreOptions: {
-      windowCounter: new RedisWindowCounter({ redis, keyPrefix: `${keyPrefix}window:` }),
+      windowCounter,
       live: { bus },
       rotations: { feed, onError: warn('key rotation notice lost') },
     },
+    isUp: () => redis.status === 'ready',
     close,
   };
 }

@@ -31,6 +31,7 @@ type ServeArguments = StoreArguments & ServeSettingArguments & {
   durability: SqliteDurability;
   workers: number;
   'redis-prefix'?: string;
+  'startup-timeout': number;
   // Keys, secrets and the audit trail (issue 17).
   'signing-key-file'?: string;
   'access-log-level': AccessLogLevel;
@@ -82,6 +83,12 @@ export const serveCommand: CommandModule<StoreArguments & { json: boolean }, Ser
       .option('redis-prefix', {
         type: 'string',
         describe: 'Start of every Redis key and channel, with --redis-url; the same for every process of one deployment (env TRAILWIRE_REDIS_PREFIX). Default: trailwire:',
+      })
+      .option('startup-timeout', {
+        type: 'number',
+        default: 60,
+        describe:
+          'Seconds to wait at start for PostgreSQL and Redis when they cannot be reached, retrying every second, before exiting with the reason (env TRAILWIRE_STARTUP_TIMEOUT)',
       })
       // Keys, secrets and the audit trail (issue 17), kept together.
       .option('signing-key-file', {
@@ -199,6 +206,7 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     ...backendOptionsOf(args),
     redisUrl: args['redis-url'] || undefined,
     redisKeyPrefix: args['redis-prefix'],
+    startupTimeoutMs: nonNegativeSecondsOf('--startup-timeout', args['startup-timeout']) * 1000,
     productModules: args['product-module'],
     durability: args.durability,
     port: portOf('--port', args.port),
@@ -211,6 +219,11 @@ function serverOptionsOf(args: ServeArguments, logger: Logger): ServerOptions {
     accessLogLevel: args['access-log-level'],
     mapTilesUrl: args['map-tiles'] || undefined,
   };
+}
+
+function nonNegativeSecondsOf(name: string, value: number): number {
+  if (!Number.isFinite(value) || value < 0) throw new TrailwireError('validation_failed', `${name} must be a number of seconds, 0 or more, got ${String(value)}`);
+  return value;
 }
 
 function reportOf(server: RunningServer, demo: DemoReport | null): ServeReport {
