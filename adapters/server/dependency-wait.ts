@@ -3,7 +3,9 @@
  * started after Trailwire by an orchestrator. `openWhenReachable` tries to open it, and while the
  * failure says "cannot be reached" (not "wrong password" or "no such database", which waiting does
  * not mend) it logs one clear warning and tries again every second until the deadline; then it fails
- * with the reason, which `trailwire serve` prints and exits non-zero on — no stack trace.
+ * with the reason, which `trailwire serve` prints and exits non-zero on — no stack trace (any other
+ * failure to open it is a `TrailwireError` naming the dependency too, so the command prints its
+ * message, not a stack).
  */
 import type { Logger } from 'pino';
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
@@ -38,8 +40,12 @@ export async function openWhenReachable<T>(open: () => Promise<T>, options: Depe
       return opened;
     } catch (error) {
       tries++;
-      if (!isUnreachable(error)) throw error;
       const reason = reasonOf(error);
+      // Waiting does not mend it (a wrong password, no such database): the reason, at once.
+      if (!isUnreachable(error)) {
+        if (isTrailwireError(error)) throw error;
+        throw new TrailwireError('store_unavailable', `${options.what} cannot be used: ${reason}`, { cause: error });
+      }
       if (Date.now() + retryDelayMs > deadline) {
         throw new TrailwireError(
           'store_unavailable',

@@ -81,13 +81,19 @@ export async function openSharedState(options: SharedStateOptions): Promise<Shar
   const warn = (message: string) => (error: unknown) => options.logger?.warn({ err: error, redis: where }, message);
   const redis = new Redis(options.redisUrl, REDIS_CONNECTION_OPTIONS);
   // Every failed reconnection emits an error: the outage itself is reported once, below.
-  redis.on('error', (error: unknown) => options.logger?.debug({ err: error, redis: where }, 'redis connection trouble'));
+  let lastError: unknown;
+  redis.on('error', (error: unknown) => {
+    lastError = error;
+    options.logger?.debug({ err: error, redis: where }, 'redis connection trouble');
+  });
   try {
     await redis.connect();
   } catch (error) {
     redis.disconnect();
+    // The connection's own error says why (ECONNREFUSED...); connect() only says it closed.
+    const reason = lastError instanceof Error ? lastError.message : (error as Error).message;
     // `unavailable`: the server waits for Redis at start-up (`dependency-wait.ts`).
-    throw new TrailwireError('unavailable', `cannot connect to Redis at ${where}: ${(error as Error).message}`, { cause: error });
+    throw new TrailwireError('unavailable', `cannot connect to Redis at ${where}: ${reason}`, { cause: lastError ?? error });
   }
   const processes = new RedisProcessRegistry({
     redis,

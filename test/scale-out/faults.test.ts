@@ -21,7 +21,7 @@ import { openStoreBackend } from '../../adapters/server/backends.ts';
 import { createTrailwire } from '../../core/trailwire.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import { builtInProducts } from '../../products/index.ts';
-import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { runTrailwire, TRAILWIRE_BIN } from '../support/cli.ts';
 import { missingBinaries, PrivatePostgres, PrivateRedis } from '../support/private-services.ts';
 
 const skip = missingBinaries();
@@ -38,6 +38,34 @@ interface Answer {
   retryAfter: string | null;
   code?: string;
   id?: string;
+}
+
+/** Starts `trailwire serve --json` on the run's schema; answers once it printed its document (rejects, with its stderr, if it exits first). */
+async function serve(extra: string[], stderr: string[]): Promise<{ child: ChildProcess; url: string }> {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TRAILWIRE_')));
+  const args = [TRAILWIRE_BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--heartbeat-ms', '1000'];
+  args.push('--database-schema', SCHEMA, '--product-limit', 'gps-basic=100000/60', ...extra);
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
+  const exited = new Promise<never>((_resolve, reject) =>
+    child.once('exit', (code) => reject(new Error(`serve exited with ${code}; stderr:\n${stderr.join('\n')}`))),
+  );
+  const printed = (async () => {
+    for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string };
+    throw new Error('serve printed nothing');
+  })();
+  try {
+    return { child, url: (await Promise.race([printed, exited])).url };
+  } finally {
+    exited.catch(() => {});
+  }
+}
+
+async function killed(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exit = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exit;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -146,32 +174,14 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       await trailwire.close();
       await backend.releaseQueue();
     }
-    const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TRAILWIRE_')));
-    const args = [TRAILWIRE_BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--heartbeat-ms', '1000'];
-    args.push('--database-url', postgres.url, '--database-schema', SCHEMA, '--redis-url', redis.url, '--startup-timeout', '20');
-    args.push('--product-limit', 'gps-basic=100000/60');
-    child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
-    const exited = new Promise<never>((_resolve, reject) =>
-      child.once('exit', (code) => reject(new Error(`serve exited with ${code}; stderr:\n${stderr.join('\n')}`))),
-    );
-    const printed = (async () => {
-      for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string };
-      throw new Error('serve printed nothing');
-    })();
-    url = (await Promise.race([printed, exited])).url;
-    exited.catch(() => {});
+    ({ child, url } = await serve(['--database-url', postgres.url, '--redis-url', redis.url, '--startup-timeout', '20'], stderr));
     partnerToken = await tokenOf('partners', partnerKey);
   });
 
   after(async () => {
     loading = false;
     await load;
-    if (child && child.exitCode === null && child.signalCode === null) {
-      const exit = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exit;
-    }
+    if (child) await killed(child);
     await redis?.kill();
     postgres?.destroy();
   });
@@ -292,5 +302,33 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       await backend.store.close().catch(() => {});
       await backend.releaseQueue().catch(() => {});
     }
+  });
+
+  it('serve started while PostgreSQL is down says so, waits, and serves once it is up', { timeout: 60_000 }, async () => {
+    await killed(child);
+    postgres.stop('fast');
+    const lines: string[] = [];
+    const starting = serve(['--database-url', postgres.url, '--redis-url', redis.url, '--startup-timeout', '30'], lines);
+    const deadline = Date.now() + 10_000;
+    while (!lines.some((line) => line.includes('cannot be reached')) && Date.now() < deadline) await sleep(50);
+    assert.ok(lines.some((line) => line.includes('PostgreSQL at') && line.includes('cannot be reached')), `a clear message while waiting: ${lines.join('\n')}`);
+    await postgres.restart();
+    const late = await starting;
+    try {
+      assert.equal((await fetch(`${late.url}/readyz`)).status, 200);
+    } finally {
+      await killed(late.child);
+    }
+  });
+
+  it('serve gives up on an unreachable dependency after --startup-timeout: exit 1, the reason, no stack trace', { timeout: 30_000 }, async () => {
+    await redis.kill();
+    const started = Date.now();
+    const result = await runTrailwire(['serve', '--port', '0', '--grpc-port', '0', '--database-url', postgres.url, '--database-schema', SCHEMA, '--redis-url', redis.url, '--startup-timeout', '2']);
+    const elapsed = Date.now() - started;
+    assert.equal(result.code, 1, result.stderr);
+    assert.ok(elapsed < 20_000, `gave up in time (${elapsed} ms)`);
+    assert.match(result.stderr, /^trailwire: Redis at redis:\/\/127\.0\.0\.1:\d+\/? could not be reached within 2 s \(--startup-timeout\): .*ECONNREFUSED/m);
+    assert.doesNotMatch(result.stderr, /^\s+at /m, 'no stack trace');
   });
 });
