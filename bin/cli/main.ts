@@ -6,6 +6,7 @@
 import yargs from 'yargs';
 import { DEFAULT_DB_FILE } from '../../adapters/server/defaults.ts';
 import { usageFailure } from './output.ts';
+import { dropForeignEnvironment } from './unknown-options.ts';
 import { provisionCommands } from './provision-commands.ts';
 import { keysCommand } from './keys-commands.ts';
 import { queueCommand } from './queue-commands.ts';
@@ -46,8 +47,11 @@ export async function main(argv: string[]): Promise<void> {
     .command(keysCommand)
     .command((await import('./simulate-command.ts')).simulateCommand)
     .demandCommand(1, 'Choose a command; see --help')
-    // Not `.strict()`: it would count TRAILWIRE_* variables meant for another command as unknown options.
-    .strictCommands()
+    // Strict: an unknown option or command is an error (contract 9). TRAILWIRE_* variables meant for
+    // another command are dropped before yargs validates (unknown-options.ts), so they never count.
+    .strict()
+    .recommendCommands()
+    .middleware(dropForeignEnvironment(argv), true)
     .help()
     .fail(usageFailure(argv))
     .parseAsync();

@@ -4,6 +4,7 @@
  * exit with status 1, and a TrailwireError's message is shown as is (it is written for users).
  */
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
+import { explainUsageError } from './unknown-options.ts';
 
 export interface OutputOptions {
   json: boolean;
@@ -34,7 +35,7 @@ export function usageFailure(argv: string[]) {
   // yargs passes its usage printer as the third argument, not the Argv its types claim.
   return (message: string | null | undefined, error: unknown, usage: unknown): never => {
     if (!error) process.stderr.write(`${(usage as { help(): string }).help()}\n\n`);
-    printFailure({ json: wantsJson(argv) }, error ?? new TrailwireError('validation_failed', message || 'Invalid command line; see --help.'));
+    printFailure({ json: wantsJson(argv) }, error ?? new TrailwireError('validation_failed', message ? explainUsageError(message, argv) : 'Invalid command line; see --help.'));
     process.exit(1);
   };
 }
