@@ -8,6 +8,7 @@ import { ERROR_CODES, ERROR_DESCRIPTIONS, HTTP_STATUS_BY_CODE, problemType } fro
 import { HEADINGS } from '../../core/model.ts';
 import { TAKE_DEFAULT, TAKE_MAX } from '../../core/paging.ts';
 import type { Product } from '../../core/products.ts';
+import { packageVersion } from './package-version.ts';
 
 type Json = Record<string, unknown>;
 
@@ -19,6 +20,7 @@ export interface OpenApiOptions {
   extraPaths?: Record<string, Json>;
   /** Extra component schemas, merged in. */
   extraSchemas?: Record<string, Json>;
+  /** `info.version`. Default: the version of the `trailwire` package. */
   version?: string;
   /** Where the paths are served, when not at the root: a path prefix such as `/fleet-api`, published as `servers[0].url`. */
   serverUrl?: string;
@@ -43,12 +45,42 @@ function problems(...statuses: number[]): Record<string, Json> {
       description: codes.map((code) => `\`${code}\`: ${ERROR_DESCRIPTIONS[code]}`).join(' '),
       content: { 'application/problem+json': { schema: ref('Problem') } },
       ...(status === 429
-        ? { headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds until the window ends.', schema: { type: 'integer' } } } }
+        ? { headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds until the window ends.', required: true, schema: { type: 'integer' } } } }
         : {}),
+      ...(status === 503 ? { headers: { 'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: { type: 'integer' } } } } : {}),
     };
   }
   return responses;
 }
+
+/**
+ * What any operation may answer besides its own statuses: 405 for another method on its path (the
+ * `Allow` header lists the path's methods) and 500 for a bug. Shared responses, so each is written once.
+ */
+const anyOperationResponses = {
+  405: { $ref: '#/components/responses/MethodNotAllowed' },
+  500: { $ref: '#/components/responses/InternalError' },
+};
+
+const sharedResponses: Record<string, Json> = {
+  MethodNotAllowed: {
+    description: '`method_not_allowed`: the path exists, but not with this method; `Allow` lists the methods it takes.',
+    headers: { Allow: { description: 'The methods of this path, comma-separated.', required: true, schema: { type: 'string' } } },
+    content: { 'application/problem+json': { schema: ref('Problem') } },
+  },
+  InternalError: {
+    description: '`internal`: a bug. The body reveals nothing; quote its `requestId` (also the `X-Request-Id` header) to the operator.',
+    content: { 'application/problem+json': { schema: ref('Problem') } },
+  },
+};
+
+/** The tags the operations use, each with what it groups. */
+const TAGS = [
+  { name: 'Authentication API', description: 'API keys for access tokens (JWT, 1800 s), key rotation, and the public keys that verify the tokens.' },
+  { name: 'Customer read API', description: "A customer's fleets, trailers, devices and cargosafe units, their telemetry in time ranges, and live updates. Customer token." },
+  { name: 'Partner intake', description: "Telemetry from a partner's product integration, queued durably, and each payload's processing state. Partner token." },
+  { name: 'Operations', description: 'Liveness, readiness, Prometheus metrics and this document. No authentication.' },
+] as const;
 
 const pathParam = (name: string, description: string, schema: Json = { type: 'string' }) => ({
   name,
@@ -90,16 +122,18 @@ function pageOf(item: string): Json {
   };
 }
 
-function readOperation(summary: string, parameters: Json[], schema: Json): Json {
+function readOperation(operationId: string, summary: string, parameters: Json[], schema: Json): Json {
   return {
     get: {
+      operationId,
       tags: ['Customer read API'],
       summary,
       security: [{ customerToken: [] }],
       parameters,
       responses: {
         200: { description: 'OK', headers: rateLimitHeaders, content: { 'application/json': { schema } } },
-        ...problems(400, 401, 403, 404, 429),
+        ...problems(400, 401, 403, 404, 429, 503),
+        ...anyOperationResponses,
       },
     },
   };
@@ -109,36 +143,43 @@ function authPaths(): Record<string, Json> {
   const paths: Record<string, Json> = {};
   for (const audience of ['partners', 'customers'] as const) {
     const singular = audience.slice(0, -1);
+    const Singular = singular[0]!.toUpperCase() + singular.slice(1);
     paths[`/api/v1/${audience}/authenticate`] = {
       post: {
+        operationId: `authenticate${Singular}`,
         tags: ['Authentication API'],
         summary: `Exchange a ${singular} API key for an access token`,
         description: `No body. Limited to 10 requests per 5 minutes per API key presented; failed attempts are also limited per client address.`,
         security: [{ [`${singular}ApiKey`]: [] }],
         responses: {
           200: { description: 'A token valid for 1800 seconds.', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('AccessToken') } } },
-          ...problems(401, 429),
+          ...problems(401, 429, 503),
+          ...anyOperationResponses,
         },
       },
     };
     paths[`/api/v1/${audience}/rotate`] = {
       put: {
+        operationId: `rotate${Singular}Key`,
         tags: ['Authentication API'],
         summary: `Rotate the ${singular} API key`,
         description: 'No body needed. The new key is shown once. From that moment the old key no longer authenticates and every token minted before is rejected. Limited to 3 per hour.',
         security: [{ [`${singular}Token`]: [] }],
         responses: {
           200: { description: 'The new key.', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('RotatedKey') } } },
-          ...problems(401, 403, 429),
+          ...problems(401, 403, 429, 503),
+          ...anyOperationResponses,
         },
       },
     };
   }
   paths['/.well-known/jwks.json'] = {
     get: {
+      operationId: 'getJwks',
       tags: ['Authentication API'],
       summary: 'The public keys that verify access tokens (JWKS, RFC 7517)',
-      responses: { 200: { description: 'JWKS', content: { 'application/json': { schema: { type: 'object' } } } } },
+      security: [],
+      responses: { 200: { description: 'JWKS', content: { 'application/json': { schema: { type: 'object' } } } }, ...anyOperationResponses },
     },
   };
   return paths;
@@ -148,9 +189,10 @@ function readPaths(): Record<string, Json> {
   const trailer = pathParam('trailer', 'Trailer id (opaque, never all digits).');
   const fleet = pathParam('fleet', 'Fleet id (positive int32).', { type: 'integer', minimum: 1, maximum: 2147483647 });
   return {
-    '/api/v1/fleets': readOperation('The customer\'s fleets', pagingParams, pageOf('Fleet')),
-    '/api/v1/fleets/{fleet}': readOperation('One fleet', [fleet], ref('Fleet')),
+    '/api/v1/fleets': readOperation('listFleets', 'The customer\'s fleets', pagingParams, pageOf('Fleet')),
+    '/api/v1/fleets/{fleet}': readOperation('getFleet', 'One fleet', [fleet], ref('Fleet')),
     '/api/v1/trailers/{fleetOrTrailer}': readOperation(
+      'getTrailerOrFleetTrailers',
       'All digits: the trailers of a fleet (a page). Anything else: one trailer.',
       [
         pathParam('fleetOrTrailer', 'A fleet id (all digits) or a trailer id.'),
@@ -159,13 +201,13 @@ function readPaths(): Record<string, Json> {
       ],
       { oneOf: [pageOf('Trailer'), ref('Trailer')] },
     ),
-    '/api/v1/trailers/telemetry/gps/{trailer}': readOperation('GPS fixes of a trailer in a time range', [trailer, ...timeParams], pageOf('GpsFix')),
-    '/api/v1/devices/{trailer}': readOperation('Devices of a trailer', [trailer, ...pagingParams, activeOnlyParam], pageOf('Device')),
-    '/api/v1/devices/details/{device}': readOperation('One device', [pathParam('device', 'Device id.')], ref('Device')),
-    '/api/v1/devices/telemetry/{device}': readOperation('Readings of a device in a time range', [pathParam('device', 'Device id.'), ...timeParams], pageOf('DeviceReading')),
-    '/api/v1/cargosafe': readOperation('The customer\'s cargosafe units', pagingParams, pageOf('CargosafeUnit')),
-    '/api/v1/cargosafe/{id}': readOperation('One cargosafe unit', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
-    '/api/v1/cargosafe/telemetry/{id}': readOperation('Readings of a cargosafe unit in a time range', [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
+    '/api/v1/trailers/telemetry/gps/{trailer}': readOperation('listTrailerGpsFixes', 'GPS fixes of a trailer in a time range', [trailer, ...timeParams], pageOf('GpsFix')),
+    '/api/v1/devices/{trailer}': readOperation('listTrailerDevices', 'Devices of a trailer', [trailer, ...pagingParams, activeOnlyParam], pageOf('Device')),
+    '/api/v1/devices/details/{device}': readOperation('getDevice', 'One device', [pathParam('device', 'Device id.')], ref('Device')),
+    '/api/v1/devices/telemetry/{device}': readOperation('listDeviceReadings', 'Readings of a device in a time range', [pathParam('device', 'Device id.'), ...timeParams], pageOf('DeviceReading')),
+    '/api/v1/cargosafe': readOperation('listCargosafeUnits', 'The customer\'s cargosafe units', pagingParams, pageOf('CargosafeUnit')),
+    '/api/v1/cargosafe/{id}': readOperation('getCargosafeUnit', 'One cargosafe unit', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
+    '/api/v1/cargosafe/telemetry/{id}': readOperation('listCargosafeReadings', 'Readings of a cargosafe unit in a time range', [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
     '/api/v1/live': liveEventsOperation(),
   };
 }
@@ -175,6 +217,7 @@ function liveEventsOperation(): Json {
   const { 429: _windowed, ...refusals } = problems(401, 403, 429, 503);
   return {
     get: {
+      operationId: 'streamLiveUpdates',
       tags: ['Customer read API'],
       summary: 'Live trailer updates of the customer\'s fleets, as Server-Sent Events',
       description: [
@@ -197,23 +240,25 @@ function liveEventsOperation(): Json {
         ...refusals,
         429: {
           description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first. Not a window: a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
-          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again (a fixed advice: 5).', schema: { type: 'integer' } } },
+          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again (a fixed advice: 5).', required: true, schema: { type: 'integer' } } },
           content: { 'application/problem+json': { schema: ref('Problem') } },
         },
+        ...anyOperationResponses,
       },
     },
   };
 }
 
 function opsPaths(): Record<string, Json> {
-  const plain = (summary: string, content: Json, extra: Json = {}) => ({
-    get: { tags: ['Operations'], summary, responses: { 200: { description: 'OK', content }, ...extra } },
+  // Public: `security: []` says so, rather than leaving a reader to guess.
+  const plain = (operationId: string, summary: string, content: Json, extra: Json = {}) => ({
+    get: { operationId, tags: ['Operations'], summary, security: [], responses: { 200: { description: 'OK', content }, ...extra, ...anyOperationResponses } },
   });
   return {
-    '/healthz': plain('Liveness: the process is up', { 'application/json': { schema: { type: 'object' } } }),
-    '/readyz': plain('Readiness: the store is reachable and the queue running', { 'application/json': { schema: { type: 'object' } } }, problems(503)),
-    '/metrics': plain('Prometheus metrics', { 'text/plain': { schema: { type: 'string' } } }),
-    '/openapi.json': plain('This document', { 'application/json': { schema: { type: 'object' } } }),
+    '/healthz': plain('getHealth', 'Liveness: the process is up', { 'application/json': { schema: { type: 'object' } } }),
+    '/readyz': plain('getReadiness', 'Readiness: the store is reachable and the queue running', { 'application/json': { schema: { type: 'object' } } }, problems(503)),
+    '/metrics': plain('getMetrics', 'Prometheus metrics', { 'text/plain': { schema: { type: 'string' } } }),
+    '/openapi.json': plain('getOpenApiDocument', 'This document', { 'application/json': { schema: { type: 'object' } } }),
   };
 }
 
@@ -377,6 +422,7 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
     extraPaths: {
       '/api/v1/telemetry/intake/{VIN}': {
         post: {
+          operationId: 'sendTelemetry',
           tags: ['Partner intake'],
           summary: 'Send one telemetry payload for a vehicle',
           description: `The payload's schema is the one of the product in the partner token (\`scope: product:<name>\`). Installed: ${describeProducts || 'none'}. 202 means durably queued, not processed; follow \`Location\`. A payload dated more than 5 minutes after the server's clock is a 400 naming its time field (every product that declares its time fields, the built-in ones included). Limited per product and per VIN in fixed windows.`,
@@ -401,19 +447,22 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
               headers: { ...rateLimitHeaders, Location: { description: 'The status URL of this payload.', schema: { type: 'string' } } },
               content: { 'application/json': { schema: ref('IntakeAccepted') } },
             },
-            ...problems(400, 401, 403, 413, 415, 422, 429),
+            ...problems(400, 401, 403, 413, 415, 422, 429, 503),
+            ...anyOperationResponses,
           },
         },
       },
       '/api/v1/telemetry/intake/status/{id}': {
         get: {
+          operationId: 'getIntakeStatus',
           tags: ['Partner intake'],
           summary: 'The processing state of one of your payloads',
           security: [{ partnerToken: [] }],
           parameters: [pathParam('id', 'The intake id of the 202.')],
           responses: {
             200: { description: 'OK', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('IntakeStatus') } } },
-            ...problems(401, 403, 404, 429),
+            ...problems(401, 403, 404, 429, 503),
+            ...anyOperationResponses,
           },
         },
       },
@@ -427,10 +476,17 @@ export function buildOpenApiDocument(options: OpenApiOptions): Json {
     openapi: '3.1.0',
     info: {
       title: 'Trailwire',
-      version: options.version ?? '1',
+      version: options.version ?? packageVersion(),
       description: 'Trailer-fleet telemetry: partner intake, customer read API and key-to-token authentication. Every 4xx/5xx is application/problem+json (RFC 9457).',
+      license: { name: 'MIT', identifier: 'MIT' },
     },
-    ...(options.serverUrl ? { servers: [{ url: options.serverUrl, description: 'Trailwire is mounted under this path prefix.' }] } : {}),
+    // Relative: the server that serves this document serves the API, at its root or under its prefix.
+    servers: [
+      options.serverUrl
+        ? { url: options.serverUrl, description: 'Trailwire is mounted under this path prefix.' }
+        : { url: '/', description: 'The server that serves this document.' },
+    ],
+    tags: TAGS.map((tag) => ({ ...tag })),
     paths: {
       ...(options.auth ? authPaths() : {}),
       ...(options.data ? readPaths() : {}),
@@ -439,11 +495,12 @@ export function buildOpenApiDocument(options: OpenApiOptions): Json {
     },
     components: {
       schemas: { ...schemas, ...options.extraSchemas },
+      responses: sharedResponses,
       securitySchemes: {
-        partnerApiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' },
-        customerApiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY' },
-        partnerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A partner token (scope product:<name>).' },
-        customerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        partnerApiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'A partner API key (`twp_...`), issued by `trailwire partners create`.' },
+        customerApiKey: { type: 'apiKey', in: 'header', name: 'X-API-KEY', description: 'A customer API key (`twc_...`), issued by `trailwire customers create`.' },
+        partnerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A partner token from `POST /api/v1/partners/authenticate`; its `scope` claim, `product:{name}`, names the product whose payloads it sends.' },
+        customerToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A customer token from `POST /api/v1/customers/authenticate`.' },
       },
     },
   };

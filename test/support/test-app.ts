@@ -14,6 +14,7 @@ import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
 import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { builtInProducts } from '../../products/index.ts';
+import { type ResponseChecker, responseChecker } from './openapi-responses.ts';
 
 export interface TestApp {
   trailwire: Trailwire;
@@ -68,6 +69,10 @@ export async function startTestApp(
   const server = createServer(app.callback());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // Every answer `call` receives is held to the app's own /openapi.json (openapi-responses.ts).
+  let checker: Promise<ResponseChecker> | undefined;
+  const documentPath = `${appOptions?.prefix ?? ''}/openapi.json`;
+  const checkerOf = () => (checker ??= fetch(url + documentPath).then(async (response) => responseChecker(await response.json())));
 
   return {
     trailwire,
@@ -88,6 +93,7 @@ export async function startTestApp(
       const text = await response.text();
       let parsed: unknown = text;
       if ((response.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text);
+      (await checkerOf()).check(method, path, response.status, response.headers, parsed);
       return { status: response.status, headers: response.headers, body: parsed };
     },
     async close() {
