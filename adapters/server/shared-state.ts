@@ -17,7 +17,7 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { TrailwireOptions } from '../../core/trailwire.ts';
-import { TrailwireError } from '../../core/errors.ts';
+import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import { FailoverWindowCounter } from '../../core/rate-limit.ts';
 import { systemClock } from '../../core/clock.ts';
 import {
@@ -79,6 +79,12 @@ export async function openSharedState(options: SharedStateOptions): Promise<Shar
   if (typeof keyPrefix !== 'string') throw new TypeError(`openSharedState: \`keyPrefix\` must be a string, got ${typeof keyPrefix}`);
   const where = redactUrl(options.redisUrl);
   const warn = (message: string) => (error: unknown) => options.logger?.warn({ err: error, redis: where }, message);
+  // A channel's subscriber connection reports each failed reconnection (debug, like the shared
+  // connection's); what the channel itself says (the outage, the catch-up) is one line each.
+  const channelTrouble = (message: string) => (error: unknown) =>
+    isTrailwireError(error)
+      ? options.logger?.warn({ err: error, redis: where }, `${message}: ${error.message}`)
+      : options.logger?.debug({ err: error, redis: where }, `${message} connection trouble`);
   const redis = new Redis(options.redisUrl, REDIS_CONNECTION_OPTIONS);
   // Every failed reconnection emits an error: the outage itself is reported once, below.
   let lastError: unknown;
@@ -110,8 +116,8 @@ export async function openSharedState(options: SharedStateOptions): Promise<Shar
   };
   try {
     await processes.start();
-    bus = await openRedisLiveBus({ redis, channel: `${keyPrefix}live`, onError: warn('redis live bus') });
-    feed = await openRedisRotationFeed({ redis, channel: `${keyPrefix}rotations`, onError: warn('redis rotation feed trouble') });
+    bus = await openRedisLiveBus({ redis, channel: `${keyPrefix}live`, onError: channelTrouble('redis live bus') });
+    feed = await openRedisRotationFeed({ redis, channel: `${keyPrefix}rotations`, onError: channelTrouble('redis rotation feed') });
   } catch (error) {
     await close();
     throw error;

@@ -79,6 +79,7 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
   let partnerKey = '';
   let customerKey = '';
   let trailerVin = '';
+  let fleetId = 0;
   let partnerToken = '';
   const answers: Answer[] = [];
   let loading = false;
@@ -168,6 +169,7 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       const customer = await trailwire.auth.createCustomer({ name: 'Faults customer' });
       customerKey = customer.apiKey;
       const fleet = await trailwire.admin.createFleet({ customerId: customer.principal.id, name: 'Faults fleet' });
+      fleetId = fleet.id;
       trailerVin = withCheckDigit('1FX00000000000001');
       await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: trailerVin, unitId: 'F-1' });
     } finally {
@@ -251,9 +253,21 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
     })();
     startLoad();
     await sleep(1500);
+    const customerToken = await tokenOf('customers', customerKey);
     const stoppedAt = Date.now();
     postgres.stop('immediate');
-    await sleep(10_000);
+    await sleep(1000);
+    // Authenticate and reads are refused the same way as intake.
+    for (const [what, request] of [
+      ['authenticate', () => fetch(`${url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': customerKey } })],
+      ['a read', () => fetch(`${url}/api/v1/trailers/${fleetId}`, { headers: { authorization: `Bearer ${customerToken}` } })],
+    ] as const) {
+      const response = await request();
+      assert.equal(response.status, 503, `${what} while the database is down`);
+      assert.match(response.headers.get('retry-after') ?? '', /^\d+$/);
+      assert.equal(response.headers.get('content-type'), 'application/problem+json');
+    }
+    await sleep(9000);
     const startedAt = Date.now();
     await postgres.restart();
     const restartedAt = Date.now();
@@ -304,12 +318,13 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
     }
   });
 
-  it('serve started while PostgreSQL is down says so, waits, and serves once it is up', { timeout: 60_000 }, async () => {
+  it('serve started while PostgreSQL is down says so, waits, and serves once it is up', { timeout: 90_000 }, async () => {
     await killed(child);
     postgres.stop('fast');
     const lines: string[] = [];
-    const starting = serve(['--database-url', postgres.url, '--redis-url', redis.url, '--startup-timeout', '30'], lines);
-    const deadline = Date.now() + 10_000;
+    const starting = serve(['--database-url', postgres.url, '--redis-url', redis.url, '--startup-timeout', '60'], lines);
+    // Node's start and the server's imports come first: seconds on a busy machine.
+    const deadline = Date.now() + 30_000;
     while (!lines.some((line) => line.includes('cannot be reached')) && Date.now() < deadline) await sleep(50);
     assert.ok(lines.some((line) => line.includes('PostgreSQL at') && line.includes('cannot be reached')), `a clear message while waiting: ${lines.join('\n')}`);
     await postgres.restart();
