@@ -30,6 +30,8 @@ export function isUnreachable(error: unknown): boolean {
 
 /** Opens the dependency, retrying while it cannot be reached, until `timeoutMs` has passed. */
 export async function openWhenReachable<T>(open: () => Promise<T>, options: DependencyWaitOptions): Promise<T> {
+  if (!Number.isFinite(options.timeoutMs) || options.timeoutMs < 0)
+    throw new TrailwireError('validation_failed', `ServerOptions.startupTimeoutMs must be a number of milliseconds, 0 or more, got ${String(options.timeoutMs)}`);
   const deadline = Date.now() + options.timeoutMs;
   const retryDelayMs = options.retryDelayMs ?? 1000;
   let tries = 0;
