@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -116,12 +116,17 @@ describe('GET /openapi.json, for generators and linters', () => {
     checker.check('GET', '/api/v1/fleets', 200, new Headers({ 'content-type': 'application/json' }), { data: [] });
   });
 
-  // Each linter is a node process of 5 to 15 s: they run side by side.
-  it('Redocly (recommended rules) and Spectral (spectral:oas) find no error in the served document', { timeout: 120_000 }, async () => {
+  // Each linter is a node process of 5 to 15 s: they run side by side. `npm ci` installs both (they are
+  // devDependencies); a node_modules from before they were added says so rather than failing.
+  const bin = (name: string) => join(REPO_ROOT, 'node_modules', '.bin', name);
+  const linters = existsSync(bin('redocly')) && existsSync(bin('spectral'));
+  it('Redocly (recommended rules) and Spectral (spectral:oas) find no error in the served document', {
+    timeout: 120_000,
+    skip: linters ? false : 'the linters are not installed in node_modules: run npm ci',
+  }, async () => {
     const file = join(dir, 'openapi.json');
     writeFileSync(file, JSON.stringify(document, null, 2));
     const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' };
-    const bin = (name: string) => join(REPO_ROOT, 'node_modules', '.bin', name);
     const [redocly, spectral] = await Promise.all([
       run(bin('redocly'), ['lint', '--config', join(REPO_ROOT, 'redocly.yaml'), '--format', 'json', file], { cwd: dir, env, maxBuffer: 16 << 20 }).catch((error) => error),
       run(bin('spectral'), ['lint', '--ruleset', join(REPO_ROOT, '.spectral.yaml'), '--format', 'json', '--quiet', file], { cwd: dir, env, maxBuffer: 16 << 20 }).catch((error) => error),
