@@ -6,6 +6,7 @@
  * invariant checks and the report read. Every answer is recorded as it came: intake requests are
  * never retried, so a 429 or a 5xx is seen, not hidden.
  */
+import PQueue from 'p-queue';
 import type { IntakeLimit } from '../core/products.ts';
 import { builtInProducts } from '../products/index.ts';
 import { TrailwireClient } from './client/http-client.ts';
@@ -217,23 +218,25 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     const progressTimer = options.onProgress
       ? setInterval(() => options.onProgress!(meter.snapshot(Date.now() - startAt, options.durationMs, liveUpdates)), 500)
       : undefined;
-    const inFlight = new Set<Promise<void>>();
+    // The plan says when each request is due; the queue bounds how many are in flight at once (a due
+    // request waits for a free slot, so a slow server makes requests late, never more concurrent).
+    const inFlight = new PQueue({ concurrency: settings.maxInFlight });
+    let sendFailure: { error: unknown } | undefined;
     const rotationTasks: Array<Promise<void>> = [];
     try {
       let next = 0;
       while (next < plan.sends.length || pendingRotations.length > 0) {
         const now = Date.now();
         while (pendingRotations.length > 0 && pendingRotations[0]!.at <= now) rotationTasks.push(pendingRotations.shift()!.run());
-        while (next < plan.sends.length && plan.sends[next]!.at <= now && inFlight.size < settings.maxInFlight) {
+        while (next < plan.sends.length && plan.sends[next]!.at <= now) {
           const planned = plan.sends[next++]!;
-          const task = sendOne(planned, target, partners.get(planned.product)!, traffic, sends, meter).finally(() => inFlight.delete(task));
-          inFlight.add(task);
+          inFlight.add(() => sendOne(planned, target, partners.get(planned.product)!, traffic, sends, meter)).catch((error: unknown) => (sendFailure ??= { error }));
         }
         const nextAt = Math.min(plan.sends[next]?.at ?? Infinity, pendingRotations[0]?.at ?? Infinity);
-        if (inFlight.size >= settings.maxInFlight) await Promise.race(inFlight);
-        else if (nextAt > Date.now()) await sleep(Math.min(nextAt - Date.now(), 20));
+        if (nextAt > Date.now()) await sleep(Math.min(nextAt - Date.now(), 20));
       }
-      await Promise.all([...inFlight, ...rotationTasks]);
+      await Promise.all([inFlight.onIdle(), ...rotationTasks]);
+      if (sendFailure) throw sendFailure.error;
     } finally {
       clearInterval(progressTimer);
     }
@@ -404,7 +407,7 @@ async function awaitProcessing(
   const deadline = Date.now() + waitMs;
   while (pending.length > 0) {
     const stillPending: SendRecord[] = [];
-    await forEachLimited(pending, 16, async (send) => {
+    await new PQueue({ concurrency: 16 }).addAll(pending.map((send) => async () => {
       try {
         const { body } = await partners.get(send.product)!.intakeStatus(send.id!);
         outcomes[send.id!] = {
@@ -419,21 +422,12 @@ async function awaitProcessing(
       const state = outcomes[send.id!]!.status;
       if (state !== 'processed' && state !== 'failed') stillPending.push(send);
       else progress.settled++;
-    });
+    }));
     pending = stillPending;
     if (pending.length === 0 || Date.now() >= deadline) break;
     await sleep(Math.min(250, deadline - Date.now()));
   }
   return outcomes;
-}
-
-async function forEachLimited<T>(items: T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-      while (next < items.length) await work(items[next++]!);
-    }),
-  );
 }
 
 /** Counters and recent latencies for the progress line. */
