@@ -4,7 +4,7 @@
  * the right tool here: the key is high-entropy, so there is nothing for a slow hash to protect, and
  * lookup by hash keeps authentication one indexed query.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Audience } from './model.ts';
 
 export const API_KEY_PREFIX: Record<Audience, string> = { partners: 'twp_', customers: 'twc_' };
@@ -26,11 +26,4 @@ export function hashApiKey(apiKey: string): string {
 export function looksLikeApiKey(audience: Audience, apiKey: string): boolean {
   const prefix = API_KEY_PREFIX[audience];
   return apiKey.startsWith(prefix) && KEY_BODY.test(apiKey.slice(prefix.length));
-}
-
-/** Constant-time comparison of two key hashes (hex strings of equal length). */
-export function keyHashesEqual(a: string, b: string): boolean {
-  const left = Buffer.from(a, 'hex');
-  const right = Buffer.from(b, 'hex');
-  return left.length === right.length && timingSafeEqual(left, right);
 }

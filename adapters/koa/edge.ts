@@ -7,7 +7,7 @@
  * `access-log.ts`): a Koa layer is an async frame, a promise and a dispatch per request, and four of
  * them around every route cost the intake 202 about as much as its rate limit does.
  */
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { AccessLog } from './access-log.ts';
 import type { ClientAddressOf } from './client-address.ts';
@@ -30,8 +30,19 @@ export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; 
       answerError(ctx, error, logger);
     } finally {
       setRequestIdHeader(ctx);
+      setStorageHeaders(ctx);
       metrics.observe(ctx, started);
       accessLog.end(ctx, started);
     }
   };
+}
+
+/**
+ * Answers are per caller and often secret (tokens, telemetry): no cache may keep one unless its route
+ * says it may (the JWKS, the pages set their own), and no browser may read one as anything but its
+ * declared type (issue 29). Koa ignores `set` once the headers are out (an event stream's).
+ */
+function setStorageHeaders(ctx: Context): void {
+  if (!ctx.response.get('Cache-Control')) ctx.set('Cache-Control', 'no-store');
+  ctx.set('X-Content-Type-Options', 'nosniff');
 }

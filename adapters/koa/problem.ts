@@ -62,9 +62,23 @@ export function answerUnrouted(ctx: Context): void {
 
 /** Answers whatever a layer below threw as its problem; an internal error is logged under the request id, never shown. */
 export function answerError(ctx: Context, error: unknown, logger: Logger): void {
+  // The route's pattern, never the raw path: a path is the caller's text (a VIN, junk, a long string).
+  const route = (ctx as Context & { _matchedRoute?: string })._matchedRoute;
+  if (!isTrailwireError(error) && clientGone(ctx)) {
+    // Nobody is there to read an answer, and it is the client's doing, not a fault (issue 29: one
+    // slow-body run wrote 1,000 error lines): a debug line, and a 400 in the access log and metrics.
+    logger.debug({ requestId: ctx.state.requestId, route, reason: (error as Error)?.message }, 'client closed the connection before the answer');
+    sendProblem(ctx, new TrailwireError('validation_failed', 'The client closed the connection before the request ended.', { cause: error }));
+    return;
+  }
   const problem = toTrailwireError(error, ctx);
-  if (problem.code === 'internal') logger.error({ err: error, requestId: ctx.state.requestId, path: ctx.path }, 'request failed');
+  if (problem.code === 'internal') logger.error({ err: error, requestId: ctx.state.requestId, route }, 'request failed');
   sendProblem(ctx, problem);
+}
+
+/** Whether the client closed the connection: the request ended before its body did, or the socket is gone. */
+function clientGone(ctx: Context): boolean {
+  return (ctx.req.destroyed && !ctx.req.complete) || ctx.res.destroyed || ctx.req.socket?.destroyed === true;
 }
 
 /** Translates whatever was thrown into a Trailwire error (internal when it is not a known kind). */
