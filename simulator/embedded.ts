@@ -65,6 +65,8 @@ export async function startEmbedded(options: EmbeddedOptions, traffic: TrafficGe
       host: '127.0.0.1',
       heartbeatIntervalMs,
       logger: pino({ level: 'silent' }),
+      // Every connection comes from this process: the per-address cap would count the simulator, not an attacker.
+      connectionLimits: { maxConnectionsPerAddress: 0 },
       ...overrides,
       core: {
         limits: { authenticate: GENEROUS, failedAuthenticatePerAddress: GENEROUS, read: GENEROUS },

@@ -62,6 +62,11 @@ export interface TrailwireAppOptions {
   accessLogLevel?: AccessLogLevel;
   /** Where HTTP metrics are registered and `/metrics` reads from. Default: a new registry. */
   registry?: Registry;
+  /**
+   * Serve `GET /metrics` on this app. Default true; false keeps it off the public port when another
+   * listener serves `registry` (`startServer`'s `metrics`, `serve --metrics-port`).
+   */
+  metricsRoute?: boolean;
   /** Checks `/readyz` runs besides the store's. */
   readinessChecks?: Record<string, ReadinessCheck>;
   /**
@@ -150,6 +155,7 @@ function buildStack(
     createOpsRouter({
       trailwire,
       registry: metrics.registry,
+      metrics: options.metricsRoute,
       openapi: () =>
         buildOpenApiDocument({
           auth: mountAuth,

@@ -15,6 +15,8 @@ export function createOpsRouter(options: {
   registry: Registry;
   openapi: () => object;
   readinessChecks?: Record<string, ReadinessCheck>;
+  /** Serve `GET /metrics` here. Default true; false when another listener serves the registry. */
+  metrics?: boolean;
 }): Router {
   const router = new Router();
   const checks: Record<string, ReadinessCheck> = { store: () => options.trailwire.store.ping(), ...options.readinessChecks };
@@ -39,10 +41,11 @@ export function createOpsRouter(options: {
     if (failing.length > 0) throw new TrailwireError('unavailable', `Not ready: ${failing.sort().join(', ')}.`);
     ctx.body = { status: 'ready', checks: Object.keys(checks).sort() };
   });
-  router.get('/metrics', async (ctx) => {
-    ctx.type = options.registry.contentType;
-    ctx.body = await options.registry.metrics();
-  });
+  if (options.metrics ?? true)
+    router.get('/metrics', async (ctx) => {
+      ctx.type = options.registry.contentType;
+      ctx.body = await options.registry.metrics();
+    });
   router.get('/openapi.json', (ctx) => {
     ctx.body = document;
   });

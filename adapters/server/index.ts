@@ -24,6 +24,8 @@ import { openSharedState } from './shared-state.ts';
 import { DEFAULT_STARTUP_TIMEOUT_MS, openWhenReachable } from './dependency-wait.ts';
 import { Registry } from 'prom-client';
 import { registerDependencyMetrics } from '../koa/metrics.ts';
+import { type ConnectionLimitOptions, type ConnectionLimits, limitConnections, proxyExemption } from './connection-limits.ts';
+import { type MetricsListener, type MetricsListenerOptions, startMetricsListener } from './metrics-listener.ts';
 import { readableByOthers } from '../sqlite/file-modes.ts';
 import { IntakeThread } from '../sqlite/intake-thread.ts';
 import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
@@ -100,6 +102,17 @@ export interface ServerOptions {
    * per connection (`{ maxWatches, maxWatchesPerConnection }`; 0 refuses every Watch). Default 100 and 2.
    */
   healthWatch?: HealthWatchLimits;
+  /**
+   * Caps on the HTTP port's connections, in total and per peer address (a trusted proxy is exempt
+   * from the latter), and how long a client may take to read an answer; `connection-limits.ts`.
+   * Default 10,000, 512 and 20,000 ms.
+   */
+  connectionLimits?: Pick<ConnectionLimitOptions, 'maxConnections' | 'maxConnectionsPerAddress' | 'sendTimeoutMs'>;
+  /**
+   * Serve `GET /metrics` on a listener of its own (`{ port, host }`, host default `127.0.0.1`) instead
+   * of the public HTTP port. Default: none (on the HTTP port, as the contract's ops endpoints).
+   */
+  metrics?: MetricsListenerOptions;
   /** The peer is a reverse proxy: the client address is the right-most X-Forwarded-For entry. Default false. */
   trustProxy?: boolean;
   /** Reverse proxies to trust (addresses, CIDR ranges): the client is the right-most X-Forwarded-For entry not among them. Default: none. */
@@ -128,6 +141,8 @@ export interface RunningServer {
   httpPort: number;
   /** The LiveFeed's bound port. */
   grpcPort: number;
+  /** With `metrics`: where `GET /metrics` answers, e.g. `http://127.0.0.1:9464/metrics`. */
+  metricsUrl?: string;
   /** Where the state lives, as it may be printed: `sqlite <file>` or `postgres <url without password>`, and `+ redis <url>` when shared. */
   storeDescription: string;
   /** Payloads processed and dead-lettered by this process since it started (thread or inline). */
@@ -272,6 +287,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     logger,
     registry,
     liveEvents,
+    metricsRoute: options.metrics === undefined,
     trustProxy: options.trustProxy,
     trustedProxies: options.trustedProxies,
     intakeBodyLimitBytes: options.intakeBodyLimitBytes,
@@ -287,11 +303,20 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       : undefined,
   });
   const server: Server = createServer(HTTP_SERVER_TIMEOUTS, app.callback());
+  let connections: ConnectionLimits | undefined;
+  let metricsListener: MetricsListener | undefined;
+  const closeListeners = async () => {
+    connections?.stop();
+    await metricsListener?.close();
+  };
   try {
+    connections = limitConnections(server, { ...options.connectionLimits, exempt: proxyExemption(options), logger });
+    if (options.metrics) metricsListener = await startMetricsListener(registry, options.metrics);
     // Inside the try: a bad port throws at once, and the core started above must still be closed.
     server.listen(options.port ?? 8080, options.host);
     await once(server, 'listening');
   } catch (error) {
+    await closeListeners();
     await closeCore();
     throw error;
   }
@@ -312,15 +337,17 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     });
   } catch (error) {
     server.close();
+    await closeListeners();
     await closeCore();
     throw error;
   }
   const host = options.host && options.host !== '0.0.0.0' && options.host !== '::' ? options.host : '127.0.0.1';
   return {
     trailwire,
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: `http://${hostInUrl(host)}:${port}`,
     httpPort: port,
     grpcPort: grpc.port,
+    ...(metricsListener ? { metricsUrl: `http://${hostInUrl(options.metrics?.host ?? '127.0.0.1')}:${metricsListener.port}/metrics` } : {}),
     storeDescription: options.redisUrl ? `${backend.description} + redis ${redactUrl(options.redisUrl)}` : backend.description,
     get intakeCounts() {
       return thread ? thread.counts : trailwire.intake!.worker.counts;
@@ -336,6 +363,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       server.closeIdleConnections();
       const sweep = setInterval(() => server.closeIdleConnections(), CLOSE_SWEEP_MS);
       await closed.finally(() => clearInterval(sweep));
+      await closeListeners();
       await closeCore();
     },
   };
@@ -386,4 +414,10 @@ function readSigningKeyFile(file: string): string {
   } catch (error) {
     throw new TrailwireError('validation_failed', `The signing key file ${file} cannot be read: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** A host as a URL writes it: an IPv6 address in brackets; any-interface as the loopback. */
+function hostInUrl(host: string): string {
+  const reachable = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return reachable.includes(':') ? `[${reachable}]` : reachable;
 }

@@ -42,6 +42,8 @@ type ServeArguments = StoreArguments & ServeSettingArguments & {
 interface ServeReport {
   url: string;
   grpc: string;
+  /** With --metrics-port: where /metrics answers. */
+  metrics?: string;
   store: string;
   demo: DemoReport | null;
 }
@@ -227,11 +229,11 @@ function nonNegativeSecondsOf(name: string, value: number): number {
 }
 
 function reportOf(server: RunningServer, demo: DemoReport | null): ServeReport {
-  return { url: server.url, grpc: grpcAddress(server), store: server.storeDescription, demo };
+  return { url: server.url, grpc: grpcAddress(server), ...(server.metricsUrl ? { metrics: server.metricsUrl } : {}), store: server.storeDescription, demo };
 }
 
 function printStarted(args: ServeArguments, report: ServeReport, workers: number): void {
-  if (args.json) process.stdout.write(`${JSON.stringify({ url: report.url, grpc: report.grpc, db: args['database-url'] ? null : args.db, store: report.store, workers, demo: report.demo })}\n`);
+  if (args.json) process.stdout.write(`${JSON.stringify({ url: report.url, grpc: report.grpc, ...(report.metrics ? { metrics: report.metrics } : {}), db: args['database-url'] ? null : args.db, store: report.store, workers, demo: report.demo })}\n`);
   else process.stdout.write(banner(report, workers));
 }
 
@@ -253,7 +255,7 @@ function grpcAddress(server: { url: string; grpcPort: number }): string {
   return `${new URL(server.url).hostname}:${server.grpcPort}`;
 }
 
-function banner({ url, grpc, store, demo }: ServeReport, workers: number): string {
+function banner({ url, grpc, metrics, store, demo }: ServeReport, workers: number): string {
   const principals: DemoPrincipal[] | undefined = demo?.principals;
   const created = demo?.created ?? false;
   const lines = [
@@ -263,6 +265,7 @@ function banner({ url, grpc, store, demo }: ServeReport, workers: number): strin
     `  API docs  ${url}/docs   (OpenAPI document: ${url}/openapi.json)`,
     `  HTTP      ${url}   (auth + data API)`,
     `  gRPC      ${grpc}   (livefeed.v1.LiveFeed, grpc.health.v1.Health)`,
+    ...(metrics ? [`  Metrics   ${metrics}`] : []),
     `  Store     ${store}`,
     ...(workers > 1 ? [`  Workers   ${workers} processes sharing both ports`] : []),
     '',

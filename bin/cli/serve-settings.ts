@@ -2,7 +2,9 @@
  * The settings of `trailwire serve` that tune the service rather than say where it runs (contract 9):
  * token lifetime, signing algorithm, the authenticate, failed-authenticate, rotate and read limits,
  * trusting a proxy's X-Forwarded-For, the intake body limit, the VIN check digit, the LiveFeed streams
- * per customer and `--product-limit` — each an option with its `TRAILWIRE_<NAME>` variable (yargs'
+ * per customer and `--product-limit`, and the transport's exposure (trusted proxies, health Watch
+ * and connection caps, the send timeout, a metrics listener of its own; issue 29) — each an option
+ * with its `TRAILWIRE_<NAME>` variable (yargs'
  * `.env`). They are checked here, once, at start, with a message that names the option, and mapped
  * onto `ServerOptions`.
  */
@@ -28,6 +30,10 @@ export const SERVE_SETTING_DEFAULTS = {
   maxStreamsPerCustomer: 100,
   maxHealthWatches: 100,
   maxHealthWatchesPerConnection: 2,
+  maxConnections: 10_000,
+  maxConnectionsPerAddress: 512,
+  sendTimeoutSeconds: 20,
+  metricsHost: '127.0.0.1',
 } as const;
 
 /** Bounds of the numeric settings, with why. */
@@ -37,6 +43,10 @@ const BODY_LIMIT_BYTES = { min: 1, max: 16 * 1024 * 1024 };
 const STREAMS_PER_CUSTOMER = { min: 1, max: 1_000_000 };
 // 0 turns Watch off; each stream holds memory until its client leaves, so no more than a few thousand.
 const HEALTH_WATCHES = { min: 0, max: 10_000 };
+// 0 turns a cap off; a process's file descriptors end far below a million.
+const CONNECTIONS = { min: 0, max: 1_000_000 };
+// 0 turns the deadline off; past 10 minutes it no longer protects anything.
+const SEND_TIMEOUT_SECONDS = { min: 0, max: 600 };
 
 /** The serve settings as yargs parses them. */
 export interface ServeSettingArguments {
@@ -55,6 +65,11 @@ export interface ServeSettingArguments {
   'trusted-proxies': string[];
   'max-health-watches': number;
   'max-health-watches-per-connection': number;
+  'max-connections': number;
+  'max-connections-per-address': number;
+  'send-timeout': number;
+  'metrics-port'?: number;
+  'metrics-host': string;
 }
 
 const LIMIT_FORMAT = 'REQUESTS/WINDOW_SECONDS';
@@ -136,11 +151,39 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       type: 'number',
       default: d.maxHealthWatchesPerConnection,
       describe: 'grpc.health.v1.Health/Watch streams open at once on one gRPC connection (env TRAILWIRE_MAX_HEALTH_WATCHES_PER_CONNECTION)',
+    })
+    .option('max-connections', {
+      type: 'number',
+      default: d.maxConnections,
+      describe: 'HTTP connections open at once; the next is closed as it arrives; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS)',
+    })
+    .option('max-connections-per-address', {
+      type: 'number',
+      default: d.maxConnectionsPerAddress,
+      describe:
+        'HTTP connections open at once from one peer address; trusted proxies (--trusted-proxies, or every peer with --trust-proxy alone) are exempt; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS_PER_ADDRESS)',
+    })
+    .option('send-timeout', {
+      type: 'number',
+      default: d.sendTimeoutSeconds,
+      describe: 'Seconds a client may take to read an HTTP answer once the server has it ready; then the connection is closed (event streams excepted) (env TRAILWIRE_SEND_TIMEOUT)',
+    })
+    .option('metrics-port', {
+      type: 'number',
+      describe: 'Serve GET /metrics on this port (on --metrics-host) and not on the HTTP port (env TRAILWIRE_METRICS_PORT). Default: on the HTTP port',
+    })
+    .option('metrics-host', {
+      type: 'string',
+      default: d.metricsHost,
+      describe: 'Interface of the --metrics-port listener (env TRAILWIRE_METRICS_HOST)',
     }) as Argv<T & ServeSettingArguments>;
 }
 
 /** What the serve settings set in `ServerOptions`; `core` is merged into the server's core options. */
-export type ServeSettings = Pick<ServerOptions, 'trustProxy' | 'trustedProxies' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch'> & {
+export type ServeSettings = Pick<
+  ServerOptions,
+  'trustProxy' | 'trustedProxies' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch' | 'connectionLimits' | 'metrics'
+> & {
   core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>;
 };
 
@@ -153,6 +196,14 @@ export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
       maxWatches: integerIn('--max-health-watches', args['max-health-watches'], HEALTH_WATCHES, 'streams'),
       maxWatchesPerConnection: integerIn('--max-health-watches-per-connection', args['max-health-watches-per-connection'], HEALTH_WATCHES, 'streams'),
     },
+    connectionLimits: {
+      maxConnections: integerIn('--max-connections', args['max-connections'], CONNECTIONS, 'connections'),
+      maxConnectionsPerAddress: integerIn('--max-connections-per-address', args['max-connections-per-address'], CONNECTIONS, 'connections'),
+      sendTimeoutMs: integerIn('--send-timeout', args['send-timeout'], SEND_TIMEOUT_SECONDS, 'seconds') * 1000,
+    },
+    ...(args['metrics-port'] === undefined
+      ? {}
+      : { metrics: { port: integerIn('--metrics-port', args['metrics-port'], { min: 0, max: 65_535 }, ''), host: args['metrics-host'] } }),
     intakeBodyLimitBytes: integerIn('--body-limit', args['body-limit'], BODY_LIMIT_BYTES, 'bytes'),
     maxStreamsPerCustomer: integerIn('--max-streams-per-customer', args['max-streams-per-customer'], STREAMS_PER_CUSTOMER, 'streams'),
     core: {

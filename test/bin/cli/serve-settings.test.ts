@@ -20,6 +20,7 @@ import * as protoLoader from '@grpc/proto-loader';
 import jwt from 'jsonwebtoken';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import { DEFAULT_HEALTH_WATCH_LIMITS } from '../../../adapters/grpc/index.ts';
+import { DEFAULT_CONNECTION_LIMITS } from '../../../adapters/server/connection-limits.ts';
 import { DEFAULT_INTAKE_BODY_LIMIT } from '../../../adapters/koa/index.ts';
 import { limitOf, SERVE_SETTING_DEFAULTS } from '../../../bin/cli/serve-settings.ts';
 import { DEFAULT_LIMITS } from '../../../core/trailwire.ts';
@@ -41,6 +42,9 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.bodyLimitBytes, DEFAULT_INTAKE_BODY_LIMIT);
     assert.equal(SERVE_SETTING_DEFAULTS.maxHealthWatches, DEFAULT_HEALTH_WATCH_LIMITS.maxWatches);
     assert.equal(SERVE_SETTING_DEFAULTS.maxHealthWatchesPerConnection, DEFAULT_HEALTH_WATCH_LIMITS.maxWatchesPerConnection);
+    assert.equal(SERVE_SETTING_DEFAULTS.maxConnections, DEFAULT_CONNECTION_LIMITS.maxConnections);
+    assert.equal(SERVE_SETTING_DEFAULTS.maxConnectionsPerAddress, DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress);
+    assert.equal(SERVE_SETTING_DEFAULTS.sendTimeoutSeconds * 1000, DEFAULT_CONNECTION_LIMITS.sendTimeoutMs);
     assert.deepEqual(limitOf('--read-limit', ' 600 / 60 '), { requests: 600, windowSeconds: 60 });
   });
 });
@@ -74,7 +78,7 @@ describe('serve with a bad setting', () => {
 });
 
 /** A `trailwire serve --json` child process, once it printed its document. */
-async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; grpc: string; child: ChildProcess }> {
+async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; grpc: string; metrics?: string; child: ChildProcess }> {
   const child = spawn(process.execPath, [TRAILWIRE_BIN, 'serve', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', ...args], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...env },
@@ -90,8 +94,8 @@ async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<
     child.stderr!.on('data', (chunk) => (stderr += chunk));
     child.on('exit', (code) => reject(new Error(`serve exited with ${code}: ${stderr}`)));
   });
-  const { url, grpc } = JSON.parse(line);
-  return { url, grpc, child };
+  const { url, grpc, metrics } = JSON.parse(line);
+  return { url, grpc, metrics, child };
 }
 
 async function stop(child: ChildProcess): Promise<void> {
@@ -147,8 +151,8 @@ function intake(url: string, token: string, vin: string, body: string): Promise<
 const fix = (padding = '') => JSON.stringify({ timestamp: Math.floor(Date.now() / 1000) - 60, position: { latitude: 41.9, longitude: -87.6 }, speedKph: 0, bearingDeg: 0 }) + padding;
 
 describe('serve settings in a running server', { timeout: 60_000 }, () => {
-  let tuned: { url: string; grpc: string; child: ChildProcess; db: string; principals: Principals };
-  let defaults: { url: string; grpc: string; child: ChildProcess; db: string; principals: Principals };
+  let tuned: { url: string; grpc: string; metrics?: string; child: ChildProcess; db: string; principals: Principals };
+  let defaults: { url: string; grpc: string; metrics?: string; child: ChildProcess; db: string; principals: Principals };
   before(async () => {
     const [tunedDb, defaultDb] = [join(directory, 'tuned.db'), join(directory, 'defaults.db')];
     const [tunedPrincipals, defaultPrincipals] = await Promise.all([provision(tunedDb), provision(defaultDb)]);
@@ -160,7 +164,7 @@ describe('serve settings in a running server', { timeout: 60_000 }, () => {
           ...['--db', tunedDb, '--failed-authenticate-limit', '2/3600', '--authenticate-limit', '5/3600', '--rotate-limit', '1/3600'],
           ...['--body-limit', '1000', '--token-ttl', '120', '--signing-algorithm', 'ES256', '--no-verify-vin-check-digit'],
         ],
-        { TRAILWIRE_READ_LIMIT: '2/3600', TRAILWIRE_TRUST_PROXY: 'true', TRAILWIRE_MAX_STREAMS_PER_CUSTOMER: '1' },
+        { TRAILWIRE_READ_LIMIT: '2/3600', TRAILWIRE_TRUST_PROXY: 'true', TRAILWIRE_MAX_STREAMS_PER_CUSTOMER: '1', TRAILWIRE_METRICS_PORT: '0' },
       ),
       startServe(['--db', defaultDb, '--failed-authenticate-limit', '2/3600']),
     ]);
@@ -270,6 +274,16 @@ describe('serve settings in a running server', { timeout: 60_000 }, () => {
       firstStream.cancel();
       client.close();
     }
+  });
+
+  it('TRAILWIRE_METRICS_PORT: /metrics answers on its own listener on 127.0.0.1, not on the HTTP port (default: on the HTTP port)', async () => {
+    assert.match(tuned.metrics ?? '', /^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    const own = await fetch(tuned.metrics!);
+    assert.equal(own.status, 200);
+    assert.match(await own.text(), /trailwire_http_requests_total/);
+    assert.equal((await fetch(`${tuned.url}/metrics`)).status, 404, 'not on the public port');
+    assert.equal(defaults.metrics, undefined);
+    assert.equal((await fetch(`${defaults.url}/metrics`)).status, 200);
   });
 
   it('TRAILWIRE_TRUST_PROXY=true: failed authentications count per X-Forwarded-For address, so one client cannot lock out another', async () => {

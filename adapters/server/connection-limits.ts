@@ -1,0 +1,128 @@
+/**
+ * Caps on the HTTP server's connections and a deadline for delivering an answer (issue 29, finding
+ * 8: 1,000 connections reading their answers a byte at a time stayed open 60 s, and nothing capped
+ * connections in total or per address). Node's own timeouts bound how long a client may take to
+ * *send* a request (`headersTimeout`, `requestTimeout`); nothing bounds how long it may take to
+ * *read* the answer, since a slow reader keeps the socket busy and never idle. So:
+ *
+ * - `maxConnections`: connections open at once; the next is closed as it arrives (Node's
+ *   `server.maxConnections`, which drops it before any byte is read).
+ * - `maxConnectionsPerAddress`: the same per peer address, so one host cannot take them all. A
+ *   reverse proxy is one address for all its clients: `exempt` (the trusted proxies) skips it.
+ * - `sendTimeoutMs`: once the server has ended an answer, the client has this long to take it;
+ *   then the connection is destroyed. Event streams never end their answer and are not concerned
+ *   (they have their own slow-subscriber rule, contract 8).
+ */
+import type { Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import { trustedProxyList } from '../koa/client-address.ts';
+
+export interface ConnectionLimitOptions {
+  /** Connections open at once; 0: no cap. Default 10,000. */
+  maxConnections?: number;
+  /** Connections open at once from one peer address; 0: no cap. Default 512. */
+  maxConnectionsPerAddress?: number;
+  /** Peers the per-address cap does not apply to (the reverse proxies). Default: none. */
+  exempt?: (address: string) => boolean;
+  /** How long a client may take to read an answer the server has ended, in ms. Default 20,000. */
+  sendTimeoutMs?: number;
+  /** Where a refused connection is said (a warning at most once a minute). Default: nowhere. */
+  logger?: Logger;
+}
+
+export const DEFAULT_CONNECTION_LIMITS = { maxConnections: 10_000, maxConnectionsPerAddress: 512, sendTimeoutMs: 20_000 } as const;
+
+/** At most one warning about refused connections per this many ms. */
+const REFUSAL_WARNING_INTERVAL_MS = 60_000;
+
+export interface ConnectionLimits {
+  /** Connections open now per address, answers waiting to be read, and connections refused so far. */
+  readonly counts: { addresses: number; sending: number; refused: number };
+  /** Stops the deadline sweep (the server is closing). */
+  stop(): void;
+}
+
+/** Applies the caps and the send deadline to `server`; call before it accepts connections. */
+export function limitConnections(server: Server, options: ConnectionLimitOptions = {}): ConnectionLimits {
+  const settings = { ...DEFAULT_CONNECTION_LIMITS, ...options };
+  for (const name of ['maxConnections', 'maxConnectionsPerAddress', 'sendTimeoutMs'] as const)
+    if (!Number.isSafeInteger(settings[name]) || settings[name] < 0)
+      throw new TypeError(`limitConnections: \`${name}\` must be a whole number >= 0, got ${settings[name]}`);
+  if (settings.maxConnections > 0) server.maxConnections = settings.maxConnections;
+
+  const perAddress = new Map<string, number>();
+  let refused = 0;
+  let warnedAt = -Infinity;
+  const refuse = (socket: Socket, address: string) => {
+    refused++;
+    socket.destroy();
+    const now = Date.now();
+    if (now - warnedAt < REFUSAL_WARNING_INTERVAL_MS) return;
+    warnedAt = now;
+    settings.logger?.warn({ clientAddress: address, limit: settings.maxConnectionsPerAddress, refused }, 'connections refused: too many open from one address');
+  };
+  server.on('drop', () => {
+    refused++;
+  });
+  if (settings.maxConnectionsPerAddress > 0)
+    server.on('connection', (socket: Socket) => {
+      const address = socket.remoteAddress ?? '';
+      if (settings.exempt?.(address)) return;
+      const open = (perAddress.get(address) ?? 0) + 1;
+      if (open > settings.maxConnectionsPerAddress) return refuse(socket, address);
+      perAddress.set(address, open);
+      socket.once('close', () => {
+        const left = (perAddress.get(address) ?? 1) - 1;
+        if (left > 0) perAddress.set(address, left);
+        else perAddress.delete(address);
+      });
+    });
+
+  // Answers in flight, and when each was first seen ended; a sweep rather than a timer per answer.
+  const sending = new Map<ServerResponse, number | undefined>();
+  let sweep: NodeJS.Timeout | undefined;
+  if (settings.sendTimeoutMs > 0) {
+    server.on('request', (_req, res: ServerResponse) => {
+      sending.set(res, undefined);
+      res.once('close', () => sending.delete(res));
+    });
+    const every = Math.min(1000, Math.max(10, Math.floor(settings.sendTimeoutMs / 4)));
+    sweep = setInterval(() => {
+      const now = Date.now();
+      for (const [res, endedAt] of sending) {
+        if (!res.writableEnded || res.writableFinished) continue;
+        if (endedAt === undefined) sending.set(res, now);
+        else if (now - endedAt >= settings.sendTimeoutMs) {
+          sending.delete(res);
+          res.destroy();
+        }
+      }
+    }, every).unref();
+  }
+
+  return {
+    get counts() {
+      return { addresses: perAddress.size, sending: sending.size, refused };
+    },
+    stop() {
+      clearInterval(sweep);
+    },
+  };
+}
+
+/**
+ * The peers the per-address cap skips, from the proxy settings: the listed proxies; with
+ * `trustProxy` alone every peer is taken for a proxy (the cap would count the proxy, not its
+ * clients); none otherwise.
+ */
+export function proxyExemption(options: { trustProxy?: boolean; trustedProxies?: readonly string[] }): ((address: string) => boolean) | undefined {
+  if (options.trustedProxies && options.trustedProxies.length > 0) {
+    const list = trustedProxyList(options.trustedProxies);
+    return (address) => {
+      const plain = address.startsWith('::ffff:') && !address.slice(7).includes(':') ? address.slice(7) : address;
+      return list.check(plain, plain.includes(':') ? 'ipv6' : 'ipv4');
+    };
+  }
+  return options.trustProxy ? () => true : undefined;
+}
