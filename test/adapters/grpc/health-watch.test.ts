@@ -11,6 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import { loadTrailwireProto } from '../../../adapters/grpc/proto.ts';
 import { type RunningGrpcServer, startGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
 import { startTestApp, type TestApp } from '../../support/test-app.ts';
+import { until } from '../../support/until.ts';
 
 const health = (grpc.loadPackageDefinition(loadTrailwireProto('grpc/health/v1/health.proto')) as any).grpc.health.v1;
 
@@ -28,13 +29,6 @@ function watch(client: any, service: string): Promise<{ status?: string; error?:
   });
 }
 
-async function until(probe: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('the health service Watch caps', () => {
   let app: TestApp;

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { limitConnections, type ConnectionLimitOptions, type ConnectionLimits } from '../../../adapters/server/connection-limits.ts';
+import { until } from '../../support/until.ts';
 
 const BIG_ANSWER = Buffer.alloc(64 * 1024 * 1024, 'x');
 const servers: Server[] = [];
@@ -37,13 +38,6 @@ async function open(port: number, localAddress = '127.0.0.1'): Promise<{ socket:
   };
 }
 
-async function until(probe: () => boolean, what: string, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('connection limits', () => {
   it('cuts a client that does not read its answer once the answer has waited sendTimeoutMs', async () => {
