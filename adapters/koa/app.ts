@@ -13,6 +13,7 @@ import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
+import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
 import { createIntakeRouter, INTAKE_PATH } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
@@ -83,6 +84,11 @@ export interface TrailwireAppOptions {
    * mounts both APIs, which the live page calls on its own origin; not served otherwise.
    */
   pages?: PagesOptions | false;
+  /**
+   * Origins whose pages may call authenticate, the read API and `GET /api/v1/live` from a browser
+   * (`cors.ts`), each as `https://host[:port]`. Default: none (no CORS headers at all).
+   */
+  corsOrigins?: readonly string[];
 }
 
 /** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` and `trustedProxies` (your app's `proxy` setting decides). */
@@ -179,6 +185,7 @@ function buildStack(
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
     middleware: [
+      ...(options.corsOrigins?.length ? [corsMiddleware(parseCorsOrigins(options.corsOrigins), prefix)] : []),
       edgeMiddleware({ logger, metrics, clientAddressOf, accessLog: createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock }) }),
       ...(pages ? [pages.middleware] : []),
       ...(intakeRouter ? [routeByPathStart(intakeRouter, prefix, 'POST', `${INTAKE_PATH}/`)] : []),

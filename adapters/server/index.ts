@@ -119,6 +119,8 @@ export interface ServerOptions {
   trustedProxies?: readonly string[];
   /** Largest intake body in bytes; a larger one is refused 413. Default 262,144 (256 KiB). */
   intakeBodyLimitBytes?: number;
+  /** Origins whose pages may call authenticate, the read API and the event stream from a browser (CORS). Default: none. */
+  corsOrigins?: readonly string[];
   /**
    * A raster tile URL template for the live map at `/` (`https://tiles.example.com/{z}/{x}/{y}.png`);
    * its host is added to the page's Content-Security-Policy. Default: none (the outlines shipped in
@@ -290,6 +292,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     metricsRoute: options.metrics === undefined,
     trustProxy: options.trustProxy,
     trustedProxies: options.trustedProxies,
+    corsOrigins: options.corsOrigins,
     intakeBodyLimitBytes: options.intakeBodyLimitBytes,
     intakeWorkerExpected: runWorker && !useThread,
     accessLogLevel: options.accessLogLevel,

@@ -13,6 +13,7 @@ import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
 import type { TrailwireOptions } from '../../core/trailwire.ts';
 import type { ServerOptions } from '../../adapters/server/index.ts';
+import { parseCorsOrigins } from '../../adapters/koa/cors.ts';
 import { trustedProxyList } from '../../adapters/koa/client-address.ts';
 
 /**
@@ -63,6 +64,7 @@ export interface ServeSettingArguments {
   'product-limit': string[];
   // The transport's exposure (issue 29): proxies, health Watch caps.
   'trusted-proxies': string[];
+  'cors-origin': string[];
   'max-health-watches': number;
   'max-health-watches-per-connection': number;
   'max-connections': number;
@@ -142,6 +144,13 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       describe:
         'Reverse proxies to trust, as addresses or CIDR ranges (repeatable or comma-separated); the client address is the right-most X-Forwarded-For entry that is not one of them. Implies --trust-proxy (env TRAILWIRE_TRUSTED_PROXIES)',
     })
+    .option('cors-origin', {
+      type: 'string',
+      array: true,
+      default: [] as string[],
+      describe:
+        "An origin (https://app.example.com) whose web pages may call authenticate, the read API and GET /api/v1/live from a browser; repeatable or comma-separated. Default: none, no CORS (env TRAILWIRE_CORS_ORIGIN)",
+    })
     .option('max-health-watches', {
       type: 'number',
       default: d.maxHealthWatches,
@@ -182,7 +191,7 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
 /** What the serve settings set in `ServerOptions`; `core` is merged into the server's core options. */
 export type ServeSettings = Pick<
   ServerOptions,
-  'trustProxy' | 'trustedProxies' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch' | 'connectionLimits' | 'metrics'
+  'trustProxy' | 'trustedProxies' | 'corsOrigins' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch' | 'connectionLimits' | 'metrics'
 > & {
   core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>;
 };
@@ -192,6 +201,7 @@ export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
   return {
     trustProxy: args['trust-proxy'],
     trustedProxies: trustedProxiesOf(args['trusted-proxies']),
+    corsOrigins: parseCorsOrigins(args['cors-origin'].flatMap((value) => String(value).split(/[\s,]+/)).filter((entry) => entry !== '')),
     healthWatch: {
       maxWatches: integerIn('--max-health-watches', args['max-health-watches'], HEALTH_WATCHES, 'streams'),
       maxWatchesPerConnection: integerIn('--max-health-watches-per-connection', args['max-health-watches-per-connection'], HEALTH_WATCHES, 'streams'),
