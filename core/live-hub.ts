@@ -19,9 +19,22 @@
  * would leave the client with a stale trailer it cannot detect, whereas an ended stream tells it to
  * reconnect and re-read the current state from the read API. A slow subscriber never delays the
  * others: fan-out only ever calls the non-blocking `write` or touches the subscriber's own map.
+ *
+ * No gaps (issue 32). A bus may keep a replay window (`core/live-replay.ts`): it then gives every
+ * event a `position`, delivered in position order, and answers `replayAfter(position)`. Pending
+ * updates are written in position order too (a trailer updated again moves to the back of the queue,
+ * carrying its newest state), so the positions a subscriber receives only ever increase and "the
+ * last position I saw" means "I have everything up to there": what it resumes from. A subscription
+ * may be opened *held* (`LiveSubscribeOptions.held`): it queues what arrives while its stream reads a
+ * snapshot or the replay, then `start(backlog, dropThrough)` writes that backlog first and drops
+ * queued updates the backlog already covers (by position), so nothing falls between the two and
+ * nothing is sent twice. A subscription may also be filtered to some fleets or trailers.
  */
 import { TrailwireError } from './errors.ts';
 import { MemoryChannel } from './memory-channel.ts';
+import { comparePositions, LIVE_REPLAY_DEFAULTS, type LiveReplayOptions, ReplayRing, resolveReplayOptions } from './live-replay.ts';
+import type { Clock } from './clock.ts';
+import { systemClock } from './clock.ts';
 import type { Audience, Trailer } from './model.ts';
 import type { AppliedTelemetry } from './store.ts';
 
@@ -33,6 +46,13 @@ export interface LiveTrailerEvent {
   trailer: Trailer;
   /** When the update was created (epoch ms). */
   ts: number;
+  /**
+   * Where the update stands in the bus's replay window (`<ms>-<seq>`, `core/live-replay.ts`), set by
+   * a bus that keeps one; a subscriber resumes after the last position it saw. Absent otherwise.
+   */
+  position?: string;
+  /** Set on the updates of a snapshot: the trailer's current state, not a change (never on the bus). */
+  snapshot?: true;
 }
 
 export type LiveBusListener = (event: LiveTrailerEvent) => void;
@@ -43,12 +63,40 @@ export type LiveBusListener = (event: LiveTrailerEvent) => void;
  * of one publisher arrive in publish order, and an unsubscribed or closed bus delivers nothing more.
  */
 export interface LiveBus {
-  /** Hands an event to every listener; resolves once the bus has accepted it. */
-  publish(event: LiveTrailerEvent): Promise<void>;
+  /**
+   * Hands an event to every listener; resolves once the bus has accepted it. A bus with a replay
+   * window sets `position` on the event its listeners receive.
+   */
+  publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void>;
   /** Adds a listener; answers the function that removes it. */
   subscribe(listener: LiveBusListener): () => void;
   /** Stops delivery to every listener and releases the bus's resources. */
   close(): Promise<void>;
+  /**
+   * Present on a bus that keeps a replay window: the events published after `position`, oldest
+   * first and with their positions, or null when `position` is not resumable (it left the window,
+   * or this window never issued it). Every such bus passes the replay cases of the conformance suite.
+   */
+  replayAfter?(position: string): Promise<LiveTrailerEvent[] | null>;
+}
+
+export interface LivePublishOptions {
+  /**
+   * Publish only if no process published an event with this key within the window: for events every
+   * process learns of by itself (an operator change read from the store's change feed), which must
+   * reach the window, and the subscribers, once. Only a bus with a replay window looks at it.
+   */
+  onceKey?: string;
+}
+
+/** `MemoryLiveBus`'s options. */
+export interface MemoryLiveBusOptions {
+  /** The replay window (`replaySeconds: 0` keeps none). Default: `LIVE_REPLAY_DEFAULTS` (300 s, at most 100,000 events). */
+  replay?: LiveReplayOptions;
+  /** The clock positions are issued from and the window ages by. Default: the system clock. */
+  clock?: Clock;
+  /** Told of an error a listener threw. Default: re-thrown asynchronously. */
+  onListenerError?: (error: unknown) => void;
 }
 
 /**
@@ -57,8 +105,27 @@ export interface LiveBus {
  * `onListenerError`, by default re-thrown asynchronously so it is not lost).
  */
 export class MemoryLiveBus extends MemoryChannel<LiveTrailerEvent> implements LiveBus {
-  constructor(onListenerError?: (error: unknown) => void) {
-    super('live bus', onListenerError);
+  private readonly ring: ReplayRing<LiveTrailerEvent> | null;
+  /** Present when the bus keeps a window (see `LiveBus.replayAfter`). */
+  readonly replayAfter?: (position: string) => Promise<LiveTrailerEvent[] | null>;
+
+  constructor(options: MemoryLiveBusOptions = {}) {
+    super('live bus', options.onListenerError);
+    const replay = resolveReplayOptions(options.replay, 'MemoryLiveBus.replay');
+    const ring = replay.replaySeconds > 0 ? new ReplayRing<LiveTrailerEvent>(options.clock ?? systemClock, replay) : null;
+    this.ring = ring;
+    if (ring) this.replayAfter = async (position) => ring.after(position)?.map((entry) => entry.item) ?? null;
+  }
+
+  /** Positions the event (when the bus keeps a window) and calls every listener with it. */
+  override async publish(event: LiveTrailerEvent, _options?: LivePublishOptions): Promise<void> {
+    // In one process every event is published once: `onceKey` needs no bookkeeping here.
+    if (this.ring) {
+      const positioned = { ...event, position: '' };
+      positioned.position = this.ring.append(positioned);
+      return super.publish(positioned);
+    }
+    return super.publish(event);
   }
 }
 
@@ -69,9 +136,34 @@ export interface LiveSink {
    * then writes nothing more to this sink until `LiveSubscription.drained()` is called.
    */
   write(event: LiveTrailerEvent): boolean;
+  /** Writes a marker of the stream's start (see `LiveSignal`); answers as `write`. A sink never given a backlog with signals may leave it out. */
+  signal?(signal: LiveSignal): boolean;
   /** Ends the stream with `reason` (the hub has already forgotten the subscription). */
   end(reason: TrailwireError): void;
 }
+
+/**
+ * A marker a stream writes between updates: `snapshot-end` follows the last update of a snapshot
+ * (`position`: resume after it to miss nothing since the snapshot, null when the bus keeps no
+ * window); `resume-reset` says that the position the client resumed from had left the replay window,
+ * so updates may have been missed, and that a snapshot follows in their place.
+ */
+export type LiveSignal = { kind: 'snapshot-end'; position: string | null } | { kind: 'resume-reset' };
+
+/** Which of the customer's trailers a subscription is told of: those of `fleetIds` and those of `trailerIds` (either may be left out; both out: every trailer). */
+export interface LiveFilter {
+  fleetIds?: readonly number[];
+  trailerIds?: readonly string[];
+}
+
+export interface LiveSubscribeOptions {
+  filter?: LiveFilter;
+  /** Queue updates without writing them until `start` is called (the stream is reading a snapshot or the replay). Default false. */
+  held?: boolean;
+}
+
+/** Reads the current state of every trailer of a customer that `filter` lets through, as snapshot updates. */
+export type LiveSnapshotSource = (customerId: string, filter: LiveFilter | undefined) => Promise<LiveTrailerEvent[]>;
 
 /** The hub's handle on one subscriber, held by the transport adapter. */
 export interface LiveSubscription {
@@ -80,6 +172,21 @@ export interface LiveSubscription {
   readonly pendingTrailers: number;
   /** Whether the subscription still receives updates (false once unsubscribed or ended). */
   readonly active: boolean;
+  /** The hub's newest position when the subscription was made (what a snapshot read after it covers), or null. */
+  readonly positionAtSubscribe: string | null;
+  /**
+   * The position the client has everything up to, when nothing waits to be written (else null):
+   * what a heartbeat tells it, so that an idle or filtered client's resume position stays current.
+   */
+  readonly caughtUpTo: string | null;
+  /** Whether `event` is for this subscription (its customer and filter). */
+  matches(event: LiveTrailerEvent): boolean;
+  /**
+   * Releases a held subscription: writes `backlog` (a replay or a snapshot, and signals) first, then
+   * what was queued meanwhile, leaving out queued updates at or before `dropThrough` (the backlog
+   * has them). No-op once ended.
+   */
+  start(backlog: ReadonlyArray<LiveTrailerEvent | LiveSignal>, dropThrough: string | null): void;
   /** The transport can take more again: pending updates are written until it is full or empty. */
   drained(): void;
   /** Stops delivery (the client went away). Idempotent; does not call `sink.end`. */
@@ -95,6 +202,12 @@ export interface LiveHubOptions {
    * that far behind; updates themselves are shared between subscribers).
    */
   maxPendingTrailers?: number;
+  /** The window of the bus the hub creates when `bus` is not given (a given bus brings its own). Default: `LIVE_REPLAY_DEFAULTS`. */
+  replay?: LiveReplayOptions;
+  /** The clock of that bus's window. Default: the system clock. */
+  clock?: Clock;
+  /** Where a snapshot is read from (`createTrailwire` passes the store's). Default: none; a snapshot asked for is refused `unavailable`. */
+  snapshot?: LiveSnapshotSource;
 }
 
 /** Counters for metrics and the benchmark. */
@@ -108,6 +221,7 @@ export interface LiveHubStats {
 }
 
 const HUB_DEFAULTS = { maxPendingTrailers: 10_000 };
+export { LIVE_REPLAY_DEFAULTS };
 
 /** Fans events of the bus out to the subscribers of each customer. */
 export class LiveHub {
@@ -116,7 +230,10 @@ export class LiveHub {
   private readonly maxPendingTrailers: number;
   private readonly byCustomer = new Map<string, Set<Subscriber>>();
   private readonly stopListening: () => void;
+  private readonly snapshotSource: LiveSnapshotSource | undefined;
   private closed = false;
+  /** The newest position delivered here (null until a positioned event arrives). */
+  private newest: string | null = null;
 
   constructor(options: LiveHubOptions = {}) {
     const settings = { ...HUB_DEFAULTS, ...options };
@@ -124,7 +241,8 @@ export class LiveHub {
       throw new TypeError(`LiveHub: \`maxPendingTrailers\` must be a positive integer, got ${settings.maxPendingTrailers}`);
     this.maxPendingTrailers = settings.maxPendingTrailers;
     this.ownsBus = options.bus === undefined;
-    this.bus = options.bus ?? new MemoryLiveBus();
+    this.bus = options.bus ?? new MemoryLiveBus({ replay: options.replay, clock: options.clock });
+    this.snapshotSource = options.snapshot;
     this.stopListening = this.bus.subscribe((event) => this.deliver(event));
   }
 
@@ -134,10 +252,10 @@ export class LiveHub {
     await this.bus.publish(event);
   }
 
-  /** Starts delivering the customer's updates to `sink`. */
-  subscribe(customerId: string, sink: LiveSink): LiveSubscription {
+  /** Starts delivering the customer's updates to `sink` (held until `start` when `options.held`). */
+  subscribe(customerId: string, sink: LiveSink, options: LiveSubscribeOptions = {}): LiveSubscription {
     if (this.closed) throw new TrailwireError('unavailable', 'The live hub is closed.');
-    const subscriber = new Subscriber(customerId, sink, this.maxPendingTrailers, (which, reason) => this.remove(which, reason));
+    const subscriber = new Subscriber(this, customerId, sink, this.maxPendingTrailers, options, (which, reason) => this.remove(which, reason));
     let subscribers = this.byCustomer.get(customerId);
     if (!subscribers) {
       subscribers = new Set();
@@ -145,6 +263,27 @@ export class LiveHub {
     }
     subscribers.add(subscriber);
     return subscriber;
+  }
+
+  /** The newest position delivered to this hub, or null (none yet, or the bus keeps no window). */
+  get lastPosition(): string | null {
+    return this.newest;
+  }
+
+  /** Whether the bus keeps a replay window (updates carry positions and can be resumed). */
+  get replays(): boolean {
+    return typeof this.bus.replayAfter === 'function';
+  }
+
+  /** The updates after `position` in the bus's window, or null when it is not resumable (or the bus keeps no window). */
+  async replayAfter(position: string): Promise<LiveTrailerEvent[] | null> {
+    return this.bus.replayAfter ? this.bus.replayAfter(position) : null;
+  }
+
+  /** The current state of every trailer of the customer that `filter` lets through, as snapshot updates. */
+  async readSnapshot(customerId: string, filter: LiveFilter | undefined): Promise<LiveTrailerEvent[]> {
+    if (!this.snapshotSource) throw new TrailwireError('unavailable', 'This live hub has no snapshot source.');
+    return this.snapshotSource(customerId, filter);
   }
 
   /** Ends every stream of the customer with `reason` (for example after a key rotation). Answers how many. */
@@ -189,11 +328,20 @@ export class LiveHub {
    * Hands an event to this hub's subscribers only, not to the bus: for events every process learns
    * of by itself (the store's change feed, `core/trailer-changes.ts`), which the bus would repeat.
    */
-  deliverHere(event: LiveTrailerEvent): void {
-    if (!this.closed) this.deliver(event);
+  deliverHere(event: LiveTrailerEvent, onceKey?: string): void {
+    if (this.closed) return;
+    if (!this.replays) {
+      this.deliver(event);
+      return;
+    }
+    // With a replay window the event must be in it, and have a position, like every other: it goes
+    // through the bus, once for all processes (`onceKey`). A bus that cannot take it now (Redis
+    // away) says so through its own error hook; the trailer heals at its next change.
+    this.bus.publish(event, { onceKey }).catch(() => {});
   }
 
   private deliver(event: LiveTrailerEvent): void {
+    if (event.position !== undefined) this.newest = event.position;
     const subscribers = this.byCustomer.get(event.customerId);
     if (!subscribers) return;
     for (const subscriber of subscribers) subscriber.offer(event);
@@ -210,39 +358,95 @@ export class LiveHub {
 class Subscriber implements LiveSubscription {
   writable = true;
   active = true;
-  /** Latest waiting update per trailer id; Map order = the order the trailers became pending. */
+  readonly positionAtSubscribe: string | null;
+  /** Latest waiting update per trailer id; Map order = position order (a re-queued trailer moves to the back). */
   private readonly pending = new Map<string, LiveTrailerEvent>();
+  /** What `start` hands over, written before `pending`; `backlogAt` is the next to write. */
+  private backlog: ReadonlyArray<LiveTrailerEvent | LiveSignal> = [];
+  private backlogAt = 0;
+  private held: boolean;
+  /** The newest position written (or skipped as covered): the client has everything up to it. */
+  private cursor: string | null = null;
+  private readonly fleetIds: ReadonlySet<number> | null;
+  private readonly trailerIds: ReadonlySet<string> | null;
 
   constructor(
+    private readonly hub: LiveHub,
     readonly customerId: string,
     readonly sink: LiveSink,
     private readonly maxPendingTrailers: number,
+    options: LiveSubscribeOptions,
     private readonly onRemove: (subscriber: Subscriber, reason: TrailwireError | null) => void,
-  ) {}
+  ) {
+    this.held = options.held === true;
+    this.positionAtSubscribe = hub.lastPosition;
+    const { fleetIds, trailerIds } = options.filter ?? {};
+    this.fleetIds = fleetIds?.length ? new Set(fleetIds) : null;
+    this.trailerIds = trailerIds?.length ? new Set(trailerIds) : null;
+  }
 
   get pendingTrailers(): number {
     return this.pending.size;
   }
 
+  get caughtUpTo(): string | null {
+    if (this.held || this.pending.size > 0 || this.backlogAt < this.backlog.length) return null;
+    const newest = this.hub.lastPosition;
+    if (newest === null || this.cursor === null) return newest ?? this.cursor;
+    return comparePositions(newest, this.cursor) > 0 ? newest : this.cursor;
+  }
+
+  matches(event: LiveTrailerEvent): boolean {
+    if (event.customerId !== this.customerId) return false;
+    if (this.fleetIds === null && this.trailerIds === null) return true;
+    return this.fleetIds?.has(event.fleet.id) === true || this.trailerIds?.has(event.trailer.id) === true;
+  }
+
   offer(event: LiveTrailerEvent): void {
-    if (this.writable && this.pending.size === 0) {
+    if (this.fleetIds !== null || this.trailerIds !== null) if (!this.matches(event)) return;
+    if (this.writable && this.pending.size === 0 && !this.held && this.backlogAt === this.backlog.length) {
       this.write(event);
       return;
     }
-    // Replacing an existing key keeps its position: the trailer keeps its place in the queue.
+    // A trailer updated again moves to the back with its newest state: pending updates are written
+    // in position order, so the positions a client sees only increase (what makes resume exact).
+    this.pending.delete(event.trailer.id);
     this.pending.set(event.trailer.id, event);
     if (this.pending.size > this.maxPendingTrailers)
       this.end(
         new TrailwireError(
           'rate_limited',
-          `The subscriber fell more than ${this.maxPendingTrailers} trailers behind; reconnect and re-read the current state.`,
+          `The subscriber fell more than ${this.maxPendingTrailers} trailers behind; reconnect and resume from the last position received.`,
         ),
       );
   }
 
+  start(backlog: ReadonlyArray<LiveTrailerEvent | LiveSignal>, dropThrough: string | null): void {
+    if (!this.active || !this.held) return;
+    this.held = false;
+    this.backlog = backlog;
+    this.backlogAt = 0;
+    if (dropThrough !== null) {
+      this.cursor = dropThrough;
+      for (const [trailerId, event] of this.pending)
+        if (event.position !== undefined && comparePositions(event.position, dropThrough) <= 0) this.pending.delete(trailerId);
+    }
+    if (this.writable) this.drained();
+  }
+
   drained(): void {
-    if (!this.active) return;
+    if (!this.active || this.held) return;
     this.writable = true;
+    while (this.backlogAt < this.backlog.length) {
+      const item = this.backlog[this.backlogAt++]!;
+      if ('kind' in item) this.signal(item);
+      else this.write(item);
+      if (!this.writable || !this.active) return;
+    }
+    if (this.backlog.length > 0) {
+      this.backlog = [];
+      this.backlogAt = 0;
+    }
     for (const [trailerId, event] of this.pending) {
       this.pending.delete(trailerId);
       this.write(event);
@@ -261,8 +465,18 @@ class Subscriber implements LiveSubscription {
   private write(event: LiveTrailerEvent): void {
     try {
       this.writable = this.sink.write(event);
+      if (event.position !== undefined) this.cursor = event.position;
     } catch (error) {
       // A broken transport ends its own stream, never the fan-out loop of the others.
+      this.end(new TrailwireError('internal', 'The live update could not be written.', { cause: error }));
+    }
+  }
+
+  private signal(signal: LiveSignal): void {
+    try {
+      this.writable = this.sink.signal?.(signal) ?? true;
+      if (signal.kind === 'snapshot-end' && signal.position !== null) this.cursor = signal.position;
+    } catch (error) {
       this.end(new TrailwireError('internal', 'The live update could not be written.', { cause: error }));
     }
   }
@@ -271,6 +485,7 @@ class Subscriber implements LiveSubscription {
     if (!this.active) return;
     this.active = false;
     this.pending.clear();
+    this.backlog = [];
     this.onRemove(this, reason);
   }
 }

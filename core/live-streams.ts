@@ -12,18 +12,34 @@
  * process subscribes to the same hub, so a gRPC stream and an SSE stream of one customer count
  * against one cap. The count is this process's: N processes behind a balancer admit up to N times
  * the cap (docs/operations.md).
+ *
+ * What a stream may ask for (issue 32, `LiveStreamRequest`): a snapshot of every trailer it may see
+ * first, some fleets or trailers only, and to resume after the last position it received. Such a
+ * stream subscribes to the hub *held* before it reads anything, so nothing published meanwhile is
+ * lost; it reads the replay after its position (or, when the position left the window, a
+ * `resume-reset` signal and a snapshot) and hands that to the subscription as its backlog, which
+ * drops what it queued meanwhile that the backlog already covers, by position. A stream that asks
+ * for nothing subscribes exactly as before. Heartbeats carry the position the stream has caught up
+ * to, so a client that hears no update for a while (idle, or filtered) still resumes from a current
+ * position.
  */
 import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
-import type { LiveHub, LiveSubscription, LiveTrailerEvent } from './live-hub.ts';
+import type { LiveFilter, LiveHub, LiveSignal, LiveSubscription, LiveTrailerEvent } from './live-hub.ts';
+import { isPosition } from './live-replay.ts';
 import type { AccessClaims, TokenService } from './tokens.ts';
 
 /** One stream's wire, implemented by a transport adapter. */
 export interface LiveStreamTransport {
-  /** Writes one update; answers false when the transport's buffer is full (see `LiveSink.write`). */
+  /**
+   * Writes one update (with its `position` when it has one; `snapshot` set on a snapshot's); answers
+   * false when the transport's buffer is full (see `LiveSink.write`).
+   */
   writeUpdate(event: LiveTrailerEvent): boolean;
-  /** Writes a heartbeat. */
-  writeHeartbeat(): void;
+  /** Writes a signal (`snapshot-end`, `resume-reset`), only ever to a stream that asked for a snapshot or to resume; answers as `writeUpdate`. */
+  writeSignal(signal: LiveSignal): boolean;
+  /** Writes a heartbeat; `position`: what the client has caught up to, when known. */
+  writeHeartbeat(position: string | null): void;
   /** Whether the transport's buffer is full now: a client that is behind needs no keep-alive. */
   readonly full: boolean;
   /** Ends the stream with `reason`, after what was already written. Not called when the client went away. */
@@ -42,6 +58,31 @@ export interface LiveStreamsOptions {
   maxStreamsPerCustomer?: number;
   /** Names the transport in the cap's message ("LiveFeed", "live event"). */
   streamName: string;
+}
+
+/** What a client asks of its stream; every field may be left out (a stream of every update from now on, as before). */
+export interface LiveStreamRequest {
+  /** Send the current state of every trailer the stream may see first, then a `snapshot-end` signal. */
+  snapshot?: boolean;
+  /** Only these trailers (union with `filter.fleetIds`). */
+  filter?: LiveFilter;
+  /** Resume after this position (the last one received): the missed updates first, or `resume-reset` and a snapshot. */
+  resumeAfter?: string;
+}
+
+/** The most fleet and trailer ids one stream's filter may name. */
+export const MAX_FILTER_IDS = 1_000;
+
+/** Checks a request a transport parsed from its wire; throws `validation_failed` naming the field. */
+export function checkLiveStreamRequest(request: LiveStreamRequest): void {
+  const bad = (path: string, message: string) =>
+    new TrailwireError('validation_failed', `The live stream request's ${path} ${message}.`, { errors: [{ path, message }] });
+  if (request.resumeAfter !== undefined && !isPosition(request.resumeAfter))
+    throw bad('resumeAfter', 'must be a position received on the stream (`<ms>-<seq>`)');
+  const { fleetIds = [], trailerIds = [] } = request.filter ?? {};
+  if (fleetIds.length > MAX_FILTER_IDS || trailerIds.length > MAX_FILTER_IDS) throw bad('filter', `may name at most ${MAX_FILTER_IDS} fleets and ${MAX_FILTER_IDS} trailers`);
+  if (!fleetIds.every((id) => Number.isSafeInteger(id) && id > 0)) throw bad('filter.fleetIds', 'must be positive integers');
+  if (!trailerIds.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 64)) throw bad('filter.trailerIds', 'must be trailer ids');
 }
 
 /** The defaults of the LiveFeed and the SSE endpoint, one setting each for both (`serve --heartbeat-ms`, `--max-streams-per-customer`). */
@@ -110,14 +151,15 @@ export class LiveStreams {
    * first heartbeat and subscribes to the hub. `onFinish` is told once when it is over, with the
    * reason (null: the client went away).
    */
-  open(claims: AccessClaims, transport: LiveStreamTransport, onFinish: (reason: unknown) => void): LiveStream {
+  open(claims: AccessClaims, transport: LiveStreamTransport, onFinish: (reason: unknown) => void, request: LiveStreamRequest = {}): LiveStream {
+    checkLiveStreamRequest(request);
     this.admit(claims);
     const stream = new LiveStream(claims, transport, (which, reason) => {
       this.streams.delete(which);
       onFinish(reason);
     });
     this.streams.add(stream);
-    stream.open(this.hub, this.tokens, this.heartbeatIntervalMs, this.clock);
+    stream.open(this.hub, this.tokens, this.heartbeatIntervalMs, this.clock, request);
     return stream;
   }
 
@@ -151,26 +193,62 @@ export class LiveStream {
   }
 
   /** @internal Started by `LiveStreams#open`. */
-  open(hub: LiveHub, tokens: LiveStreamsOptions['tokens'], heartbeatIntervalMs: number, clock: Clock): void {
-    this.transport.writeHeartbeat();
+  open(hub: LiveHub, tokens: LiveStreamsOptions['tokens'], heartbeatIntervalMs: number, clock: Clock, request: LiveStreamRequest): void {
+    const held = request.snapshot === true || request.resumeAfter !== undefined;
+    let subscription: LiveSubscription;
     try {
-      this.subscription = hub.subscribe(this.claims.sub, {
-        write: (event) => this.transport.writeUpdate(event),
-        end: (reason) => this.finish(reason),
-      });
+      subscription = hub.subscribe(
+        this.claims.sub,
+        {
+          write: (event) => this.transport.writeUpdate(event),
+          signal: (signal) => this.transport.writeSignal(signal),
+          end: (reason) => this.finish(reason),
+        },
+        { filter: request.filter, held },
+      );
     } catch (error) {
       // The hub closed (shutting down) between admission and here.
+      this.transport.writeHeartbeat(null);
       this.finish(error);
       return;
     }
+    this.subscription = subscription;
+    this.transport.writeHeartbeat(subscription.caughtUpTo);
+    if (held) void this.prepare(hub, subscription, request).catch((error: unknown) => this.end(error));
     this.heartbeat = setInterval(() => {
-      if (!this.transport.full) this.transport.writeHeartbeat();
+      if (!this.transport.full) this.transport.writeHeartbeat(subscription.caughtUpTo);
       // Catches a rotation done by another process, once this process's key versions know of it.
       this.recheck(tokens);
       // The timer below ends the stream on time; this catches a clock that jumped (or a test's manual clock).
       this.endIfExpired(clock);
     }, heartbeatIntervalMs);
     this.scheduleExpiry(clock);
+  }
+
+  /**
+   * Reads what a held subscription writes first — the replay after `resumeAfter`, or a snapshot —
+   * and starts it. The subscription queued everything published since it was made, so the two meet
+   * without a gap; `start` drops what the replay already holds.
+   */
+  private async prepare(hub: LiveHub, subscription: LiveSubscription, request: LiveStreamRequest): Promise<void> {
+    const backlog: Array<LiveTrailerEvent | LiveSignal> = [];
+    if (request.resumeAfter !== undefined) {
+      const missed = await hub.replayAfter(request.resumeAfter);
+      if (missed !== null) {
+        let through = request.resumeAfter;
+        for (const event of missed) {
+          if (subscription.matches(event)) backlog.push(event);
+          through = event.position ?? through;
+        }
+        subscription.start(backlog, through);
+        return;
+      }
+      backlog.push({ kind: 'resume-reset' });
+    }
+    const position = subscription.positionAtSubscribe;
+    for (const state of await hub.readSnapshot(this.claims.sub, request.filter)) backlog.push(state);
+    backlog.push({ kind: 'snapshot-end', position });
+    subscription.start(backlog, null);
   }
 
   /** The transport can take more again: the hub writes what waits. */

@@ -9,6 +9,9 @@
  * process delivers locally rather than publishing on the live bus: every process reads the feed, so
  * publishing would tell each subscriber once per process. A change made in this process wakes the
  * feed at once; another process's change is heard within `pollMs` (one indexed read per poll).
+ * When the bus keeps a replay window, every change must have a position in it too: the hub then
+ * publishes it on the bus once for all processes (keyed by the change's sequence number), rather
+ * than delivering it here (`LiveHub#deliverHere`).
  */
 import type { Clock } from './clock.ts';
 import { type LiveHub, liveEventOf } from './live-hub.ts';
@@ -82,7 +85,8 @@ export class TrailerChangeFeed {
       for (const change of changes) {
         this.afterSeq = change.seq;
         const event = liveEventOf(change, this.clock.now());
-        if (event) this.hub.deliverHere(event);
+        // The change's sequence number in the store names it for every process reading the feed.
+        if (event) this.hub.deliverHere(event, `change:${change.seq}`);
       }
       if (changes.length < BATCH || !this.started) return;
     }

@@ -19,6 +19,7 @@ import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
+import { storeLiveSnapshot } from './live-snapshot.ts';
 import { createProductRegistry, type IntakeLimit, type Product, type ProductRegistry } from './products.ts';
 import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
 import { type OperatorChangeOptions, TrailerChangeFeed } from './trailer-changes.ts';
@@ -78,7 +79,10 @@ export interface TrailwireOptions {
   worker?: IntakeWorkerOptions;
   /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
   intakeIds?: IdGenerator;
-  /** The live hub's bus (default: in-process) and back-pressure bound. */
+  /**
+   * The live hub's bus (default: in-process, with a replay window of `replay`), back-pressure bound,
+   * and snapshot source (default: the store's). See `core/live-hub.ts`.
+   */
   live?: LiveHubOptions;
   /**
    * How a key rotation reaches every process sharing the store, so that each rejects the tokens
@@ -183,7 +187,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   const reads = new ReadService(store, new CursorCodec(cursorSecret), clock, options.reads);
   const verifyVinCheckDigit = options.verifyVinCheckDigit ?? true;
   const products = createProductRegistry(options.products ?? [], { limitOverrides: options.productLimits });
-  const live = new LiveHub(options.live);
+  // The hub's own bus (when none is given) ages its replay window by the core's clock; snapshots are read from the store.
+  const live = new LiveHub({ clock, snapshot: storeLiveSnapshot(store, clock), ...options.live });
   const operatorChanges = new TrailerChangeFeed(store, live, clock, options.operatorChanges);
   const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit, onTrailerChanged: () => void operatorChanges.poll() });
   const rotationFeed = rotationSettings.feed ?? new MemoryRotationFeed();

@@ -19,13 +19,13 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, systemClock } from '../../core/clock.ts';
-import { LiveStreams } from '../../core/live-streams.ts';
+import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
 import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince, requestIdFrom } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveHub, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
-import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from './live-update-message.ts';
+import { HEARTBEAT_MESSAGE, heartbeatMessageOf, liveUpdateResponseOf, signalMessageOf } from './live-update-message.ts';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from './proto.ts';
 import { grpcStatusOf } from './status-codes.ts';
 
@@ -72,7 +72,24 @@ export interface LiveFeedService {
 
 const HEARTBEAT_BYTES = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
 
-type SubscribeCall = grpc.ServerWritableStream<unknown, Buffer>;
+type SubscribeCall = grpc.ServerWritableStream<SubscribeRequestMessage | undefined, Buffer>;
+
+/** `SubscribeRequest` as proto-loader decodes it (repeated fields default to empty). */
+interface SubscribeRequestMessage {
+  snapshot?: boolean;
+  fleet_ids?: number[];
+  trailer_ids?: string[];
+  resume_after?: string;
+}
+
+/** The core's request of a decoded `SubscribeRequest`; an empty message asks for nothing (as before). */
+export function liveStreamRequestOf(message: SubscribeRequestMessage | undefined): LiveStreamRequest {
+  const request: LiveStreamRequest = {};
+  if (message?.snapshot) request.snapshot = true;
+  if (message?.fleet_ids?.length || message?.trailer_ids?.length) request.filter = { fleetIds: message.fleet_ids ?? [], trailerIds: message.trailer_ids ?? [] };
+  if (message?.resume_after) request.resumeAfter = message.resume_after;
+  return request;
+}
 
 /** Builds the LiveFeed service; nothing runs until a server serves it. */
 export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeedService {
@@ -97,15 +114,24 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     return bytes;
   };
   const stopRechecks = options.recheckOn?.(() => streams.recheckAll());
+  // Every idle stream's heartbeat carries the same position: encoded once per position.
+  let heartbeat = { position: null as string | null, bytes: HEARTBEAT_BYTES };
+  const heartbeatBytes = (position: string | null): Buffer => {
+    if (position !== heartbeat.position) heartbeat = { position, bytes: encodeLiveUpdateResponse(heartbeatMessageOf(position)) };
+    return heartbeat.bytes;
+  };
 
   async function subscribe(call: SubscribeCall): Promise<void> {
     const log = streamLog(call, options.accessLog);
     let claims: AccessClaims;
+    let request: LiveStreamRequest;
     try {
       // Refused before the token is checked once shutting down; `open` checks again after.
       if (streams.closing) throw streams.closing;
       claims = await tokens.verify(bearerToken(call.metadata));
       requireAudience(claims, 'customers');
+      request = liveStreamRequestOf(call.request);
+      checkLiveStreamRequest(request);
       streams.admit(claims);
     } catch (error) {
       endCall(call, error);
@@ -118,7 +144,8 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
       claims,
       {
         writeUpdate: (event) => call.write(encode(event)),
-        writeHeartbeat: () => void call.write(HEARTBEAT_BYTES),
+        writeSignal: (signal) => call.write(encodeLiveUpdateResponse(signalMessageOf(signal))),
+        writeHeartbeat: (position) => void call.write(heartbeatBytes(position)),
         get full() {
           return call.writableNeedDrain;
         },
@@ -127,6 +154,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
         },
       },
       (reason) => log.closed(reason),
+      request,
     );
     // 'cancelled' fires whenever the call is over: the client went away, or the status was sent.
     call.on('cancelled', () => stream.clientGone());

@@ -5,7 +5,7 @@
  * value for it (a trailer without a unit id, or that never reported a GPS fix), so a client can tell
  * "absent" from "empty".
  */
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveSignal, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { statusView } from '../../core/trailer-status.ts';
 
 /** `google.protobuf.Timestamp`. */
@@ -49,6 +49,11 @@ export interface LiveUpdateMessage {
 export interface LiveUpdateResponseMessage {
   is_heartbeat: boolean;
   live_update?: LiveUpdateMessage;
+  /** (added, issue 32) The update's position; on a heartbeat or snapshot end, what the stream caught up to. */
+  position?: string;
+  is_snapshot?: boolean;
+  snapshot_end?: boolean;
+  resume_reset?: boolean;
 }
 
 /** The keep-alive message. */
@@ -79,8 +84,22 @@ export function liveUpdateResponseOf(event: LiveTrailerEvent): LiveUpdateRespons
     const fix = trailer.telemetry;
     message.telemetry = { timestamp: timestampOf(fix.timestamp), lat: fix.lat, long: fix.long, speed: fix.speed, heading: fix.heading };
   }
-  return {
+  const response: LiveUpdateResponseMessage = {
     is_heartbeat: false,
     live_update: { fleet_id: event.fleet.id, fleet_name: event.fleet.name, ts: timestampOf(event.ts), trailer: message },
   };
+  if (event.position !== undefined) response.position = event.position;
+  if (event.snapshot) response.is_snapshot = true;
+  return response;
+}
+
+/** A heartbeat, with the position the stream has caught up to when it has one. */
+export function heartbeatMessageOf(position: string | null): LiveUpdateResponseMessage {
+  return position === null ? HEARTBEAT_MESSAGE : { is_heartbeat: true, position };
+}
+
+/** The message of a stream signal (issue 32): the end of a snapshot, or a resume position outside the window. */
+export function signalMessageOf(signal: LiveSignal): LiveUpdateResponseMessage {
+  if (signal.kind === 'resume-reset') return { is_heartbeat: false, resume_reset: true };
+  return signal.position === null ? { is_heartbeat: false, snapshot_end: true } : { is_heartbeat: false, snapshot_end: true, position: signal.position };
 }

@@ -6,9 +6,14 @@
  * updates only, one cap per customer over both transports, the end at the token's expiry or
  * revocation, and on shutdown. What differs is the wire:
  *
- * - `event: update`, `id: <update time in epoch ms>-<trailer id>`, `data:` the trailer as
+ * - `event: update`, `id: <position>` (`<ms>-<seq>`, its place in the replay window; when the server
+ *   keeps no window, `<update time in epoch ms>-<trailer id>`), `data:` the trailer as
  *   `GET /api/v1/trailers/{id}` answers it (`core/views.ts`), on one line.
- * - `event: heartbeat`, `data: {"timestamp": "<RFC 3339>"}`.
+ * - `event: heartbeat`, `data: {"timestamp": "<RFC 3339>"}`, with `id: <position>` when the stream
+ *   has caught up to one (so a browser's `Last-Event-ID` stays current while nothing changes).
+ * - Asked for with `?snapshot=true` (or after a resume that is too old): `event: snapshot` per
+ *   trailer (the same trailer JSON, no `id`), then `event: snapshot-end` with `id: <position>`.
+ * - `event: resume-reset`: the position resumed from had left the replay window (a snapshot follows).
  * - `event: error`, `data:` an RFC 9457 problem naming why the stream ends (`invalid_token`: expired
  *   or rotated, authenticate again; `unavailable`: shutting down; `rate_limited`: the client fell too
  *   far behind), then the response ends. A refusal before the stream starts (401, 403, 429, 503) is
@@ -16,15 +21,19 @@
  *
  * Back-pressure: an update's `write` answers what the socket's `write` answers, and the socket's
  * `drain` tells the hub to go on, so a slow reader only ever holds its own coalesced updates.
- * `Last-Event-ID` is not honoured (updates are not replayed): a client that reconnects re-reads the
- * current state from the read API, as after a LiveFeed reconnect.
+ * Resume (issue 32): `Last-Event-ID` (which `EventSource` sends by itself when it reconnects) or
+ * `?resumeAfter=` is the position to resume after, as the LiveFeed's `resume_after`; `?fleetIds=`
+ * and `?trailerIds=` (comma-separated, or repeated) filter. A `Last-Event-ID` that is no position
+ * (an id of a server without a window) is resumed as one no window holds: `resume-reset` and a
+ * snapshot, rather than a 400 the browser would retry forever.
  */
 import Router from '@koa/router';
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { TrailwireError, isTrailwireError } from '../../core/errors.ts';
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
-import { LiveStreams } from '../../core/live-streams.ts';
+import type { LiveSignal, LiveTrailerEvent } from '../../core/live-hub.ts';
+import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
+import { isPosition } from '../../core/live-replay.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { rfc3339, trailerView } from '../../core/views.ts';
 import type { AccessLogState } from './access-log.ts';
@@ -73,18 +82,31 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
   const encode = (event: LiveTrailerEvent): Buffer => {
     let bytes = encoded.get(event);
     if (bytes === undefined) {
-      bytes = Buffer.from(`id: ${event.ts}-${event.trailer.id}\nevent: update\ndata: ${JSON.stringify(trailerView(event.trailer))}\n\n`);
+      const data = JSON.stringify(trailerView(event.trailer));
+      // A snapshot's updates carry no id: the client resumes after the snapshot's end, not inside it.
+      bytes = Buffer.from(
+        event.snapshot
+          ? `event: snapshot\ndata: ${data}\n\n`
+          : `id: ${event.position ?? `${event.ts}-${event.trailer.id}`}\nevent: update\ndata: ${data}\n\n`,
+      );
       encoded.set(event, bytes);
     }
     return bytes;
   };
-  const heartbeat = () => `event: heartbeat\ndata: ${JSON.stringify({ timestamp: rfc3339(trailwire.clock.now()) })}\n\n`;
+  const heartbeat = (position: string | null) =>
+    `${position === null ? '' : `id: ${position}\n`}event: heartbeat\ndata: ${JSON.stringify({ timestamp: rfc3339(trailwire.clock.now()) })}\n\n`;
+  const signal = (which: LiveSignal) =>
+    which.kind === 'resume-reset'
+      ? `event: resume-reset\ndata: ${JSON.stringify({ detail: 'The position resumed from has left the replay window; updates may have been missed. A snapshot follows.' })}\n\n`
+      : `${which.position === null ? '' : `id: ${which.position}\n`}event: snapshot-end\ndata: {}\n\n`;
 
   const router = new Router();
   router.get(LIVE_EVENTS_PATH, bearerAuth(trailwire.tokens, 'customers'), async (ctx) => {
     const { claims } = ctx.state as AuthenticatedState;
     const state = ctx.state as AccessLogState;
     // Refused with a problem+json status while no byte of the stream is sent yet.
+    const request = liveStreamRequestOf(ctx.query, ctx.get('Last-Event-ID'));
+    checkLiveStreamRequest(request);
     streams.admit(claims);
     ctx.status = 200;
     ctx.type = 'text/event-stream';
@@ -102,13 +124,15 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
         claims,
         {
           writeUpdate: (event) => res.write(encode(event)),
-          writeHeartbeat: () => void res.write(heartbeat()),
+          writeSignal: (which) => res.write(signal(which)),
+          writeHeartbeat: (position) => void res.write(heartbeat(position)),
           get full() {
             return res.writableNeedDrain;
           },
           end: (why) => endResponse(res, why, state.requestId, options.logger),
         },
         resolve,
+        request,
       );
       state.streamOpened?.();
       res.on('drain', () => stream.drained());
@@ -131,6 +155,42 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
       streams.endAll(reason);
     },
   };
+}
+
+/** Where a resume from an id that is no position starts: a position no window holds (`resume-reset` and a snapshot). */
+const UNKNOWN_POSITION = '0-0';
+
+/**
+ * The core's request of the query (`snapshot`, `fleetIds`, `trailerIds`, `resumeAfter`) and the
+ * `Last-Event-ID` header; `resumeAfter` wins over the header when both are given.
+ */
+export function liveStreamRequestOf(query: Record<string, string | string[] | undefined>, lastEventId: string): LiveStreamRequest {
+  const list = (name: string) =>
+    ([] as string[])
+      .concat(query[name] ?? [])
+      .flatMap((value) => value.split(','))
+      .map((value) => value.trim())
+      .filter((value) => value !== '');
+  const request: LiveStreamRequest = {};
+  const snapshot = ([] as string[]).concat(query.snapshot ?? []).at(-1);
+  if (snapshot !== undefined) {
+    if (!['true', 'false', '1', '0', ''].includes(snapshot)) throw badQuery('snapshot', 'must be true or false');
+    if (snapshot === 'true' || snapshot === '1' || snapshot === '') request.snapshot = true;
+  }
+  const fleetIds = list('fleetIds');
+  const trailerIds = list('trailerIds');
+  if (fleetIds.length > 0 || trailerIds.length > 0) {
+    if (!fleetIds.every((id) => /^\d{1,15}$/.test(id))) throw badQuery('fleetIds', 'must be fleet ids (integers)');
+    request.filter = { fleetIds: fleetIds.map(Number), trailerIds };
+  }
+  const resumeAfter = ([] as string[]).concat(query.resumeAfter ?? []).at(-1);
+  if (resumeAfter !== undefined) request.resumeAfter = resumeAfter;
+  else if (lastEventId !== '') request.resumeAfter = isPosition(lastEventId) ? lastEventId : UNKNOWN_POSITION;
+  return request;
+}
+
+function badQuery(path: string, message: string): TrailwireError {
+  return new TrailwireError('validation_failed', `The query parameter ${path} ${message}.`, { errors: [{ path, message }] });
 }
 
 /** Writes the final `error` event naming why the stream ends, and ends the response. */

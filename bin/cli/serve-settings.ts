@@ -35,6 +35,7 @@ export const SERVE_SETTING_DEFAULTS = {
   maxConnectionsPerAddress: 512,
   sendTimeoutSeconds: 20,
   metricsHost: '127.0.0.1',
+  liveReplaySeconds: 300,
 } as const;
 
 /** Bounds of the numeric settings, with why. */
@@ -48,10 +49,13 @@ const HEALTH_WATCHES = { min: 0, max: 10_000 };
 const CONNECTIONS = { min: 0, max: 1_000_000 };
 // 0 turns the deadline off; past 10 minutes it no longer protects anything.
 const SEND_TIMEOUT_SECONDS = { min: 0, max: 600 };
+// 0 keeps no window (no resume); a day is far more than a reconnect needs, and the window is also bounded by count.
+const LIVE_REPLAY_SECONDS = { min: 0, max: 86_400 };
 
 /** The serve settings as yargs parses them. */
 export interface ServeSettingArguments {
   'token-ttl': number;
+  'live-replay-seconds': number;
   'signing-algorithm': 'RS256' | 'ES256';
   'authenticate-limit': string;
   'failed-authenticate-limit': string;
@@ -130,6 +134,11 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       default: d.maxStreamsPerCustomer,
       describe: 'Live streams one customer may hold in this process, LiveFeed and GET /api/v1/live together; the next is refused (RESOURCE_EXHAUSTED, HTTP 429) (env TRAILWIRE_MAX_STREAMS_PER_CUSTOMER)',
     })
+    .option('live-replay-seconds', {
+      type: 'number',
+      default: d.liveReplaySeconds,
+      describe: 'How long a live update stays resumable: a LiveFeed or /api/v1/live client that reconnects within it gets what it missed; later, a reset signal and a snapshot. 0 keeps no window (env TRAILWIRE_LIVE_REPLAY_SECONDS)',
+    })
     .option('product-limit', {
       type: 'string',
       array: true,
@@ -193,7 +202,7 @@ export type ServeSettings = Pick<
   ServerOptions,
   'trustProxy' | 'trustedProxies' | 'corsOrigins' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch' | 'connectionLimits' | 'metrics'
 > & {
-  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits'>;
+  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits' | 'live'>;
 };
 
 /** Checks the serve settings, throwing a `validation_failed` that names the first bad option, and maps them. */
@@ -226,6 +235,7 @@ export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
         read: limitOf('--read-limit', args['read-limit']),
       },
       verifyVinCheckDigit: args['verify-vin-check-digit'],
+      live: { replay: { replaySeconds: integerIn('--live-replay-seconds', args['live-replay-seconds'], LIVE_REPLAY_SECONDS, 'seconds') } },
       productLimits: productLimitsOf(args['product-limit']),
     },
   };

@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
+import { isPosition } from '../../core/live-replay.ts';
 
 export type LiveBusCase = 'delivers to every listener' | 'keeps publish order' | 'a throwing listener does not stop the others' | 'unsubscribe' | 'close';
 
@@ -68,8 +69,12 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
         await publisher!.publish(event);
         for (const listener of [first, second, remote]) {
           const [received] = await listener.next(1, timeoutMs);
-          // Every field survives, whatever the bus does to carry it (JSON over a network, say).
-          assert.deepEqual(received, event);
+          // Every field survives, whatever the bus does to carry it (JSON over a network, say); a bus
+          // with a replay window adds the position.
+          const { position, ...rest } = received!;
+          assert.deepEqual(rest, event);
+          if (publisher!.replayAfter) assert.ok(isPosition(position), `a position, got ${position}`);
+          else assert.equal(position, undefined);
         }
       }),
     );

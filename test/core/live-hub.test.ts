@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { comparePositions } from '../../core/live-replay.ts';
 import { describe, it } from 'node:test';
 import { TrailwireError } from '../../core/errors.ts';
 import {
@@ -16,7 +17,7 @@ import { runLiveBusConformance, sampleEvent } from '../conformance/live-bus.ts';
 runLiveBusConformance({
   name: 'MemoryLiveBus',
   // In-process: every participant shares the one object.
-  openBuses: async (count, onListenerError) => Array(count).fill(new MemoryLiveBus(onListenerError)),
+  openBuses: async (count, onListenerError) => Array(count).fill(new MemoryLiveBus({ onListenerError })),
   checksListenerErrors: true,
 });
 
@@ -66,9 +67,9 @@ describe('LiveHub fan-out', () => {
     const event = eventFor('customer-a', 't1', 1);
     await hub.publish(event);
 
-    assert.deepEqual(a1.written, [event]);
+    assert.deepEqual(a1.written.map(({ position: _position, ...rest }) => rest), [event]);
     // Identity matters: the gRPC adapter encodes each event once and reuses the bytes.
-    assert.equal(a2.written[0], event);
+    assert.equal(a2.written[0], a1.written[0]);
     assert.deepEqual(b.written, []);
     assert.deepEqual(hub.stats(), { subscribers: 3, customers: 2, pendingTrailers: 0, congestedSubscribers: 0 });
   });
@@ -131,7 +132,7 @@ describe('LiveHub fan-out', () => {
 });
 
 describe('LiveHub back-pressure', () => {
-  it('coalesces a congested subscriber to the latest update per trailer and flushes them oldest first on drain', async () => {
+  it('coalesces a congested subscriber to the latest update per trailer and flushes them in position order on drain', async () => {
     const hub = new LiveHub();
     const slow = new FakeSink(1); // full after one write
     const fast = new FakeSink();
@@ -142,9 +143,9 @@ describe('LiveHub back-pressure', () => {
       eventFor('customer-a', 't1', 1), // written; the transport is now full
       eventFor('customer-a', 't2', 2),
       eventFor('customer-a', 't3', 3),
-      eventFor('customer-a', 't2', 4), // replaces t2@2 in place
+      eventFor('customer-a', 't2', 4), // replaces t2@2, moving t2 behind t3
       eventFor('customer-a', 't1', 5),
-      eventFor('customer-a', 't3', 6),
+      eventFor('customer-a', 't3', 6), // replaces t3@3, moving t3 behind t1
     ];
     for (const event of published) await hub.publish(event);
 
@@ -153,19 +154,21 @@ describe('LiveHub back-pressure', () => {
     assert.equal(subscription.pendingTrailers, 3);
     assert.deepEqual(hub.stats(), { subscribers: 2, customers: 1, pendingTrailers: 3, congestedSubscribers: 1 });
 
-    // Room for two: t2 and t3 went pending before t1 did, so they go first; t1 waits for the next drain.
+    // Room for two: written in the order of their newest updates (position order, which makes
+    // resuming after the last one received exact), t2@4 and t1@5; t3@6 waits for the next drain.
     slow.free(2);
     subscription.drained();
-    assert.deepEqual(described(slow.written), ['t1@1', 't2@4', 't3@6']);
+    assert.deepEqual(described(slow.written), ['t1@1', 't2@4', 't1@5']);
+    assert.deepEqual(slow.written.map((event) => event.position), [...slow.written.map((event) => event.position!)].sort(comparePositions), 'positions only increase');
     assert.equal(subscription.pendingTrailers, 1);
 
     // New updates still queue behind the pending ones, so one trailer's updates never reorder.
     await hub.publish(eventFor('customer-a', 't1', 7));
-    assert.equal(subscription.pendingTrailers, 1);
+    assert.equal(subscription.pendingTrailers, 2);
 
     slow.free(Infinity);
     subscription.drained();
-    assert.deepEqual(described(slow.written), ['t1@1', 't2@4', 't3@6', 't1@7']);
+    assert.deepEqual(described(slow.written), ['t1@1', 't2@4', 't1@5', 't3@6', 't1@7']);
     assert.equal(subscription.pendingTrailers, 0);
 
     // Writable again: updates go straight through.
@@ -290,7 +293,7 @@ describe('liveEventOf', () => {
 describe('MemoryLiveBus', () => {
   it('keeps delivering to the other listeners when one throws, and reports the error', async () => {
     const errors: unknown[] = [];
-    const bus = new MemoryLiveBus((error) => errors.push(error));
+    const bus = new MemoryLiveBus({ onListenerError: (error) => errors.push(error) });
     const received: number[] = [];
     bus.subscribe(() => {
       throw new Error('listener bug');

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { ManualClock } from '../../core/clock.ts';
+import type { TrailwireStore } from '../../core/store.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createTrailwireApp, type TrailwireAppOptions } from '../../adapters/koa/app.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
@@ -18,6 +19,8 @@ import { type ResponseChecker, responseChecker } from './openapi-responses.ts';
 
 export interface TestApp {
   trailwire: Trailwire;
+  /** The app's store (for tests that read it as the core does, a live snapshot say). */
+  store: TrailwireStore;
   clock: ManualClock;
   url: string;
   server: Server;
@@ -76,6 +79,7 @@ export async function startTestApp(
 
   return {
     trailwire,
+    store,
     clock,
     url,
     server,

@@ -25,6 +25,7 @@ import { DEFAULT_INTAKE_BODY_LIMIT } from '../../../adapters/koa/index.ts';
 import { limitOf, SERVE_SETTING_DEFAULTS } from '../../../bin/cli/serve-settings.ts';
 import { DEFAULT_LIMITS } from '../../../core/trailwire.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS } from '../../../core/tokens.ts';
+import { LIVE_REPLAY_DEFAULTS } from '../../../core/live-replay.ts';
 import { vinCheckDigit, withCheckDigit } from '../../../core/vin.ts';
 import { REPO_ROOT, runTrailwire, TRAILWIRE_BIN } from '../../support/cli.ts';
 
@@ -45,6 +46,7 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.maxConnections, DEFAULT_CONNECTION_LIMITS.maxConnections);
     assert.equal(SERVE_SETTING_DEFAULTS.maxConnectionsPerAddress, DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress);
     assert.equal(SERVE_SETTING_DEFAULTS.sendTimeoutSeconds * 1000, DEFAULT_CONNECTION_LIMITS.sendTimeoutMs);
+    assert.equal(SERVE_SETTING_DEFAULTS.liveReplaySeconds, LIVE_REPLAY_DEFAULTS.replaySeconds);
     assert.deepEqual(limitOf('--read-limit', ' 600 / 60 '), { requests: 600, windowSeconds: 60 });
   });
 });
@@ -56,6 +58,7 @@ describe('serve with a bad setting', () => {
     [['--authenticate-limit', '0/300'], {}, /^trailwire: --authenticate-limit 0\/300: requests must be ≥ 1$/],
     [['--failed-authenticate-limit', '30'], {}, /^trailwire: --failed-authenticate-limit 30: expected REQUESTS\/WINDOW_SECONDS/],
     [['--rotate-limit', '3/1.5'], {}, /^trailwire: --rotate-limit 3\/1\.5: expected REQUESTS\/WINDOW_SECONDS/],
+    [['--live-replay-seconds', '-1'], {}, /^trailwire: --live-replay-seconds must be a whole number of seconds from 0 to 86400, got -1$/],
     [['--token-ttl', '30'], {}, /^trailwire: --token-ttl must be a whole number of seconds from 60 to 86400, got 30$/],
     [['--token-ttl', 'half-an-hour'], {}, /^trailwire: --token-ttl must be a whole number of seconds from 60 to 86400, got a value that is not a number$/],
     [['--body-limit', '0'], {}, /^trailwire: --body-limit must be a whole number of bytes from 1 to 16777216, got 0$/],
