@@ -5,7 +5,7 @@
  * terminal, then the final table (or, with `--json`, one report document), writes an HTML report
  * with `--report`, and exits 1 when any invariant was violated.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
@@ -28,6 +28,8 @@ interface SimulateArguments {
   'auth-url'?: string;
   'partner-key': string[];
   'customer-key': string[];
+  'partner-key-file': string[];
+  'customer-key-file': string[];
   'heartbeat-ms'?: number;
   'heartbeat-slack-ms'?: number;
   limit: string[];
@@ -56,8 +58,22 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       .option('target', { type: 'string', describe: 'Remote mode: base URL of a running deployment (else an embedded server is started)' })
       .option('grpc', { type: 'string', describe: 'Remote mode: host:port of its LiveFeed' })
       .option('auth-url', { type: 'string', describe: 'Remote mode: base URL of its auth API, when not the target' })
-      .option('partner-key', { type: 'string', array: true, default: [], describe: 'Remote mode: product=key, once per product the scenario sends' })
-      .option('customer-key', { type: 'string', array: true, default: [], describe: 'Remote mode: a customer key (repeatable); its fleets decide the VINs' })
+      // Keys on the command line are visible to every local user in `ps`: the environment and the
+      // key files come first in the help and the docs (issue 29).
+      .option('partner-key', {
+        type: 'string',
+        array: true,
+        default: [],
+        describe: 'Remote mode: product=key, once per product the scenario sends; prefer the env TRAILWIRE_PARTNER_KEY (comma-separated) or --partner-key-file, which ps does not show',
+      })
+      .option('customer-key', {
+        type: 'string',
+        array: true,
+        default: [],
+        describe: 'Remote mode: a customer key (repeatable); its fleets decide the VINs; prefer the env TRAILWIRE_CUSTOMER_KEY (comma-separated) or --customer-key-file',
+      })
+      .option('partner-key-file', { type: 'string', array: true, default: [], describe: 'Remote mode: product=file, a file holding that product\'s partner key (repeatable)' })
+      .option('customer-key-file', { type: 'string', array: true, default: [], describe: 'Remote mode: a file holding a customer key (repeatable)' })
       .option('heartbeat-ms', { type: 'number', describe: 'LiveFeed heartbeat interval: the embedded server uses it, a remote one is assumed to (default 1000 embedded, 15000 remote)' })
       .option('heartbeat-slack-ms', { type: 'number', describe: 'How late a heartbeat may be (default: max(1000, interval/4))' })
       .option('limit', {
@@ -71,9 +87,10 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       .option('processing-wait', { type: 'number', default: 30, describe: 'Seconds to wait, after the traffic, for accepted payloads to be processed' })
       .example('$0 simulate --duration 15 --vins 50 --rate 300 --subscribers 20 --scenario burst --seed 7 --json', 'the burst check, as JSON')
       .example(
-        '$0 simulate --target http://localhost:8080 --grpc localhost:50051 --partner-key gps-basic=twp_... --customer-key twc_... --heartbeat-ms 15000',
-        'against a running deployment',
-      ),
+        'TRAILWIRE_PARTNER_KEY=gps-basic=twp_...,tpms=twp_... TRAILWIRE_CUSTOMER_KEY=twc_... $0 simulate --target http://localhost:8080 --grpc localhost:50051 --heartbeat-ms 15000',
+        'against a running deployment, the keys out of ps',
+      )
+      .example('$0 simulate --target http://localhost:8080 --grpc localhost:50051 --partner-key-file gps-basic=./gps.key --customer-key-file ./customer.key', 'the keys in files'),
   handler: async (args) => {
     let progress: ReturnType<typeof progressPrinter> | undefined;
     try {
@@ -102,14 +119,22 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
 export function optionsOf(args: SimulateArguments): SimulateOptions {
   const remote = args.target !== undefined || args.grpc !== undefined;
   if (remote && (!args.target || !args.grpc)) throw invalid('--target and --grpc go together (remote mode)');
-  if (!remote && (args['partner-key'].length > 0 || args['customer-key'].length > 0))
-    throw invalid('--partner-key and --customer-key are for remote mode (with --target and --grpc)');
+  const keyOptions = ['partner-key', 'customer-key', 'partner-key-file', 'customer-key-file'] as const;
+  if (!remote && keyOptions.some((option) => args[option].length > 0))
+    throw invalid('--partner-key, --customer-key and their -file forms are for remote mode (with --target and --grpc)');
   const partnerKeys: Record<string, string> = {};
-  for (const entry of args['partner-key']) {
+  for (const entry of listed(args['partner-key'])) {
     const match = /^([a-z][a-z0-9-]*)=(\S+)$/.exec(entry);
-    if (!match) throw invalid(`--partner-key ${JSON.stringify(entry)}: expected product=key`);
+    // The entry itself is not echoed: it holds a key.
+    if (!match) throw invalid(`--partner-key: expected product=key, got an entry starting ${JSON.stringify(entry.slice(0, 12))}`);
     partnerKeys[match[1]!] = match[2]!;
   }
+  for (const entry of listed(args['partner-key-file'])) {
+    const match = /^([a-z][a-z0-9-]*)=(.+)$/.exec(entry);
+    if (!match) throw invalid(`--partner-key-file ${JSON.stringify(entry)}: expected product=file`);
+    partnerKeys[match[1]!] = keyInFile('--partner-key-file', match[2]!);
+  }
+  const customerKeys = [...listed(args['customer-key']), ...listed(args['customer-key-file']).map((file) => keyInFile('--customer-key-file', file))];
   const limits: Record<string, IntakeLimit> = {};
   for (const entry of args.limit) {
     const match = /^([a-z][a-z0-9-]*)=(\d+)\/(\d+)s?$/.exec(entry);
@@ -129,8 +154,26 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     windowSeconds: args.window,
     customers: args.customers,
     limits,
-    remote: remote ? { target: args.target!, grpc: args.grpc!, authUrl: args['auth-url'], partnerKeys, customerKeys: args['customer-key'] } : undefined,
+    remote: remote ? { target: args.target!, grpc: args.grpc!, authUrl: args['auth-url'], partnerKeys, customerKeys } : undefined,
   };
+}
+
+/** Repeated options and comma- or space-separated values (one environment variable for several keys) as one list. */
+function listed(values: readonly string[]): string[] {
+  return values.flatMap((value) => String(value).split(/[\s,]+/)).filter((entry) => entry !== '');
+}
+
+/** The key a file holds (surrounding whitespace trimmed), or a `validation_failed` naming the option and the file. */
+function keyInFile(option: string, file: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new TrailwireError('validation_failed', `${option} ${file}: cannot be read: ${(error as Error).message}`, { cause: error });
+  }
+  const key = text.trim();
+  if (key === '' || /\s/.test(key)) throw invalid(`${option} ${file}: expected one key and nothing else in the file`);
+  return key;
 }
 
 function invalid(message: string): TrailwireError {
