@@ -30,7 +30,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'requestIdMiddleware',
   ],
   './grpc': [
-    'GRPC_STATUS_BY_CODE', 'HealthStatus', 'LIVE_FEED_SERVICE_NAME', 'PROTO_ROOT', 'addHealthService', 'addLiveFeedService',
+    'DEFAULT_HEALTH_WATCH_LIMITS', 'GRPC_STATUS_BY_CODE', 'HealthStatus', 'LIVE_FEED_SERVICE_NAME', 'PROTO_ROOT', 'addHealthService', 'addLiveFeedService',
     'createLiveFeedService', 'decodeLiveUpdateResponse', 'grpcStatusOf', 'startGrpcServer',
   ],
   './sqlite': [
