@@ -106,20 +106,38 @@ export interface MemoryLiveBusOptions {
  */
 export class MemoryLiveBus extends MemoryChannel<LiveTrailerEvent> implements LiveBus {
   private readonly ring: ReplayRing<LiveTrailerEvent> | null;
+  /** `onceKey`s published, with when (Map order: oldest first), forgotten with the window. */
+  private readonly onceKeys = new Map<string, number>();
+  private readonly clock: Clock;
+  private readonly windowMs: number;
   /** Present when the bus keeps a window (see `LiveBus.replayAfter`). */
   readonly replayAfter?: (position: string) => Promise<LiveTrailerEvent[] | null>;
 
   constructor(options: MemoryLiveBusOptions = {}) {
     super('live bus', options.onListenerError);
     const replay = resolveReplayOptions(options.replay, 'MemoryLiveBus.replay');
-    const ring = replay.replaySeconds > 0 ? new ReplayRing<LiveTrailerEvent>(options.clock ?? systemClock, replay) : null;
+    this.clock = options.clock ?? systemClock;
+    this.windowMs = replay.replaySeconds * 1000;
+    const ring = replay.replaySeconds > 0 ? new ReplayRing<LiveTrailerEvent>(this.clock, replay) : null;
     this.ring = ring;
     if (ring) this.replayAfter = async (position) => ring.after(position)?.map((entry) => entry.item) ?? null;
   }
 
+  private firstTime(key: string): boolean {
+    const now = this.clock.now();
+    for (const [old, at] of this.onceKeys) {
+      if (at > now - this.windowMs) break;
+      this.onceKeys.delete(old);
+    }
+    if (this.onceKeys.has(key)) return false;
+    this.onceKeys.set(key, now);
+    return true;
+  }
+
   /** Positions the event (when the bus keeps a window) and calls every listener with it. */
-  override async publish(event: LiveTrailerEvent, _options?: LivePublishOptions): Promise<void> {
-    // In one process every event is published once: `onceKey` needs no bookkeeping here.
+  override async publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void> {
+    // Several cores of one process may share this bus, each reading the store's change feed.
+    if (options?.onceKey !== undefined && this.ring && !this.firstTime(options.onceKey)) return;
     if (this.ring) {
       const positioned = { ...event, position: '' };
       positioned.position = this.ring.append(positioned);

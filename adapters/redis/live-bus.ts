@@ -19,11 +19,18 @@
  *   instant this process is back may not have reached them.) Memory: one event per trailer changed
  *   by this process during the outage.
  * - `onError` hears of the outage once, and of the re-publication (how many trailers) once.
+ *
+ * The replay window (issue 32). Given `replay`, the bus publishes through a Redis stream
+ * (`live-replay.ts`): each event is appended to the stream and published with its position in one
+ * script, so every process hears them in position order, and `replayAfter` reads the window. An
+ * event handed to this process's subscribers during an outage has no position (it is in no window);
+ * its re-publication after the outage has one.
  */
 import type { Redis } from 'ioredis';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveBus, LivePublishOptions, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { JsonChannel, type JsonChannelSettings, openJsonChannel } from './json-channel.ts';
+import { RedisReplayWindow, type RedisReplayWindowOptions } from './live-replay.ts';
 
 export interface RedisLiveBusOptions {
   /**
@@ -39,6 +46,8 @@ export interface RedisLiveBusOptions {
   onError?: (error: unknown) => void;
   /** How long both connections must be back before the trailers changed during an outage are published again (ms). Default 1000. */
   settleMs?: number;
+  /** Keep a replay window in a Redis stream (`live-replay.ts`): positions and `replayAfter`. Default: none. */
+  replay?: RedisReplayWindowOptions;
 }
 
 export const DEFAULT_REDIS_LIVE_BUS_OPTIONS = {
@@ -53,14 +62,21 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
   private troubled = false;
   private settleTimer: NodeJS.Timeout | undefined;
   private readonly stopWatching: () => void;
+  private readonly window: RedisReplayWindow | null;
+  /** Present when the bus keeps a window (see `LiveBus.replayAfter`). */
+  readonly replayAfter?: (position: string) => Promise<LiveTrailerEvent[] | null>;
 
   /** @internal Use `openRedisLiveBus`. */
   constructor(
     settings: JsonChannelSettings,
     subscriber: Redis,
     private readonly settleMs: number,
+    replay?: RedisReplayWindowOptions,
   ) {
     super(settings, subscriber);
+    const window = replay ? new RedisReplayWindow(settings.redis, replay) : null;
+    this.window = window;
+    if (window) this.replayAfter = (position) => window.after(position);
     const trouble = () => this.enterTrouble();
     const ready = () => this.scheduleCatchUp();
     for (const connection of [settings.redis, subscriber]) {
@@ -80,11 +96,11 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     return this.troubled;
   }
 
-  override async publish(event: LiveTrailerEvent): Promise<void> {
+  override async publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void> {
     if (this.closing) throw new TrailwireError('unavailable', `${this.options.owner} is closed.`);
     if (this.troubled) this.missed.set(event.trailer.id, event);
     try {
-      await super.publish(event);
+      await this.send(event, options?.onceKey);
     } catch (error) {
       if (this.closing) throw error;
       this.enterTrouble(error);
@@ -92,6 +108,12 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
       // This process's subscribers would have heard it through Redis: they hear it now.
       this.deliver(event);
     }
+  }
+
+  /** Publishes on the channel, through the window's script when there is one. */
+  private async send(event: LiveTrailerEvent, onceKey?: string): Promise<void> {
+    if (this.window) await this.window.appendAndPublish(this.options.channel, event, onceKey);
+    else await super.publish(event);
   }
 
   override async close(): Promise<void> {
@@ -133,7 +155,7 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     let published = 0;
     for (const event of events) {
       try {
-        await super.publish(event);
+        await this.send(event);
         published++;
       } catch (error) {
         // Gone again: keep what is left for the next catch-up (newer events of a trailer win).
@@ -151,7 +173,7 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
 export function openRedisLiveBus(options: RedisLiveBusOptions): Promise<RedisLiveBus> {
   const settleMs = options?.settleMs ?? DEFAULT_REDIS_LIVE_BUS_OPTIONS.settleMs;
   if (!Number.isInteger(settleMs) || settleMs < 0) throw new TypeError(`RedisLiveBusOptions.settleMs must be a non-negative integer, got ${String(settleMs)}`);
-  return openJsonChannel((settings, subscriber) => new RedisLiveBus(settings, subscriber, settleMs), {
+  return openJsonChannel((settings, subscriber) => new RedisLiveBus(settings, subscriber, settleMs, options.replay), {
     optionsName: 'RedisLiveBusOptions',
     owner: 'The Redis live bus',
     defaultChannel: DEFAULT_REDIS_LIVE_BUS_OPTIONS.channel,

@@ -183,7 +183,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const startupTimeoutMs = options.startupTimeoutMs ?? DEFAULT_STARTUP_TIMEOUT_MS;
   const redisUrl = options.redisUrl;
   const shared = redisUrl
-    ? await openWhenReachable(() => openSharedState({ redisUrl, keyPrefix: options.redisKeyPrefix, logger }), {
+    ? await openWhenReachable(() => openSharedState({ redisUrl, keyPrefix: options.redisKeyPrefix, logger, replay: options.core?.live?.replay }), {
         what: `Redis at ${redactUrl(redisUrl)}`,
         timeoutMs: startupTimeoutMs,
         logger,

@@ -29,6 +29,7 @@ import {
   type RedisRotationFeed,
 } from '../redis/index.ts';
 import { redactUrl } from './backends.ts';
+import { type LiveReplayOptions, resolveReplayOptions } from '../../core/live-replay.ts';
 
 export interface SharedStateOptions {
   /** A `redis://` URL. Required. */
@@ -42,6 +43,12 @@ export interface SharedStateOptions {
   keyPrefix?: string;
   /** Where connection trouble and lost rotation notices are reported. Default: nowhere. */
   logger?: Logger;
+  /**
+   * The live feed's replay window, a Redis stream at `<prefix>live:window` shared by every process so
+   * that a client may resume on any of them (issue 32). Default: `LIVE_REPLAY_DEFAULTS` (300 s);
+   * `replaySeconds: 0` keeps none.
+   */
+  replay?: LiveReplayOptions;
 }
 
 export const DEFAULT_REDIS_KEY_PREFIX = 'trailwire:';
@@ -116,7 +123,13 @@ export async function openSharedState(options: SharedStateOptions): Promise<Shar
   };
   try {
     await processes.start();
-    bus = await openRedisLiveBus({ redis, channel: `${keyPrefix}live`, onError: channelTrouble('redis live bus') });
+    const replay = resolveReplayOptions(options.replay, 'SharedStateOptions.replay');
+    bus = await openRedisLiveBus({
+      redis,
+      channel: `${keyPrefix}live`,
+      onError: channelTrouble('redis live bus'),
+      ...(replay.replaySeconds > 0 ? { replay: { ...replay, streamKey: `${keyPrefix}live:window` } } : {}),
+    });
     feed = await openRedisRotationFeed({ redis, channel: `${keyPrefix}rotations`, onError: channelTrouble('redis rotation feed') });
   } catch (error) {
     await close();

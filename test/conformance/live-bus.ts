@@ -12,9 +12,17 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
-import { isPosition } from '../../core/live-replay.ts';
+import { comparePositions, isPosition } from '../../core/live-replay.ts';
 
-export type LiveBusCase = 'delivers to every listener' | 'keeps publish order' | 'a throwing listener does not stop the others' | 'unsubscribe' | 'close';
+export type LiveBusCase =
+  | 'delivers to every listener'
+  | 'keeps publish order'
+  | 'a throwing listener does not stop the others'
+  | 'unsubscribe'
+  | 'close'
+  | 'replay: one position order for every listener, replayed after a position'
+  | 'replay: a position never issued is not resumable'
+  | 'replay: an event published once by several participants is delivered once';
 
 export interface LiveBusConformanceOptions {
   /** Names the implementation in the test titles. */
@@ -46,6 +54,17 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
     ...(options.checksListenerErrors ? {} : { 'a throwing listener does not stop the others': 'openBuses does not take onListenerError' }),
     ...options.skip,
   };
+  const replayCase = (name: LiveBusCase, body: (buses: LiveBus[]) => Promise<void>) =>
+    it(name, { skip: skips[name] ?? false }, async (t) => {
+      const buses = await options.openBuses(2);
+      try {
+        // A bus without a window has nothing to replay: said so, not passed silently.
+        if (!buses[0]!.replayAfter) return t.skip('this bus keeps no replay window');
+        await body(buses);
+      } finally {
+        await Promise.all([...new Set(buses)].map((bus) => bus.close()));
+      }
+    });
   const caseOf = (name: LiveBusCase, body: () => Promise<void>) => {
     it(name, { skip: skips[name] ?? false }, body);
   };
@@ -141,6 +160,36 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
       });
       await bus!.close(); // idempotent
       assert.equal(listener.received.length, 0);
+    });
+
+    replayCase('replay: one position order for every listener, replayed after a position', async ([one, two]) => {
+      const hearOne = collect(one!);
+      const hearTwo = collect(two!);
+      // Two participants (two processes) publishing at once: their events may interleave, but every
+      // listener hears one order, the order of the positions, and the window replays exactly it.
+      await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? one! : two!).publish(sampleEvent(i))));
+      const heardOne = (await hearOne.next(100, timeoutMs)).map((event) => event.position!);
+      const heardTwo = (await hearTwo.next(100, timeoutMs)).map((event) => event.position!);
+      assert.deepEqual(heardOne, heardTwo);
+      assert.deepEqual([...heardOne].sort(comparePositions), heardOne, 'positions increase');
+      const replayed = await two!.replayAfter!(heardOne[9]!);
+      assert.deepEqual(replayed?.map((event) => event.position), heardOne.slice(10));
+      assert.deepEqual(replayed?.map(({ position: _, ...event }) => event), (await hearOne.received).slice(10).map(({ position: _, ...event }) => event));
+    });
+
+    replayCase('replay: a position never issued is not resumable', async ([bus]) => {
+      await bus!.publish(sampleEvent(1));
+      assert.equal(await bus!.replayAfter!('1-0'), null);
+    });
+
+    replayCase('replay: an event published once by several participants is delivered once', async ([one, two]) => {
+      const heard = collect(one!);
+      const key = `change:${Math.random()}`;
+      await one!.publish(sampleEvent(1), { onceKey: key });
+      await two!.publish(sampleEvent(1), { onceKey: key });
+      await one!.publish(sampleEvent(2)); // the marker: had the second arrived, it would be before
+      const [first, marker] = await heard.next(2, timeoutMs);
+      assert.deepEqual([first!.ts, marker!.ts], [1, 2]);
     });
   });
 }

@@ -73,6 +73,16 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     checksListenerErrors: true,
   });
 
+  runLiveBusConformance({
+    name: 'redis, with a replay window',
+    async openBuses(count, onListenerError) {
+      const channel = freshChannel();
+      const replay = { streamKey: `${channel}:window`, replaySeconds: 60 };
+      return Promise.all(Array.from({ length: count }, () => openRedisLiveBus({ redis: connect(), channel, onListenerError, replay })));
+    },
+    checksListenerErrors: true,
+  });
+
   it('listens on trailwire:live unless told otherwise', async () => {
     const bus = await openRedisLiveBus({ redis: connect() });
     assert.equal(bus.channelName, 'trailwire:live');
