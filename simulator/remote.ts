@@ -1,11 +1,13 @@
 /**
  * The simulator's remote mode: runs against any Trailwire deployment given its URLs and keys. The
  * customers' own fleets and trailers, read through the read API, say which VINs to drive and whose
- * subscribers must see their updates; fake VINs fill up when the customers have fewer trailers than
- * asked (their trailers are created unassigned, so no subscriber may see them). The server's clock
- * offset is measured with one probe payload, so windows are judged in the server's time. Limits
- * are the products' defaults unless the operator says the deployment overrides them.
+ * subscribers must see their updates, and at most those (issue 31, finding 2): VINs nobody registered
+ * fill up to `vins` only when asked (`unregisteredVins`), since intake creates each as an unassigned
+ * trailer in the target store. The server's clock offset is read from its `Date` header (no payload),
+ * so windows are judged in the server's time. Limits are the products' defaults unless the operator
+ * says the deployment overrides them.
  */
+import { TrailwireError } from '../core/errors.ts';
 import type { IntakeLimit } from '../core/products.ts';
 import { builtInProducts } from '../products/index.ts';
 import { TrailwireClient } from './client/http-client.ts';
@@ -22,7 +24,13 @@ export interface RemoteOptions {
   /** A partner key per product. */
   partnerKeys: Partial<Record<SimulatedProduct, string>>;
   customerKeys: string[];
+  /** The most trailers to drive (the customers' own, in turn). */
   vins: number;
+  /**
+   * Fill up to `vins` with VINs nobody registered when the customers have fewer trailers. Each becomes
+   * an unassigned trailer in the target store. Default false: the customers' own trailers only.
+   */
+  unregisteredVins?: boolean;
   /** The deployment's intake limits where they differ from the products' defaults. */
   limits?: Partial<Record<string, IntakeLimit>>;
   /** The deployment's LiveFeed heartbeat interval. Default 15,000 ms (the server's default). */
@@ -49,7 +57,10 @@ export async function connectRemote(options: RemoteOptions, traffic: TrafficGene
   for (let round = 0; vins.length < options.vins && owned.some((list) => round < list.length); round++)
     for (const list of owned) if (round < list.length && vins.length < options.vins) vins.push(list[round]!);
   for (const vin of vins) traffic.adoptTrailer(vin);
-  if (vins.length < options.vins) vins.push(...traffic.createTrailers(options.vins - vins.length));
+  if (vins.length < options.vins && options.unregisteredVins) vins.push(...traffic.createTrailers(options.vins - vins.length));
+  if (vins.length === 0)
+    throw new TrailwireError('validation_failed', "The customer keys' fleets hold no trailers: register some (trailwire trailers create), or pass --unregistered-vins to send to VINs nobody registered");
+  // Only the rotation scenario sends to it, with a token that must be refused: nothing is created.
   const [probeVin] = traffic.createTrailers(1);
 
   const limits: Record<string, IntakeLimit> = Object.fromEntries(builtInProducts.map((product) => [product.name, { ...product.limit }]));
@@ -74,20 +85,27 @@ export async function connectRemote(options: RemoteOptions, traffic: TrafficGene
 }
 
 /**
- * Server clock minus client clock: one payload to the probe VIN, whose `receivedAt` the server
- * stamped between the moment the request left and the moment its answer came back.
+ * Server clock minus client clock, from the `Date` header of `GET /healthz` (no payload, nothing
+ * written). The header counts whole seconds, so the probe asks until the second changes: the change
+ * happened between the two answers, which bounds the offset to about one round trip. Gives up after
+ * 1.5 s and answers the coarse estimate.
  */
 export async function measureClockOffset(target: SimulationTarget): Promise<number> {
-  const [product, apiKey] = Object.entries(target.partnerKeys).find(([, key]) => key) ?? [];
-  if (!product || !apiKey) return 0;
-  const client = new TrailwireClient({ baseUrl: target.baseUrl, authUrl: target.authUrl, audience: 'partners', apiKey });
-  await client.accessToken();
-  const example = builtInProducts.find((candidate) => candidate.name === product)?.examples[0];
-  const sentAt = Date.now();
-  const response = await client.sendTelemetry(target.probeVin, example, { noRetry: true });
-  const answeredAt = Date.now();
-  const id = (response.body as { id?: string } | undefined)?.id;
-  if (response.status !== 202 || !id) return 0;
-  const status = await client.intakeStatus(id);
-  return Date.parse(status.body.receivedAt) - Math.round((sentAt + answeredAt) / 2);
+  const ask = async () => {
+    const sentAt = Date.now();
+    const response = await fetch(`${target.baseUrl}/healthz`);
+    await response.arrayBuffer();
+    const answeredAt = Date.now();
+    return { at: (sentAt + answeredAt) / 2, date: Date.parse(response.headers.get('date') ?? '') };
+  };
+  let previous = await ask();
+  if (Number.isNaN(previous.date)) return 0;
+  const deadline = Date.now() + 1500;
+  while (Date.now() < deadline) {
+    const current = await ask();
+    if (current.date !== previous.date) return Math.round(current.date - (previous.at + current.at) / 2);
+    previous = current;
+  }
+  // The second never changed in time: the header's time is somewhere in its second.
+  return Math.round(previous.date + 500 - previous.at);
 }

@@ -40,7 +40,8 @@ export interface SimulateOptions {
   /** Intake limits: imposed on the embedded server, or those the remote one is known to use. */
   limits?: Partial<Record<string, IntakeLimit>>;
   /** Run against a deployment instead of an embedded server. */
-  remote?: { target: string; grpc: string; authUrl?: string; partnerKeys: Partial<Record<string, string>>; customerKeys: string[] };
+  /** Remote mode; `unregisteredVins` lets it fill up to `vins` with VINs nobody registered (default: the customers' own trailers only). */
+  remote?: { target: string; grpc: string; authUrl?: string; partnerKeys: Partial<Record<string, string>>; customerKeys: string[]; unregisteredVins?: boolean };
   /** Embedded: server option overrides (tests make the server disagree with the simulator). */
   embeddedServer?: Partial<ServerOptions>;
   onProgress?: (progress: SimulationProgress) => void;
@@ -81,6 +82,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
           partnerKeys: options.remote!.partnerKeys as Partial<Record<SimulatedProduct, string>>,
           customerKeys: options.remote!.customerKeys,
           vins: options.vins,
+          unregisteredVins: options.remote!.unregisteredVins,
           limits: options.limits,
           heartbeatIntervalMs: options.heartbeatMs,
         },

@@ -291,6 +291,15 @@ function banner({ url, grpc, metrics, store, demo }: ServeReport, workers: numbe
         `  TOKEN=$(curl -s -X POST -H "X-API-KEY: ${customer.apiKey}" ${url}/api/v1/customers/authenticate | node -pe 'JSON.parse(require("fs").readFileSync(0)).access_token')`,
         `  curl -s -H "Authorization: Bearer $TOKEN" ${url}/api/v1/fleets`,
       );
+      // Every demo partner key, so the simulator can send each product the scenario mixes; it drives
+      // this customer's own trailers only (issue 31, finding 2).
+      // The keys go in the environment, which `ps` does not show to other local users (issue 29).
+      const partnerKeys = principals.filter((p) => p.audience === 'partners').map((p) => `${p.product}=${p.apiKey}`);
+      lines.push(
+        '',
+        `Drive the ${customer.name} trailers with the load simulator (30 s; its own trailers only):`,
+        `  TRAILWIRE_PARTNER_KEY=${partnerKeys.join(',')} TRAILWIRE_CUSTOMER_KEY=${customer.apiKey} npx trailwire simulate --target ${url} --grpc ${grpc}`,
+      );
     }
     lines.push('');
   }

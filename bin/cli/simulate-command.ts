@@ -36,6 +36,7 @@ interface SimulateArguments {
   window: number;
   customers: number;
   'processing-wait': number;
+  'unregistered-vins': boolean;
 }
 
 export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments> = {
@@ -44,7 +45,7 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
   builder: (yargs: Argv<{ json: boolean }>) =>
     yargs
       .option('duration', { type: 'number', default: 30, describe: 'Seconds of traffic' })
-      .option('vins', { type: 'number', default: 20, describe: 'How many VINs send' })
+      .option('vins', { type: 'number', default: 20, describe: "How many VINs send (remote mode: at most the customers' own trailers, unless --unregistered-vins)" })
       .option('rate', { type: 'number', default: 50, describe: 'Intake requests per second (scenarios that must exceed a limit may send more)' })
       .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed subscribers, spread over the customers' })
       .option('scenario', {
@@ -74,6 +75,11 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       })
       .option('partner-key-file', { type: 'string', array: true, default: [], describe: 'Remote mode: product=file, a file holding that product\'s partner key (repeatable)' })
       .option('customer-key-file', { type: 'string', array: true, default: [], describe: 'Remote mode: a file holding a customer key (repeatable)' })
+      .option('unregistered-vins', {
+        type: 'boolean',
+        default: false,
+        describe: "Remote mode: when the customers own fewer trailers than --vins, fill up with VINs nobody registered (each becomes an unassigned trailer in the target store). Default: the customers' own trailers only",
+      })
       .option('heartbeat-ms', { type: 'number', describe: 'LiveFeed heartbeat interval: the embedded server uses it, a remote one is assumed to (default 1000 embedded, 15000 remote)' })
       .option('heartbeat-slack-ms', { type: 'number', describe: 'How late a heartbeat may be (default: max(1000, interval/4))' })
       .option('limit', {
@@ -154,7 +160,7 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     windowSeconds: args.window,
     customers: args.customers,
     limits,
-    remote: remote ? { target: args.target!, grpc: args.grpc!, authUrl: args['auth-url'], partnerKeys, customerKeys } : undefined,
+    remote: remote ? { target: args.target!, grpc: args.grpc!, authUrl: args['auth-url'], partnerKeys, customerKeys, unregisteredVins: args['unregistered-vins'] } : undefined,
   };
 }
 

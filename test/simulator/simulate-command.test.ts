@@ -77,5 +77,18 @@ describe('trailwire simulate', () => {
       // The customer's own trailers were driven, so its subscriber saw their updates.
       assert.ok(document.live.updates > 0);
     });
+
+    it("drives the customer's own trailers only: --vins beyond them and the clock leave no trailer behind (issue 31, finding 2)", async () => {
+      const before = await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'all' } });
+      const result = await runCli([
+        'simulate', '--target', server.url, '--grpc', `127.0.0.1:${server.grpcPort}`, '--partner-key', `gps-basic=${keys.partner}`,
+        '--customer-key', keys.customer, '--scenario', 'burst', '--duration', '1.5', '--vins', '20', '--rate', '6', '--subscribers', '1', '--json',
+      ]);
+      const document = report(result.stdout);
+      assert.equal(document.vins, 3, `the 3 trailers of the customer, not the 20 asked for: ${result.stdout}`);
+      const unassigned = await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'unassigned' } });
+      assert.deepEqual(unassigned, [], 'no VIN nobody registered, no clock probe');
+      assert.equal((await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'all' } })).length, before.length);
+    });
   });
 });

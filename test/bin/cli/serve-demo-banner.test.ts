@@ -35,7 +35,7 @@ async function serveOutput(args: string[], until: RegExp): Promise<string> {
 
 it('serve --demo prints each demo customer id with its fleets, as the store has them', { timeout: 30_000 }, async () => {
   const db = join(directory, 'demo.db');
-  const banner = await serveOutput(['--demo', '--db', db], /Try:[\s\S]*\/api\/v1\/fleets\n/);
+  const banner = await serveOutput(['--demo', '--db', db], /Try:[\s\S]*npx trailwire simulate .*\n/);
   const [customers, fleets] = await Promise.all(
     [['customers', 'list'], ['fleets', 'list']].map(async (command) => JSON.parse((await runTrailwire([...command, '--json', '--db', db])).stdout).data),
   );
@@ -50,6 +50,13 @@ it('serve --demo prints each demo customer id with its fleets, as the store has 
     assert.ok(own.length > 0);
     assert.deepEqual(listed.slice(0, own.length), own.map((f: { id: number; name: string }) => `    fleet ${String(f.id).padEnd(5)} ${f.name}`));
   }
+
+  // The simulator command, with the demo keys filled in: every product's partner key and the first customer's.
+  const keys = Object.fromEntries([...banner.matchAll(/^  (?:customer  (Demo Logistics)|partner   ([a-z-]+)) +(tw[pc]_\S+)$/gm)].map((m) => [m[1] ?? m[2], m[3]]));
+  const simulate = /^  TRAILWIRE_PARTNER_KEY=(\S+) TRAILWIRE_CUSTOMER_KEY=(\S+) npx trailwire simulate --target (\S+) --grpc (\S+)$/m.exec(banner);
+  assert.ok(simulate, `the banner prints the simulator command:\n${banner}`);
+  assert.deepEqual(simulate[1]!.split(',').sort(), ['cargosafe', 'gps-basic', 'tpms'].map((product) => `${product}=${keys[product]}`));
+  assert.equal(simulate[2], keys['Demo Logistics']);
 
   // A restart re-issues keys and still names the same customers and fleets; --json carries them as data.
   const document = JSON.parse((await serveOutput(['--demo', '--json', '--db', db], /\n/)).split('\n')[0]!);
