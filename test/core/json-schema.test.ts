@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { compileJsonSchema, isRfc3339DateTime, MAX_FIELD_ERRORS, parseRfc3339, pointerTo } from '../../core/json-schema.ts';
+import { compileJsonSchema, FULL_REPORT_MAX_NODES, isRfc3339DateTime, MAX_FIELD_ERRORS, parseRfc3339, pointerTo } from '../../core/json-schema.ts';
 
 describe('parseRfc3339', () => {
   it('reads UTC and offset date-times to epoch ms', () => {
@@ -89,9 +89,24 @@ describe('compileJsonSchema', () => {
   });
 
   it(`stops at ${MAX_FIELD_ERRORS} errors`, () => {
-    const errors = validate({ at: '2026-01-01T00:00:00Z', items: Array.from({ length: 1000 }, () => ({ v: 'no' })) });
+    const errors = validate({ at: '2026-01-01T00:00:00Z', items: Array.from({ length: 300 }, () => ({ v: 'no' })) });
     assert.equal(errors.length, MAX_FIELD_ERRORS);
     assert.deepEqual(errors[0], { path: '/items/0/v', message: 'must be a boolean' });
+  });
+
+  it(`reports only the first problem of a value of more than ${FULL_REPORT_MAX_NODES} nodes, at a bounded cost`, () => {
+    // Issue 29: a 250 KB body of 24,000 unknown keys cost ~16 ms to describe in full.
+    const hostile: Record<string, unknown> = { at: '2026-01-01T00:00:00Z', items: [{ v: true }] };
+    for (let i = 0; i < 24_000; i++) hostile[`k${i}`] = i;
+    assert.deepEqual(validate(hostile), [{ path: '/k0', message: 'is not an allowed property' }]);
+    const started = performance.now();
+    for (let i = 0; i < 20; i++) validate(hostile);
+    const perCall = (performance.now() - started) / 20;
+    assert.ok(perCall < 2, `a refusal took ${perCall.toFixed(2)} ms`);
+    // A large array of bad items: the first one is reported.
+    assert.deepEqual(validate({ at: '2026-01-01T00:00:00Z', items: Array.from({ length: 1000 }, () => ({ v: 'no' })) }), [
+      { path: '/items/0/v', message: 'must be a boolean' },
+    ]);
   });
 
   it('never coerces or fills in the value it validates', () => {
