@@ -1,24 +1,27 @@
 /**
  * Operator actions behind the `trailwire` CLI and the demo seed: fleets, trailer registration
- * (a VIN that intake already created unassigned is assigned instead of duplicated), and switching
- * trailers and devices off and on. Every change of a trailer is noted in the store's change feed,
+ * (a VIN that intake already created unassigned is assigned instead of duplicated), switching
+ * trailers and devices off and on, and what partners may send: the customers' grants and the
+ * per-partner intake overrides (issue 29). Every change of a trailer is noted in the store's change feed,
  * which carries it to the LiveFeed subscribers of every serving process (`core/trailer-changes.ts`).
  */
 import type { Clock, IdGenerator } from './clock.ts';
 import { invalidField, TrailwireError } from './errors.ts';
 import type { Fleet, Trailer } from './model.ts';
-import type { FleetAdminStore, PrincipalStore, TrailerChangeStore } from './store.ts';
+import type { FleetAdminStore, PartnerGrant, PartnerIntakeLimits, PartnerPolicyStore, PrincipalStore, TrailerChangeStore } from './store.ts';
 import { parseVin } from './vin.ts';
 
 export class AdminService {
   constructor(
-    private readonly store: FleetAdminStore & PrincipalStore & TrailerChangeStore,
+    private readonly store: FleetAdminStore & PrincipalStore & TrailerChangeStore & PartnerPolicyStore,
     private readonly clock: Clock,
     private readonly ids: IdGenerator,
     private readonly options: {
       verifyVinCheckDigit: boolean;
       /** Called after a change is noted: this process's change feed reads it at once. */
       onTrailerChanged?: () => void;
+      /** Called after a grant, a partner's overrides or a VIN's owner changed: this process's caches forget them at once. */
+      onPartnerPolicyChanged?: (changed: { vin?: string; customerId?: string; partnerId?: string }) => void;
     } = { verifyVinCheckDigit: true },
   ) {}
 
@@ -44,9 +47,68 @@ export class AdminService {
     if (known) {
       if (known.fleetId !== null)
         throw new TrailwireError('conflict', `VIN ${vin} is already registered in fleet ${known.fleetId}.`);
-      return this.changed(await this.store.assignTrailer(known.id, input.fleetId, unitId));
+      const assigned = await this.store.assignTrailer(known.id, input.fleetId, unitId);
+      this.options.onPartnerPolicyChanged?.({ vin });
+      return this.changed(assigned);
     }
-    return this.changed(await this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() }));
+    const created = await this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() });
+    this.options.onPartnerPolicyChanged?.({ vin });
+    return this.changed(created);
+  }
+
+  /**
+   * Records that the customer grants the partner intake for its registered trailers (contract 4):
+   * from then on the customer takes intake only from its granted partners. Answers the grant and
+   * whether it is new (adding it twice changes nothing).
+   */
+  async addGrant(input: { customerId: string; partnerId: string }): Promise<{ grant: PartnerGrant; added: boolean }> {
+    await this.requirePrincipals(input);
+    const grant = { customerId: input.customerId, partnerId: input.partnerId, createdAt: this.clock.now() };
+    const added = await this.store.addPartnerGrant(grant);
+    this.options.onPartnerPolicyChanged?.({ customerId: input.customerId });
+    const [stored] = await this.store.listPartnerGrants(input);
+    return { grant: stored ?? grant, added };
+  }
+
+  /** Withdraws a grant; `not_found` when there was none. A customer left with no grant takes intake from any partner again (unless grants are required). */
+  async removeGrant(input: { customerId: string; partnerId: string }): Promise<void> {
+    await this.requirePrincipals(input);
+    const removed = await this.store.removePartnerGrant(input.customerId, input.partnerId);
+    this.options.onPartnerPolicyChanged?.({ customerId: input.customerId });
+    if (!removed) throw new TrailwireError('not_found', `Customer ${input.customerId} has not granted partner ${input.partnerId}.`);
+  }
+
+  /** The grants of one customer, of one partner, or every grant. */
+  listGrants(query: { customerId?: string; partnerId?: string }): Promise<PartnerGrant[]> {
+    return this.store.listPartnerGrants(query);
+  }
+
+  /**
+   * Sets a partner's own intake budget and new-VIN cap (null: the server's default). Serving
+   * processes apply it within their cache's refresh (5 s by default).
+   */
+  async setPartnerLimits(input: Omit<PartnerIntakeLimits, 'updatedAt'>): Promise<PartnerIntakeLimits> {
+    const { intake, newVinsPerDay } = input;
+    if (intake !== null && !(isPositiveInteger(intake.requests) && isPositiveInteger(intake.windowSeconds)))
+      throw invalidField('/intakeLimit', 'must be REQUESTS/WINDOW_SECONDS in whole numbers of at least 1');
+    if (newVinsPerDay !== null && !(Number.isSafeInteger(newVinsPerDay) && newVinsPerDay >= 0))
+      throw invalidField('/newVinsPerDay', 'must be a whole number of at least 0');
+    if (!(await this.store.getPrincipal('partners', input.partnerId))) throw new TrailwireError('not_found', `No partner ${input.partnerId}.`);
+    const limits = { ...input, updatedAt: this.clock.now() };
+    await this.store.setPartnerIntakeLimits(limits);
+    this.options.onPartnerPolicyChanged?.({ partnerId: input.partnerId });
+    return limits;
+  }
+
+  /** A partner's own overrides, or null when it has the defaults. */
+  async partnerLimits(partnerId: string): Promise<PartnerIntakeLimits | null> {
+    if (!(await this.store.getPrincipal('partners', partnerId))) throw new TrailwireError('not_found', `No partner ${partnerId}.`);
+    return this.store.getPartnerIntakeLimits(partnerId);
+  }
+
+  private async requirePrincipals(input: { customerId: string; partnerId: string }): Promise<void> {
+    if (!(await this.store.getPrincipal('customers', input.customerId))) throw new TrailwireError('not_found', `No customer ${input.customerId}.`);
+    if (!(await this.store.getPrincipal('partners', input.partnerId))) throw new TrailwireError('not_found', `No partner ${input.partnerId}.`);
   }
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<void> {
@@ -70,4 +132,8 @@ export class AdminService {
     this.options.onTrailerChanged?.();
     return trailer;
   }
+}
+
+function isPositiveInteger(value: number): boolean {
+  return Number.isSafeInteger(value) && value >= 1;
 }

@@ -1,8 +1,10 @@
 /**
- * The accept path of partner intake (contract 4 and 7), independent of HTTP: the VIN, the token's
- * product, the payload against that product's schema, the payload's own times against the clock, an
- * idempotency key replay, the per-(product, VIN) fixed-window limit, and then the durable enqueue. By the time `accept` resolves the payload
- * is stored; the transport answers 202. Reading the body (size, type, JSON) is the transport's job.
+ * The accept path of partner intake (contract 4 and 7), independent of HTTP: the partner's budget
+ * (`admit`, before the transport reads the body), then the VIN, the token's product, the payload
+ * against that product's schema, the payload's own times against the clock, the customer's grants,
+ * an idempotency key replay, the partner's cap of new VINs, the per-(product, VIN) fixed-window
+ * limit, and then the durable enqueue. By the time `accept` resolves the payload is stored; the
+ * transport answers 202. Reading the body (size, type, JSON) is the transport's job.
  */
 import { isDeepStrictEqual } from 'node:util';
 import { MAX_READING_LEAD_MS } from './canonical.ts';
@@ -10,6 +12,7 @@ import type { Clock, IdGenerator } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord } from './intake-queue.ts';
 import type { ProductRegistry } from './products.ts';
+import type { PartnerIntakeRules } from './partner-intake-rules.ts';
 import { FixedWindowLimiter, type RateLimitState, type WindowCounter } from './rate-limit.ts';
 import { type AccessClaims, productOfScope } from './tokens.ts';
 import { parseVin } from './vin.ts';
@@ -21,6 +24,8 @@ export interface IntakeServiceOptions {
   clock: Clock;
   ids: IdGenerator;
   verifyVinCheckDigit: boolean;
+  /** The partners' budgets, new-VIN caps and the customers' grants (`core/partner-intake-rules.ts`). */
+  rules: PartnerIntakeRules;
   /** Called after each new payload is stored, to wake the workers. */
   onEnqueued?: () => void;
 }
@@ -74,6 +79,15 @@ export class IntakeService {
 
   constructor(private readonly options: IntakeServiceOptions) {}
 
+  /**
+   * Counts one intake request against the partner's budget, throwing `rate_limited` once it is spent
+   * (contract 4). The transport calls it for every intake request before it reads the body, so that a
+   * refused or malformed body counts too and a partner over its budget costs no parsing.
+   */
+  admit(claims: AccessClaims): Promise<RateLimitState> {
+    return this.options.rules.admit(claims.sub);
+  }
+
   /** Validates, limits and durably enqueues one payload (`body` is the parsed JSON). */
   async accept(input: { claims: AccessClaims; vin: string; body: unknown; rawBody: string; idempotencyKey?: string }): Promise<Accepted> {
     const { queue, products, clock } = this.options;
@@ -98,11 +112,16 @@ export class IntakeService {
         errors: [{ path: '/headers/idempotency-key', message: 'must be 1 to 255 visible ASCII characters' }],
       });
 
+    // Refused before a replay too: a grant withdrawn since the first attempt withdraws its retries.
+    const owner = await this.options.rules.checkGrant(input.claims.sub, vin);
+
     const limiter = this.limiterOf(productName);
     if (idempotencyKey !== null) {
       const earlier = await queue.findByIdempotencyKey(input.claims.sub, idempotencyKey, now - IDEMPOTENCY_WINDOW_MS);
       if (earlier) return { record: replayOf(earlier, vin, input.body, idempotencyKey), rateLimit: await limiter.peek(vin, now), replayed: true };
     }
+    // A VIN no trailer has yet would become an unassigned trailer: counted against the partner's daily cap.
+    if (!owner.known) await this.options.rules.admitNewVin(input.claims.sub, vin, now);
     // The payload counts in the window of its receive time, the time its status reports.
     const rateLimit = await limiter.enforce(vin, now);
     const { record, created } = await queue.enqueue({

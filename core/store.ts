@@ -194,6 +194,57 @@ export interface TrailerChangeStore {
   trailerChangesAfter(afterSeq: number, limit: number): Promise<TrailerChange[]>;
 }
 
+/** A customer's trust in a partner (contract 4, "Partner grants"). */
+export interface PartnerGrant {
+  customerId: string;
+  partnerId: string;
+  /** When the grant was added (epoch ms). */
+  createdAt: number;
+}
+
+/** Which grants `listPartnerGrants` answers: one customer's, one partner's, both (one grant or none), or every grant. */
+export interface PartnerGrantQuery {
+  customerId?: string;
+  partnerId?: string;
+}
+
+/**
+ * The operator's overrides of one partner's intake settings (contract 4): its budget of intake
+ * requests per window and its cap on new unassigned VINs per day. A null field keeps the server's
+ * default.
+ */
+export interface PartnerIntakeLimits {
+  partnerId: string;
+  intake: { requests: number; windowSeconds: number } | null;
+  newVinsPerDay: number | null;
+  /** When the overrides were last set (epoch ms). */
+  updatedAt: number;
+}
+
+/**
+ * What a partner may send, as the operator set it: the customers' grants and the per-partner
+ * overrides. Kept in the store so that every process sharing it (a `trailwire grants add` beside a
+ * `serve`) sees the same; serving processes cache it briefly (`core/partner-intake-rules.ts`).
+ */
+export interface PartnerPolicyStore {
+  /**
+   * Records that `customerId` grants `partnerId`. Answers false when the grant existed already (it is
+   * left as it was); throws `not_found` when the customer or the partner does not exist.
+   */
+  addPartnerGrant(grant: PartnerGrant): Promise<boolean>;
+  /** Removes the grant; answers false when there was none. */
+  removePartnerGrant(customerId: string, partnerId: string): Promise<boolean>;
+  /** The grants the query names, ordered by customer id, then partner id. Grants are few: a list, not pages. */
+  listPartnerGrants(query: PartnerGrantQuery): Promise<PartnerGrant[]>;
+  /**
+   * Sets the partner's overrides (replacing earlier ones); with both `intake` and `newVinsPerDay`
+   * null the partner goes back to the defaults. Throws `not_found` when there is no such partner.
+   */
+  setPartnerIntakeLimits(limits: PartnerIntakeLimits): Promise<void>;
+  /** The partner's overrides, or null when it has none. */
+  getPartnerIntakeLimits(partnerId: string): Promise<PartnerIntakeLimits | null>;
+}
+
 /** Customer-scoped reads: each answers only what `customerId` owns. */
 export interface FleetReadStore {
   listFleets(customerId: string, page: IdPageQuery<number>): Promise<Fleet[]>;
@@ -289,7 +340,8 @@ export interface AppliedTelemetry {
 }
 
 /** Everything a Trailwire process needs from its store. */
-export interface TrailwireStore extends PrincipalStore, SecretStore, FleetAdminStore, TrailerChangeStore, FleetReadStore, OperatorReadStore, TelemetryWriteStore {
+export interface TrailwireStore
+  extends PrincipalStore, SecretStore, FleetAdminStore, TrailerChangeStore, PartnerPolicyStore, FleetReadStore, OperatorReadStore, TelemetryWriteStore {
   /** Answers when the store can serve queries (for `/readyz`); throws otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -15,7 +15,7 @@
  */
 import type { Clock } from './clock.ts';
 import { type LiveHub, liveEventOf } from './live-hub.ts';
-import type { TrailerChangeStore } from './store.ts';
+import type { TrailerChange, TrailerChangeStore } from './store.ts';
 
 /** `createTrailwire`'s `operatorChanges` option. */
 export interface OperatorChangeOptions {
@@ -36,6 +36,7 @@ export class TrailerChangeFeed {
   private timer: NodeJS.Timeout | undefined;
   private reading: Promise<void> = Promise.resolve();
   private started = false;
+  private readonly listeners: Array<(change: TrailerChange) => void> = [];
 
   constructor(
     private readonly store: TrailerChangeStore,
@@ -54,6 +55,11 @@ export class TrailerChangeFeed {
     this.afterSeq = await this.store.latestTrailerChange();
     this.started = true;
     this.schedule();
+  }
+
+  /** Also hands every change read to `listener` (intake's cache of who owns a VIN listens). */
+  onChange(listener: (change: TrailerChange) => void): void {
+    this.listeners.push(listener);
   }
 
   /** Reads what is new now; one read at a time, so changes are delivered once and in order. No-op until started. */
@@ -84,6 +90,7 @@ export class TrailerChangeFeed {
       const changes = await this.store.trailerChangesAfter(this.afterSeq, BATCH);
       for (const change of changes) {
         this.afterSeq = change.seq;
+        for (const listener of this.listeners) listener(change);
         const event = liveEventOf(change, this.clock.now());
         // The change's sequence number in the store names it for every process reading the feed.
         if (event) this.hub.deliverHere(event, `change:${change.seq}`);

@@ -23,6 +23,7 @@ import { storeLiveSnapshot } from './live-snapshot.ts';
 import { createProductRegistry, type IntakeLimit, type Product, type ProductRegistry } from './products.ts';
 import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
 import { type OperatorChangeOptions, TrailerChangeFeed } from './trailer-changes.ts';
+import { PartnerIntakeRules, type PartnerIntakeOptions } from './partner-intake-rules.ts';
 
 /** A fixed-window limit: `requests` per window of `windowSeconds`. */
 export interface LimitSetting {
@@ -73,6 +74,13 @@ export interface TrailwireOptions {
   products?: readonly Product<any>[];
   /** Operator overrides of products' intake limits, by product name. */
   productLimits?: Record<string, Partial<IntakeLimit>>;
+  /**
+   * Each partner's intake budget and cap of new VINs per day (defaults; the operator sets a
+   * partner's own with `trailwire partners set-limit`), whether every customer must grant its
+   * partners (`requireGrants`), and how long the rules' caches trust what they read. See
+   * `PartnerIntakeOptions` for the defaults (60,000 per 60 s, 10,000 new VINs a day, false).
+   */
+  partnerIntake?: PartnerIntakeOptions;
   /** The durable intake queue; without one the service takes no intake. */
   intakeQueue?: IntakeQueue;
   /** Intake worker tuning (batch size, retries, retention). */
@@ -137,6 +145,8 @@ export interface Trailwire {
    * server does); a one-off command does not need to.
    */
   readonly operatorChanges: TrailerChangeFeed;
+  /** The partners' budgets, new-VIN caps and the customers' grants that intake applies. */
+  readonly partnerRules: PartnerIntakeRules;
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
@@ -190,7 +200,14 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   // The hub's own bus (when none is given) ages its replay window by the core's clock; snapshots are read from the store.
   const live = new LiveHub({ clock, snapshot: storeLiveSnapshot(store, clock), ...options.live });
   const operatorChanges = new TrailerChangeFeed(store, live, clock, options.operatorChanges);
-  const admin = new AdminService(store, clock, ids, { verifyVinCheckDigit, onTrailerChanged: () => void operatorChanges.poll() });
+  const partnerRules = new PartnerIntakeRules(store, counter, clock, options.partnerIntake);
+  // An assignment changes who owns a VIN: the rules hear of it from the feed, whichever process made it.
+  operatorChanges.onChange((change) => partnerRules.noteTrailerChange(change));
+  const admin = new AdminService(store, clock, ids, {
+    verifyVinCheckDigit,
+    onTrailerChanged: () => void operatorChanges.poll(),
+    onPartnerPolicyChanged: (changed) => partnerRules.forget(changed),
+  });
   const rotationFeed = rotationSettings.feed ?? new MemoryRotationFeed();
   const rotations = new PrincipalRotations({ local: auth, keyVersions, feed: rotationFeed, onError: rotationSettings.onError });
   endStreamsOnRotation(rotations, live);
@@ -206,6 +223,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
       clock,
       ids: options.intakeIds ?? timeOrderedIds(clock),
       verifyVinCheckDigit,
+      rules: partnerRules,
       onEnqueued: () => worker.notify(),
     });
     intake = { service, worker, queue };
@@ -223,6 +241,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     products,
     live,
     operatorChanges,
+    partnerRules,
     intake,
     options: { verifyVinCheckDigit, limits },
     async close() {

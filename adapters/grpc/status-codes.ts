@@ -14,6 +14,7 @@ export const GRPC_STATUS_BY_CODE: Record<ErrorCode, status> = {
   invalid_token: status.UNAUTHENTICATED,
   wrong_audience: status.PERMISSION_DENIED,
   forbidden: status.PERMISSION_DENIED,
+  partner_not_granted: status.PERMISSION_DENIED,
   not_found: status.NOT_FOUND,
   method_not_allowed: status.UNIMPLEMENTED,
   conflict: status.ALREADY_EXISTS,

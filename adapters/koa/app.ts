@@ -152,7 +152,7 @@ function buildStack(
   const withIntake = mountData && trailwire.intake !== undefined;
   let intakeRouter: KoaRouter | undefined;
   if (withIntake) {
-    intakeRouter = createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix, writeAtOnce: ownsTheApp });
+    intakeRouter = createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix, writeAtOnce: ownsTheApp, auditLogger: logger });
     routers.push(intakeRouter);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
   }

@@ -3,11 +3,17 @@
  * only and uncompressed (415), at most the configured size (413, checked on Content-Length and while
  * streaming, so an oversized body is never buffered whole), valid JSON (400) — and the 202 with
  * `Location`, and the status endpoint.
- * Everything else (VIN, product schema, idempotency, limits, the durable enqueue) is the core's.
+ * Everything else (VIN, product schema, grants, idempotency, limits, the durable enqueue) is the core's.
+ * Every intake request is first counted against its partner's budget (the core's `admit`), before
+ * its body is read: a refused body counts too, and one over budget costs no reading or parsing.
+ * A refusal for want of a grant is written to the audit trail, sampled per partner.
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import { TrailwireError } from '../../core/errors.ts';
+import type { Logger } from 'pino';
+import { OncePerWindow } from '../../core/audit.ts';
+import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
+import type { RateLimitState } from '../../core/rate-limit.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { rateLimitHeaderList, setRateLimitHeaders } from './rate-limit-headers.ts';
@@ -30,6 +36,11 @@ export function createIntakeRouter(
      * reaches it. Default false; Trailwire's own app (`createTrailwireApp`) turns it on.
      */
     writeAtOnce?: boolean;
+    /**
+     * Where audit lines go (`audit: true`): an intake refused `partner_not_granted`, at most one
+     * line per partner a minute with the count of those left out. Default: none.
+     */
+    auditLogger?: Logger;
   } = {},
 ): Router {
   const intake = trailwire.intake;
@@ -40,7 +51,21 @@ export function createIntakeRouter(
   const statusPath = `${options.pathPrefix ?? ''}${INTAKE_PATH}/status`;
   const writeAtOnce = options.writeAtOnce ?? false;
 
+  const refusals = new OncePerWindow({ windowMs: 60_000, clock: trailwire.clock });
+  const auditRefusal = (ctx: Context, partnerId: string, error: unknown) => {
+    if (!options.auditLogger || !isTrailwireError(error) || error.code !== 'partner_not_granted') return;
+    const suppressed = refusals.admit(partnerId);
+    if (suppressed === null) return;
+    options.auditLogger.warn(
+      { audit: true, event: 'intake.refused', reason: error.code, partnerId, vin: (ctx.params as { VIN: string }).VIN.slice(0, 17), requestId: ctx.state.requestId, clientAddress: ctx.ip, suppressed },
+      'intake refused',
+    );
+  };
+
   router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
+    const { claims } = ctx.state as AuthenticatedState;
+    // Before anything else, the body included: every request counts, refusals too (contract 4).
+    const budget = await intake.service.admit(claims);
     if (!isJsonBody(ctx)) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
     const encoding = ctx.get('content-encoding');
     if (encoding !== '' && encoding.toLowerCase() !== 'identity')
@@ -55,15 +80,20 @@ export function createIntakeRouter(
         cause: error,
       });
     }
-    const { claims } = ctx.state as AuthenticatedState;
-    const accepted = await intake.service.accept({
-      claims,
-      vin: (ctx.params as { VIN: string }).VIN,
-      body,
-      rawBody,
-      idempotencyKey: ctx.get('idempotency-key') || undefined,
-    });
-    const headers = rateLimitHeaderList(accepted.rateLimit);
+    let accepted;
+    try {
+      accepted = await intake.service.accept({
+        claims,
+        vin: (ctx.params as { VIN: string }).VIN,
+        body,
+        rawBody,
+        idempotencyKey: ctx.get('idempotency-key') || undefined,
+      });
+    } catch (error) {
+      auditRefusal(ctx, claims.sub, error);
+      throw error;
+    }
+    const headers = rateLimitHeaderList(tighterOf(budget, accepted.rateLimit));
     headers.push('Location', `${statusPath}/${accepted.record.id}`);
     if (accepted.replayed) headers.push('Idempotent-Replayed', 'true');
     answerJson(ctx, 202, { id: accepted.record.id, status: 'queued' }, headers, writeAtOnce);
@@ -78,6 +108,14 @@ export function createIntakeRouter(
     ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
   });
   return router;
+}
+
+/**
+ * The limit a client should heed: the one with fewer requests left (the partner's budget, or the
+ * VIN's window). One RateLimit policy per answer, as the headers carry one.
+ */
+function tighterOf(a: RateLimitState, b: RateLimitState): RateLimitState {
+  return b.remaining < a.remaining || (b.remaining === a.remaining && b.resetSeconds > a.resetSeconds) ? b : a;
 }
 
 /**

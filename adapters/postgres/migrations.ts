@@ -255,6 +255,28 @@ export const POSTGRES_STORE_MIGRATIONS: readonly PostgresMigration[] = [
       ALTER TABLE signing_keys ADD CHECK (private_key_pem IS NOT NULL OR public_key_pem IS NOT NULL);
     `,
   },
+  {
+    // Issue 29: see the SQLite store's migration of the same name.
+    name: '0004_partner_policies',
+    up: `
+      CREATE TABLE partner_grants (
+        customer_id TEXT COLLATE "C" NOT NULL REFERENCES customers (id),
+        partner_id  TEXT COLLATE "C" NOT NULL REFERENCES partners (id),
+        created_at  BIGINT NOT NULL,
+        PRIMARY KEY (customer_id, partner_id)
+      );
+      CREATE INDEX partner_grants_by_partner ON partner_grants (partner_id, customer_id);
+
+      CREATE TABLE partner_intake_limits (
+        partner_id            TEXT COLLATE "C" PRIMARY KEY REFERENCES partners (id),
+        intake_requests       INTEGER CHECK (intake_requests >= 1),
+        intake_window_seconds INTEGER CHECK (intake_window_seconds >= 1),
+        new_vins_per_day      INTEGER CHECK (new_vins_per_day >= 0),
+        updated_at            BIGINT NOT NULL,
+        CHECK ((intake_requests IS NULL) = (intake_window_seconds IS NULL))
+      );
+    `,
+  },
 ];
 
 /** The component name under which the durable intake queue's migrations are recorded. */

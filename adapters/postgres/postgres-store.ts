@@ -34,6 +34,9 @@ import type {
   NewPartner,
   NewTrailer,
   OperatorTrailer,
+  PartnerGrant,
+  PartnerGrantQuery,
+  PartnerIntakeLimits,
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
@@ -78,6 +81,11 @@ import {
   type SigningKeyRow,
   signingKeyValues,
   toStoredSigningKey,
+  partnerIntakeLimitsValues,
+  type PartnerGrantRow,
+  type PartnerIntakeLimitsRow,
+  toPartnerGrant,
+  toPartnerIntakeLimits,
 } from '../sql/rows.ts';
 
 export interface PostgresStoreOptions {
@@ -301,6 +309,50 @@ class PostgresTrailwireStore implements PostgresStore {
       changes.push({ seq: Number(seq), trailer: toTrailer(row), fleet });
     }
     return changes;
+  }
+
+  // --- partner policies -------------------------------------------------------------------------
+
+  async addPartnerGrant(grant: PartnerGrant): Promise<boolean> {
+    const added = await writeOrExplain(() => queryRun(this.pool, this.sql.insertPartnerGrant, [grant.customerId, grant.partnerId, grant.createdAt]), {
+      missing: `no customer ${grant.customerId} or no partner ${grant.partnerId}`,
+    });
+    return added > 0;
+  }
+
+  async removePartnerGrant(customerId: string, partnerId: string): Promise<boolean> {
+    return (await queryRun(this.pool, this.sql.deletePartnerGrant, [customerId, partnerId])) > 0;
+  }
+
+  async listPartnerGrants(query: PartnerGrantQuery): Promise<PartnerGrant[]> {
+    const { customerId, partnerId } = query;
+    const rows =
+      customerId !== undefined && partnerId !== undefined
+        ? await queryRows<PartnerGrantRow>(this.pool, this.sql.partnerGrant, [customerId, partnerId])
+        : customerId !== undefined
+          ? await queryRows<PartnerGrantRow>(this.pool, this.sql.customerPartnerGrants, [customerId])
+          : partnerId !== undefined
+            ? await queryRows<PartnerGrantRow>(this.pool, this.sql.partnerPartnerGrants, [partnerId])
+            : await queryRows<PartnerGrantRow>(this.pool, this.sql.allPartnerGrants, []);
+    return rows.map(toPartnerGrant);
+  }
+
+  async setPartnerIntakeLimits(limits: PartnerIntakeLimits): Promise<void> {
+    if (limits.intake === null && limits.newVinsPerDay === null) {
+      if (!(await this.getPrincipal('partners', limits.partnerId))) throw new TrailwireError('not_found', `no partner ${limits.partnerId}`);
+      await queryRun(this.pool, this.sql.deletePartnerIntakeLimits, [limits.partnerId]);
+      return;
+    }
+    await writeOrExplain(
+      () =>
+        queryRun(this.pool, this.sql.upsertPartnerIntakeLimits, partnerIntakeLimitsValues(limits)),
+      { missing: `no partner ${limits.partnerId}` },
+    );
+  }
+
+  async getPartnerIntakeLimits(partnerId: string): Promise<PartnerIntakeLimits | null> {
+    const row = await queryRow<PartnerIntakeLimitsRow>(this.pool, this.sql.partnerIntakeLimits, [partnerId]);
+    return row ? toPartnerIntakeLimits(row) : null;
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -647,6 +699,21 @@ export function storeStatements(schema: string) {
         AND ${TIME_PAGE}`,
 
     ...operatorStatements(s),
+
+    // The customers' grants of partners and the per-partner intake overrides (issue 29).
+    insertPartnerGrant: `INSERT INTO ${s}.partner_grants (customer_id, partner_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+    deletePartnerGrant: `DELETE FROM ${s}.partner_grants WHERE customer_id = $1 AND partner_id = $2`,
+    partnerGrant: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE customer_id = $1 AND partner_id = $2`,
+    customerPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE customer_id = $1 ORDER BY partner_id`,
+    partnerPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE partner_id = $1 ORDER BY customer_id`,
+    allPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants ORDER BY customer_id, partner_id`,
+    upsertPartnerIntakeLimits: `INSERT INTO ${s}.partner_intake_limits (partner_id, intake_requests, intake_window_seconds, new_vins_per_day, updated_at)
+      VALUES ($1, $2, $3, $4, $5)
+      ON CONFLICT (partner_id) DO UPDATE SET intake_requests = excluded.intake_requests,
+        intake_window_seconds = excluded.intake_window_seconds, new_vins_per_day = excluded.new_vins_per_day, updated_at = excluded.updated_at`,
+    deletePartnerIntakeLimits: `DELETE FROM ${s}.partner_intake_limits WHERE partner_id = $1`,
+    partnerIntakeLimits: `SELECT partner_id, intake_requests, intake_window_seconds, new_vins_per_day, updated_at
+      FROM ${s}.partner_intake_limits WHERE partner_id = $1`,
   };
   // Named per statement: `pg` prepares each once per connection and reuses it. A name must always
   // carry the same text on a connection, so other modules sharing the pool use their own prefix.

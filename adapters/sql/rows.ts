@@ -4,7 +4,7 @@
  * (SQLite: 0/1, PostgreSQL: true/false), which `SqlBool` and `isTrue` absorb, so one mapping serves both.
  */
 import type { CargosafeReading, CargosafeUnit, Customer, Device, DeviceState, Fleet, GpsFix, Heading, Partner, Principal, StatusName, Trailer } from '../../core/model.ts';
-import type { OperatorTrailer, StoredSigningKey, TimeKey } from '../../core/store.ts';
+import type { OperatorTrailer, PartnerGrant, PartnerIntakeLimits, StoredSigningKey, TimeKey } from '../../core/store.ts';
 
 /** A boolean column as a driver returns it. */
 export type SqlBool = boolean | number;
@@ -238,4 +238,38 @@ export interface OperatorTrailerRow extends TrailerRow {
 export function toOperatorTrailer(row: OperatorTrailerRow): OperatorTrailer {
   const seen = [row.gps_timestamp, row.devices_seen_at, row.units_seen_at].filter((at): at is number => at !== null);
   return { ...toTrailer(row), lastSeenAt: seen.length === 0 ? null : Math.max(...seen) };
+}
+
+/** A row of `partner_grants`. */
+export interface PartnerGrantRow {
+  customer_id: string;
+  partner_id: string;
+  created_at: number;
+}
+
+export function toPartnerGrant(row: PartnerGrantRow): PartnerGrant {
+  return { customerId: row.customer_id, partnerId: row.partner_id, createdAt: row.created_at };
+}
+
+/** A row of `partner_intake_limits`: the budget's two columns are both set or both null. */
+export interface PartnerIntakeLimitsRow {
+  partner_id: string;
+  intake_requests: number | null;
+  intake_window_seconds: number | null;
+  new_vins_per_day: number | null;
+  updated_at: number;
+}
+
+export function toPartnerIntakeLimits(row: PartnerIntakeLimitsRow): PartnerIntakeLimits {
+  return {
+    partnerId: row.partner_id,
+    intake: row.intake_requests === null || row.intake_window_seconds === null ? null : { requests: row.intake_requests, windowSeconds: row.intake_window_seconds },
+    newVinsPerDay: row.new_vins_per_day,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** The values of the `partner_intake_limits` upsert: partner, budget requests and window, new VINs a day, time. */
+export function partnerIntakeLimitsValues(limits: PartnerIntakeLimits): [string, number | null, number | null, number | null, number] {
+  return [limits.partnerId, limits.intake?.requests ?? null, limits.intake?.windowSeconds ?? null, limits.newVinsPerDay, limits.updatedAt];
 }

@@ -336,4 +336,27 @@ export const STORE_MIGRATIONS: readonly Migration[] = [
       END;
     `,
   },
+  {
+    // Issue 29: a customer's grants of partners, and the operator's per-partner intake overrides
+    // (core/partner-intake-rules.ts). Both are read by every serving process, briefly cached.
+    name: '0005_partner_policies',
+    up: `
+      CREATE TABLE partner_grants (
+        customer_id TEXT NOT NULL REFERENCES customers (id),
+        partner_id  TEXT NOT NULL REFERENCES partners (id),
+        created_at  INTEGER NOT NULL,
+        PRIMARY KEY (customer_id, partner_id)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX partner_grants_by_partner ON partner_grants (partner_id, customer_id);
+
+      CREATE TABLE partner_intake_limits (
+        partner_id            TEXT PRIMARY KEY REFERENCES partners (id),
+        intake_requests       INTEGER CHECK (intake_requests >= 1),
+        intake_window_seconds INTEGER CHECK (intake_window_seconds >= 1),
+        new_vins_per_day      INTEGER CHECK (new_vins_per_day >= 0),
+        updated_at            INTEGER NOT NULL,
+        CHECK ((intake_requests IS NULL) = (intake_window_seconds IS NULL))
+      ) STRICT;
+    `,
+  },
 ];

@@ -35,6 +35,9 @@ import type {
   NewPartner,
   NewTrailer,
   OperatorTrailer,
+  PartnerGrant,
+  PartnerGrantQuery,
+  PartnerIntakeLimits,
   Sequenced,
   StoredSigningKey,
   TelemetryBatch,
@@ -81,6 +84,11 @@ import {
   type SigningKeyRow,
   signingKeyValues,
   toStoredSigningKey,
+  partnerIntakeLimitsValues,
+  type PartnerGrantRow,
+  type PartnerIntakeLimitsRow,
+  toPartnerGrant,
+  toPartnerIntakeLimits,
 } from '../sql/rows.ts';
 
 /**
@@ -333,6 +341,50 @@ class SqliteTrailwireStore implements SqliteStore {
       changes.push({ seq, trailer: toTrailer(row), fleet: row.fleet_id === null ? null : toFleetOrNull(this.sql.fleetById.get(row.fleet_id)) });
     }
     return changes;
+  }
+
+  // --- partner policies -------------------------------------------------------------------------
+
+  async addPartnerGrant(grant: PartnerGrant): Promise<boolean> {
+    const result = insertOrExplain(() => this.sql.insertPartnerGrant.run(grant.customerId, grant.partnerId, grant.createdAt), {
+      missing: `no customer ${grant.customerId} or no partner ${grant.partnerId}`,
+    });
+    return result.changes > 0;
+  }
+
+  async removePartnerGrant(customerId: string, partnerId: string): Promise<boolean> {
+    return this.sql.deletePartnerGrant.run(customerId, partnerId).changes > 0;
+  }
+
+  async listPartnerGrants(query: PartnerGrantQuery): Promise<PartnerGrant[]> {
+    const { customerId, partnerId } = query;
+    const rows =
+      customerId !== undefined && partnerId !== undefined
+        ? this.sql.partnerGrant.all(customerId, partnerId)
+        : customerId !== undefined
+          ? this.sql.customerPartnerGrants.all(customerId)
+          : partnerId !== undefined
+            ? this.sql.partnerPartnerGrants.all(partnerId)
+            : this.sql.allPartnerGrants.all();
+    return rows.map(toPartnerGrant);
+  }
+
+  async setPartnerIntakeLimits(limits: PartnerIntakeLimits): Promise<void> {
+    if (limits.intake === null && limits.newVinsPerDay === null) {
+      if (!this.sql.partnerById.get(limits.partnerId)) throw new TrailwireError('not_found', `no partner ${limits.partnerId}`);
+      this.sql.deletePartnerIntakeLimits.run(limits.partnerId);
+      return;
+    }
+    insertOrExplain(
+      () =>
+        this.sql.upsertPartnerIntakeLimits.run(...partnerIntakeLimitsValues(limits)),
+      { missing: `no partner ${limits.partnerId}` },
+    );
+  }
+
+  async getPartnerIntakeLimits(partnerId: string): Promise<PartnerIntakeLimits | null> {
+    const row = this.sql.partnerIntakeLimits.get(partnerId);
+    return row ? toPartnerIntakeLimits(row) : null;
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -878,6 +930,7 @@ function prepareStoreStatements(db: Database.Database) {
     ),
 
     ...prepareOperatorStatements(db),
+    ...preparePartnerPolicyStatements(db),
   };
 }
 
@@ -915,6 +968,31 @@ function prepareOperatorStatements(db: Database.Database) {
       `SELECT g.seq, g.timestamp, g.lat, g.long, g.speed, g.heading
        FROM trailers t JOIN gps_fixes g ON g.trailer_key = t.key WHERE t.id = :sourceId AND ${TIME_PAGE}`,
     ),
+  };
+}
+
+/** The customers' grants of partners and the per-partner intake overrides (issue 29). */
+function preparePartnerPolicyStatements(db: Database.Database) {
+  return {
+    insertPartnerGrant: db.prepare<[string, string, number]>(
+      'INSERT INTO partner_grants (customer_id, partner_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
+    ),
+    deletePartnerGrant: db.prepare<[string, string]>('DELETE FROM partner_grants WHERE customer_id = ? AND partner_id = ?'),
+    partnerGrant: db.prepare<[string, string], PartnerGrantRow>('SELECT * FROM partner_grants WHERE customer_id = ? AND partner_id = ?'),
+    customerPartnerGrants: db.prepare<[string], PartnerGrantRow>('SELECT * FROM partner_grants WHERE customer_id = ? ORDER BY partner_id'),
+    partnerPartnerGrants: db.prepare<[string], PartnerGrantRow>(
+      'SELECT * FROM partner_grants INDEXED BY partner_grants_by_partner WHERE partner_id = ? ORDER BY customer_id',
+    ),
+    allPartnerGrants: db.prepare<[], PartnerGrantRow>('SELECT * FROM partner_grants ORDER BY customer_id, partner_id'),
+    upsertPartnerIntakeLimits: db.prepare<[string, number | null, number | null, number | null, number]>(
+      `INSERT INTO partner_intake_limits (partner_id, intake_requests, intake_window_seconds, new_vins_per_day, updated_at)
+       VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (partner_id) DO UPDATE SET intake_requests = excluded.intake_requests,
+         intake_window_seconds = excluded.intake_window_seconds, new_vins_per_day = excluded.new_vins_per_day,
+         updated_at = excluded.updated_at`,
+    ),
+    deletePartnerIntakeLimits: db.prepare<[string]>('DELETE FROM partner_intake_limits WHERE partner_id = ?'),
+    partnerIntakeLimits: db.prepare<[string], PartnerIntakeLimitsRow>('SELECT * FROM partner_intake_limits WHERE partner_id = ?'),
   };
 }
 

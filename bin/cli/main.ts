@@ -7,6 +7,7 @@ import yargs from 'yargs';
 import { DEFAULT_DB_FILE } from '../../adapters/server/defaults.ts';
 import { usageFailure } from './output.ts';
 import { dropForeignEnvironment } from './unknown-options.ts';
+import { grantsCommand } from './grant-commands.ts';
 import { provisionCommands } from './provision-commands.ts';
 import { keysCommand } from './keys-commands.ts';
 import { queueCommand } from './queue-commands.ts';
@@ -43,6 +44,7 @@ export async function main(argv: string[]): Promise<void> {
     .option('json', { type: 'boolean', default: false, describe: 'Print one JSON document on stdout and nothing else there', global: true })
     .command(serveCommand)
     .command(provisionCommands)
+    .command(grantsCommand)
     .command(queueCommand)
     .command(keysCommand)
     .command((await import('./simulate-command.ts')).simulateCommand)

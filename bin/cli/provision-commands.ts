@@ -7,6 +7,7 @@ import type { Argv, CommandModule } from 'yargs';
 import { invalidField, TrailwireError } from '../../core/errors.ts';
 import { BUILT_IN_PRODUCT_NAMES } from '../../products/built-in-names.ts';
 import { auditOperatorCommand } from './audit.ts';
+import { partnersSetLimit } from './grant-commands.ts';
 import { customersList, devicesList, fleetsList, partnersList, trailersHistory, trailersList } from './list-commands.ts';
 import { runWithCore, type StoreArguments } from './open-core.ts';
 import { printResult } from './output.ts';
@@ -108,7 +109,7 @@ const trailersCreate: CommandModule<Common, Common & { fleet: number; vin: strin
 };
 
 export const provisionCommands = [
-  group('partners', 'Manage partners (telemetry senders)', [partnersCreate, partnersList]),
+  group('partners', 'Manage partners (telemetry senders)', [partnersCreate, partnersList, partnersSetLimit]),
   group('customers', 'Manage customers (data readers)', [customersCreate, customersList]),
   group('fleets', 'Manage fleets', [fleetsCreate, fleetsList]),
   group('trailers', 'Manage trailers', [trailersCreate, trailersList, trailersHistory, switchCommand('trailer', true), switchCommand('trailer', false)]),

@@ -2,8 +2,10 @@
  * The settings of `trailwire serve` that tune the service rather than say where it runs (contract 9):
  * token lifetime, signing algorithm, the authenticate, failed-authenticate, rotate and read limits,
  * trusting a proxy's X-Forwarded-For, the intake body limit, the VIN check digit, the LiveFeed streams
- * per customer and `--product-limit`, and the transport's exposure (trusted proxies, health Watch
- * and connection caps, the send timeout, a metrics listener of its own; issue 29) — each an option
+ * per customer and `--product-limit`, the transport's exposure (trusted proxies, health Watch
+ * and connection caps, the send timeout, a metrics listener of its own; issue 29), and each partner's
+ * intake budget, new-VIN cap and whether customers must grant their partners (`--partner-intake-limit`,
+ * `--partner-new-vins-per-day`, `--require-grants`) — each an option
  * with its `TRAILWIRE_<NAME>` variable (yargs'
  * `.env`). They are checked here, once, at start, with a message that names the option, and mapped
  * onto `ServerOptions`.
@@ -36,6 +38,8 @@ export const SERVE_SETTING_DEFAULTS = {
   sendTimeoutSeconds: 20,
   metricsHost: '127.0.0.1',
   liveReplaySeconds: 300,
+  partnerIntakeLimit: '60000/60',
+  partnerNewVinsPerDay: 10_000,
 } as const;
 
 /** Bounds of the numeric settings, with why. */
@@ -51,6 +55,7 @@ const CONNECTIONS = { min: 0, max: 1_000_000 };
 const SEND_TIMEOUT_SECONDS = { min: 0, max: 600 };
 // 0 keeps no window (no resume); a day is far more than a reconnect needs, and the window is also bounded by count.
 const LIVE_REPLAY_SECONDS = { min: 0, max: 86_400 };
+const NEW_VINS_PER_DAY = { min: 0, max: 100_000_000 };
 
 /** The serve settings as yargs parses them. */
 export interface ServeSettingArguments {
@@ -76,6 +81,10 @@ export interface ServeSettingArguments {
   'send-timeout': number;
   'metrics-port'?: number;
   'metrics-host': string;
+  // What one partner may do to intake (issue 29).
+  'partner-intake-limit': string;
+  'partner-new-vins-per-day': number;
+  'require-grants': boolean;
 }
 
 const LIMIT_FORMAT = 'REQUESTS/WINDOW_SECONDS';
@@ -194,6 +203,22 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       type: 'string',
       default: d.metricsHost,
       describe: 'Interface of the --metrics-port listener (env TRAILWIRE_METRICS_HOST)',
+    })
+    // What one partner may do to intake (issue 29), kept together.
+    .option('partner-intake-limit', {
+      type: 'string',
+      default: d.partnerIntakeLimit,
+      describe: `Intake requests per partner, refusals included, as ${LIMIT_FORMAT}; \`trailwire partners set-limit\` sets a partner's own (env TRAILWIRE_PARTNER_INTAKE_LIMIT)`,
+    })
+    .option('partner-new-vins-per-day', {
+      type: 'number',
+      default: d.partnerNewVinsPerDay,
+      describe: "New VINs (unknown to the store) each partner may send to per UTC day, 0 for none; `trailwire partners set-limit` sets a partner's own (env TRAILWIRE_PARTNER_NEW_VINS_PER_DAY)",
+    })
+    .option('require-grants', {
+      type: 'boolean',
+      default: false,
+      describe: 'Every customer takes intake for its registered trailers only from the partners it granted (`trailwire grants add`); without it, a customer with no grants takes intake from any partner of the product (env TRAILWIRE_REQUIRE_GRANTS)',
     }) as Argv<T & ServeSettingArguments>;
 }
 
@@ -202,7 +227,7 @@ export type ServeSettings = Pick<
   ServerOptions,
   'trustProxy' | 'trustedProxies' | 'corsOrigins' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch' | 'connectionLimits' | 'metrics'
 > & {
-  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits' | 'live'>;
+  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits' | 'live' | 'partnerIntake'>;
 };
 
 /** Checks the serve settings, throwing a `validation_failed` that names the first bad option, and maps them. */
@@ -237,6 +262,11 @@ export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
       verifyVinCheckDigit: args['verify-vin-check-digit'],
       live: { replay: { replaySeconds: integerIn('--live-replay-seconds', args['live-replay-seconds'], LIVE_REPLAY_SECONDS, 'seconds') } },
       productLimits: productLimitsOf(args['product-limit']),
+      partnerIntake: {
+        budget: limitOf('--partner-intake-limit', args['partner-intake-limit']),
+        newVinsPerDay: integerIn('--partner-new-vins-per-day', args['partner-new-vins-per-day'], NEW_VINS_PER_DAY, 'VINs'),
+        requireGrants: args['require-grants'],
+      },
     },
   };
 }

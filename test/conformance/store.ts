@@ -5,7 +5,8 @@
  * trailer provisioning, VIN conflicts and the assignment of a trailer that intake created unassigned;
  * customer isolation through every read method; keyset paging by id and by time, with concurrent inserts
  * between pages; and `applyTelemetry` (unassigned trailers, the latest fix, devices, states, counts,
- * status name and date, idempotent re-application, cargosafe units).
+ * status name and date, idempotent re-application, cargosafe units); and the partner policies (grants
+ * and per-partner intake overrides).
  *
  * Each case opens its own store and every record it makes carries fresh ids, so a backend may hand out a
  * new database per case or one shared database. A backend's test file calls
@@ -1137,6 +1138,76 @@ const STORE_CASES: StoreCase[] = [
       await store.ping();
       await store.close();
       await store.close();
+    },
+  },
+
+  // partner policies (issue 29) ---------------------------------------------------------------------
+  {
+    group: 'partner policies',
+    name: 'grants are added once, listed by customer, partner or both in id order, and removed',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const other = await newCustomer(store);
+      const partners = await Promise.all(
+        ['a', 'b'].map((label) => store.createPartner({ id: uid(`partner-${label}`), name: label, product: 'gps-basic', keyHash: uid('hash'), createdAt: T0 })),
+      );
+      const [first, second] = [...partners].sort((x, y) => byCodeUnit(x.id, y.id));
+      assert.equal(await store.addPartnerGrant({ customerId: customer.id, partnerId: second!.id, createdAt: T0 }), true);
+      assert.equal(await store.addPartnerGrant({ customerId: customer.id, partnerId: first!.id, createdAt: T0 + 1 }), true);
+      assert.equal(await store.addPartnerGrant({ customerId: customer.id, partnerId: first!.id, createdAt: T0 + 2 }), false, 'a second add changes nothing');
+      assert.equal(await store.addPartnerGrant({ customerId: other.id, partnerId: first!.id, createdAt: T0 + 3 }), true);
+
+      assert.deepEqual(await store.listPartnerGrants({ customerId: customer.id }), [
+        { customerId: customer.id, partnerId: first!.id, createdAt: T0 + 1 },
+        { customerId: customer.id, partnerId: second!.id, createdAt: T0 },
+      ]);
+      const [before, after] = [customer, other].sort((x, y) => byCodeUnit(x.id, y.id));
+      assert.deepEqual(
+        (await store.listPartnerGrants({ partnerId: first!.id })).map((grant) => grant.customerId),
+        [before!.id, after!.id],
+      );
+      assert.deepEqual(await store.listPartnerGrants({ customerId: other.id, partnerId: first!.id }), [
+        { customerId: other.id, partnerId: first!.id, createdAt: T0 + 3 },
+      ]);
+      assert.deepEqual(await store.listPartnerGrants({ customerId: other.id, partnerId: second!.id }), []);
+      const all = await store.listPartnerGrants({});
+      const mine = all.filter((grant) => grant.customerId === customer.id || grant.customerId === other.id);
+      assert.equal(mine.length, 3);
+      const keys = all.map((grant) => `${grant.customerId}\u0000${grant.partnerId}`);
+      assert.deepEqual(keys, [...keys].sort(byCodeUnit), 'every grant, by customer then partner');
+
+      assert.equal(await store.removePartnerGrant(customer.id, second!.id), true);
+      assert.equal(await store.removePartnerGrant(customer.id, second!.id), false);
+      assert.deepEqual((await store.listPartnerGrants({ customerId: customer.id })).map((grant) => grant.partnerId), [first!.id]);
+    },
+  },
+  {
+    group: 'partner policies',
+    name: 'a grant names an existing customer and partner',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const partner = await store.createPartner({ id: uid('partner'), name: 'p', product: 'gps-basic', keyHash: uid('hash'), createdAt: T0 });
+      await assertRejectsWith(store.addPartnerGrant({ customerId: uid('customer'), partnerId: partner.id, createdAt: T0 }), 'not_found');
+      await assertRejectsWith(store.addPartnerGrant({ customerId: customer.id, partnerId: uid('partner'), createdAt: T0 }), 'not_found');
+      assert.deepEqual(await store.listPartnerGrants({ customerId: customer.id }), []);
+    },
+  },
+  {
+    group: 'partner policies',
+    name: "a partner's intake overrides are set, replaced, read and cleared",
+    async run(store) {
+      const partner = await store.createPartner({ id: uid('partner'), name: 'p', product: 'gps-basic', keyHash: uid('hash'), createdAt: T0 });
+      assert.equal(await store.getPartnerIntakeLimits(partner.id), null);
+      const both = { partnerId: partner.id, intake: { requests: 100, windowSeconds: 60 }, newVinsPerDay: 0, updatedAt: T0 };
+      await store.setPartnerIntakeLimits(both);
+      assert.deepEqual(await store.getPartnerIntakeLimits(partner.id), both);
+      const capOnly = { partnerId: partner.id, intake: null, newVinsPerDay: 25, updatedAt: T0 + 1 };
+      await store.setPartnerIntakeLimits(capOnly);
+      assert.deepEqual(await store.getPartnerIntakeLimits(partner.id), capOnly, 'replaced, not merged');
+      await store.setPartnerIntakeLimits({ partnerId: partner.id, intake: null, newVinsPerDay: null, updatedAt: T0 + 2 });
+      assert.equal(await store.getPartnerIntakeLimits(partner.id), null, 'back to the defaults');
+      await assertRejectsWith(store.setPartnerIntakeLimits({ partnerId: uid('partner'), intake: { requests: 1, windowSeconds: 1 }, newVinsPerDay: null, updatedAt: T0 }), 'not_found');
+      await assertRejectsWith(store.setPartnerIntakeLimits({ partnerId: uid('partner'), intake: null, newVinsPerDay: null, updatedAt: T0 }), 'not_found');
     },
   },
 ];

@@ -24,6 +24,7 @@ import { DEFAULT_CONNECTION_LIMITS } from '../../../adapters/server/connection-l
 import { DEFAULT_INTAKE_BODY_LIMIT } from '../../../adapters/koa/index.ts';
 import { limitOf, SERVE_SETTING_DEFAULTS } from '../../../bin/cli/serve-settings.ts';
 import { DEFAULT_LIMITS } from '../../../core/trailwire.ts';
+import { DEFAULT_PARTNER_INTAKE } from '../../../core/partner-intake-rules.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS } from '../../../core/tokens.ts';
 import { LIVE_REPLAY_DEFAULTS } from '../../../core/live-replay.ts';
 import { vinCheckDigit, withCheckDigit } from '../../../core/vin.ts';
@@ -47,6 +48,8 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.maxConnectionsPerAddress, DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress);
     assert.equal(SERVE_SETTING_DEFAULTS.sendTimeoutSeconds * 1000, DEFAULT_CONNECTION_LIMITS.sendTimeoutMs);
     assert.equal(SERVE_SETTING_DEFAULTS.liveReplaySeconds, LIVE_REPLAY_DEFAULTS.replaySeconds);
+    assert.equal(SERVE_SETTING_DEFAULTS.partnerIntakeLimit, asText(DEFAULT_PARTNER_INTAKE.budget));
+    assert.equal(SERVE_SETTING_DEFAULTS.partnerNewVinsPerDay, DEFAULT_PARTNER_INTAKE.newVinsPerDay);
     assert.deepEqual(limitOf('--read-limit', ' 600 / 60 '), { requests: 600, windowSeconds: 60 });
   });
 });
@@ -62,6 +65,8 @@ describe('serve with a bad setting', () => {
     [['--token-ttl', '30'], {}, /^trailwire: --token-ttl must be a whole number of seconds from 60 to 86400, got 30$/],
     [['--token-ttl', 'half-an-hour'], {}, /^trailwire: --token-ttl must be a whole number of seconds from 60 to 86400, got a value that is not a number$/],
     [['--body-limit', '0'], {}, /^trailwire: --body-limit must be a whole number of bytes from 1 to 16777216, got 0$/],
+    [['--partner-intake-limit', '0/60'], {}, /^trailwire: --partner-intake-limit 0\/60: requests must be ≥ 1$/],
+    [[], { TRAILWIRE_PARTNER_NEW_VINS_PER_DAY: '-1' }, /^trailwire: --partner-new-vins-per-day must be a whole number of VINs from 0 to 100000000, got -1$/],
     [['--max-streams-per-customer', '0'], {}, /^trailwire: --max-streams-per-customer must be a whole number of streams from 1 to 1000000, got 0$/],
     [['--signing-algorithm', 'HS256'], {}, /signing-algorithm, Given: "HS256", Choices: "RS256", "ES256"/],
     [[], { TRAILWIRE_PORT: '-5' }, /^trailwire: --port must be a whole number from 0 to 65535, got -5$/],

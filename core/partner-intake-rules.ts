@@ -1,0 +1,278 @@
+/**
+ * What one partner may do to intake (contract 4, issue 29), so that one partner — or a leaked key —
+ * cannot hurt every tenant:
+ * - a budget of intake requests per window, counted for every request (refusals included) before its
+ *   body is read, so that bad bodies cost the sender and stop costing the server once it is spent;
+ * - a cap on the new VINs (ones the store does not know, which processing would create as unassigned
+ *   trailers) it may send to per UTC day, so that it cannot fill the disk with made-up trailers;
+ * - the customers' grants: a customer that has granted any partner (or every customer, with
+ *   `requireGrants`) takes intake for its registered trailers only from its granted partners.
+ *
+ * The defaults are settings; the operator's per-partner overrides and the grants live in the store
+ * (`PartnerPolicyStore`), so a `trailwire` command in another process changes them. A serving process
+ * caches them for `refreshSeconds`, and caches which customer owns a VIN for longer: ownership changes
+ * only by an operator's action, which the store's change feed reports here (`noteTrailerChange`) within
+ * its poll interval. The window maths is `FixedWindowLimiter`'s; counting is the window counter's, so
+ * with Redis the budgets hold across processes.
+ */
+import type { Clock } from './clock.ts';
+import { TrailwireError } from './errors.ts';
+import { FixedWindowLimiter, type RateLimitState, type WindowCounter } from './rate-limit.ts';
+import type { FleetAdminStore, PartnerPolicyStore, TrailerChange } from './store.ts';
+
+/** `createTrailwire`'s `partnerIntake` option; every field has a default. */
+export interface PartnerIntakeOptions {
+  /**
+   * Intake requests per partner per window, unless the operator set the partner's own
+   * (`trailwire partners set-limit`). Default 60,000 per 60 s: about 1,000 a second, 20,000 trailers
+   * reporting every 20 s; a larger partner gets an override.
+   */
+  budget?: { requests: number; windowSeconds: number };
+  /**
+   * New VINs (unknown to the store) a partner may send to per UTC day, unless the operator set the
+   * partner's own. Default 10,000: a day's worth of a large fleet's new trailers, and ~10 MB of
+   * unassigned trailers at most (issue 29 measured ~1 KB of database per trailer).
+   */
+  newVinsPerDay?: number;
+  /** Every customer takes intake for its registered trailers only from partners it granted (`serve --require-grants`). Default false. */
+  requireGrants?: boolean;
+  /** How long grants and per-partner overrides are cached, in seconds: how soon a change made elsewhere applies here. Default 5. */
+  refreshSeconds?: number;
+  /**
+   * How long the owner of a VIN is cached, in seconds, when the change feed says nothing. Default 60.
+   * The feed tells this process of assignments within its poll interval (a second by default).
+   */
+  vinOwnerSeconds?: number;
+  /** VINs whose owner is cached at most; the oldest is forgotten first. Default 100,000. */
+  maxCachedVins?: number;
+}
+
+export const DEFAULT_PARTNER_INTAKE: Required<PartnerIntakeOptions> = {
+  budget: { requests: 60_000, windowSeconds: 60 },
+  newVinsPerDay: 10_000,
+  requireGrants: false,
+  refreshSeconds: 5,
+  vinOwnerSeconds: 60,
+  maxCachedVins: 100_000,
+};
+
+const DAY_SECONDS = 24 * 60 * 60;
+
+/** Who owns a VIN, as intake needs to know it. */
+export interface VinOwner {
+  /** Whether the store has a trailer of this VIN (registered or unassigned). */
+  known: boolean;
+  /** The customer whose fleet holds the trailer; null while it is unknown or unassigned. */
+  customerId: string | null;
+}
+
+interface Cached<T> {
+  value: T;
+  expiresAt: number;
+}
+
+/** A small time-bounded cache whose misses load once however many callers wait for them. */
+class ExpiringCache<T> {
+  private readonly entries = new Map<string, Cached<T>>();
+  private readonly loading = new Map<string, Promise<T>>();
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly ttlMs: number,
+    private readonly maxEntries: number,
+    private readonly load: (key: string) => Promise<T>,
+  ) {}
+
+  /** The cached value when fresh (no promise, no microtask), else undefined. */
+  fresh(key: string): T | undefined {
+    const entry = this.entries.get(key);
+    return entry !== undefined && entry.expiresAt > this.clock.now() ? entry.value : undefined;
+  }
+
+  get(key: string): T | Promise<T> {
+    const value = this.fresh(key);
+    if (value !== undefined) return value;
+    let pending = this.loading.get(key);
+    if (pending === undefined) {
+      pending = this.load(key).then(
+        (loaded) => {
+          this.loading.delete(key);
+          this.set(key, loaded);
+          return loaded;
+        },
+        (error: unknown) => {
+          this.loading.delete(key);
+          throw error;
+        },
+      );
+      this.loading.set(key, pending);
+    }
+    return pending;
+  }
+
+  set(key: string, value: T): void {
+    this.entries.delete(key);
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { value, expiresAt: this.clock.now() + this.ttlMs });
+  }
+
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+}
+
+/** The overrides of one partner as the rules apply them. */
+interface PartnerSettings {
+  budget: FixedWindowLimiter;
+  newVinsPerDay: number;
+}
+
+export class PartnerIntakeRules {
+  private readonly settings: Required<PartnerIntakeOptions>;
+  private readonly owners: ExpiringCache<VinOwner>;
+  private readonly grants: ExpiringCache<ReadonlySet<string>>;
+  private readonly partners: ExpiringCache<PartnerSettings>;
+  /** One limiter per distinct budget: the window maths is the limiter's, the name keeps one count per partner. */
+  private readonly budgets = new Map<string, FixedWindowLimiter>();
+  private readonly newVinCaps = new Map<number, FixedWindowLimiter>();
+  /** Remembers, per partner and UTC day, the new VINs already counted, so a VIN counts once a day. */
+  private readonly countedVins: FixedWindowLimiter;
+
+  constructor(
+    private readonly store: PartnerPolicyStore & Pick<FleetAdminStore, 'findTrailerByVin' | 'getFleetById'>,
+    private readonly counter: WindowCounter,
+    private readonly clock: Clock,
+    options: PartnerIntakeOptions = {},
+  ) {
+    this.settings = { ...DEFAULT_PARTNER_INTAKE, ...options };
+    checkPartnerIntakeOptions(this.settings);
+    const { refreshSeconds, vinOwnerSeconds, maxCachedVins } = this.settings;
+    this.owners = new ExpiringCache(clock, vinOwnerSeconds * 1000, maxCachedVins, (vin) => this.loadOwner(vin));
+    // Customers and partners are few next to VINs: a generous bound that only a flood of ids could reach.
+    this.grants = new ExpiringCache(clock, refreshSeconds * 1000, 100_000, async (customerId) =>
+      new Set((await store.listPartnerGrants({ customerId })).map((grant) => grant.partnerId)),
+    );
+    this.partners = new ExpiringCache(clock, refreshSeconds * 1000, 100_000, (partnerId) => this.loadPartner(partnerId));
+    this.countedVins = new FixedWindowLimiter({ name: 'new-vin-counted', limit: 1, windowSeconds: DAY_SECONDS, counter, clock });
+  }
+
+  /** The settings in force (defaults with the options applied). */
+  get options(): Readonly<Required<PartnerIntakeOptions>> {
+    return this.settings;
+  }
+
+  /**
+   * Counts one intake request of the partner against its budget; throws `rate_limited` (with the
+   * state, for the RateLimit headers) once the budget of the window is spent. Call it for every
+   * intake request, before reading its body.
+   */
+  async admit(partnerId: string, at: number = this.clock.now()): Promise<RateLimitState> {
+    const partner = this.partners.fresh(partnerId) ?? (await this.partners.get(partnerId));
+    return partner.budget.enforce(partnerId, at);
+  }
+
+  /**
+   * Whether the partner may write to `vin` (contract 4, "Partner grants"): answers the VIN's owner,
+   * or throws `partner_not_granted` when the VIN belongs to a customer that takes intake only from
+   * partners it granted and this partner is not one of them.
+   */
+  async checkGrant(partnerId: string, vin: string): Promise<VinOwner> {
+    const owner = this.owners.fresh(vin) ?? (await this.owners.get(vin));
+    if (owner.customerId === null) return owner;
+    const granted = this.grants.fresh(owner.customerId) ?? (await this.grants.get(owner.customerId));
+    if (granted.has(partnerId) || (granted.size === 0 && !this.settings.requireGrants)) return owner;
+    throw new TrailwireError(
+      'partner_not_granted',
+      `The customer that owns VIN ${vin} has not granted this partner intake for its trailers; nothing was stored.`,
+    );
+  }
+
+  /**
+   * Counts a VIN the store does not know against the partner's cap of new VINs per UTC day (once per
+   * VIN and day); throws `rate_limited` when the cap is reached. Two concurrent first requests for the
+   * same new VIN may both count it: the cap errs on the strict side.
+   */
+  async admitNewVin(partnerId: string, vin: string, at: number = this.clock.now()): Promise<void> {
+    const subject = `${partnerId}:${vin}`;
+    if (!(await this.countedVins.peek(subject, at)).allowed) return;
+    const partner = this.partners.fresh(partnerId) ?? (await this.partners.get(partnerId));
+    const cap = this.newVinCapOf(partner.newVinsPerDay);
+    if (cap === null) throw this.noNewVins(at);
+    const state = await cap.consume(partnerId, at);
+    if (!state.allowed) throw cap.limitedError(state);
+    await this.countedVins.consume(subject, at);
+  }
+
+  /**
+   * Takes an operator change of a trailer from the store's change feed: its owner is known now, so
+   * grants apply to it at once rather than when its cached owner expires.
+   */
+  noteTrailerChange(change: TrailerChange): void {
+    this.owners.set(change.trailer.vin, { known: true, customerId: change.fleet?.customerId ?? null });
+  }
+
+  /** Forgets what is cached of a VIN's owner, a customer's grants and a partner's overrides (after this process changed them). */
+  forget(ids: { vin?: string; customerId?: string; partnerId?: string }): void {
+    if (ids.vin !== undefined) this.owners.forget(ids.vin);
+    if (ids.customerId !== undefined) this.grants.forget(ids.customerId);
+    if (ids.partnerId !== undefined) this.partners.forget(ids.partnerId);
+  }
+
+  private async loadOwner(vin: string): Promise<VinOwner> {
+    const trailer = await this.store.findTrailerByVin(vin);
+    if (trailer === null) return { known: false, customerId: null };
+    if (trailer.fleetId === null) return { known: true, customerId: null };
+    const fleet = await this.store.getFleetById(trailer.fleetId);
+    return { known: true, customerId: fleet?.customerId ?? null };
+  }
+
+  private async loadPartner(partnerId: string): Promise<PartnerSettings> {
+    const overrides = await this.store.getPartnerIntakeLimits(partnerId);
+    const budget = overrides?.intake ?? this.settings.budget;
+    return { budget: this.budgetOf(budget), newVinsPerDay: overrides?.newVinsPerDay ?? this.settings.newVinsPerDay };
+  }
+
+  private budgetOf(setting: { requests: number; windowSeconds: number }): FixedWindowLimiter {
+    const key = `${setting.requests}/${setting.windowSeconds}`;
+    let limiter = this.budgets.get(key);
+    if (!limiter) {
+      // One name for every budget: a partner whose override changes mid-window keeps its count.
+      limiter = new FixedWindowLimiter({ name: 'partner-intake', limit: setting.requests, windowSeconds: setting.windowSeconds, counter: this.counter, clock: this.clock });
+      this.budgets.set(key, limiter);
+    }
+    return limiter;
+  }
+
+  private newVinCapOf(perDay: number): FixedWindowLimiter | null {
+    if (perDay === 0) return null;
+    let limiter = this.newVinCaps.get(perDay);
+    if (!limiter) {
+      limiter = new FixedWindowLimiter({ name: 'new-vins', limit: perDay, windowSeconds: DAY_SECONDS, counter: this.counter, clock: this.clock });
+      this.newVinCaps.set(perDay, limiter);
+    }
+    return limiter;
+  }
+
+  /** The refusal of a partner whose cap is 0: it sends only to VINs the store knows. */
+  private noNewVins(at: number): TrailwireError {
+    const dayEnd = (Math.floor(at / (DAY_SECONDS * 1000)) + 1) * DAY_SECONDS * 1000;
+    const resetSeconds = Math.max(1, Math.ceil((dayEnd - this.clock.now()) / 1000));
+    return new TrailwireError('rate_limited', 'This partner may not send to VINs the service does not know yet (its new-VIN cap is 0).', {
+      rateLimit: { allowed: false, limit: 0, remaining: 0, resetSeconds },
+    });
+  }
+}
+
+/** Checks the settings once, naming the bad field. */
+export function checkPartnerIntakeOptions(settings: Required<PartnerIntakeOptions>): void {
+  const positive = (value: unknown) => Number.isSafeInteger(value) && (value as number) >= 1;
+  if (!positive(settings.budget?.requests) || !positive(settings.budget?.windowSeconds))
+    throw new TypeError(`createTrailwire: \`partnerIntake.budget\` must be { requests, windowSeconds } of positive integers, got ${JSON.stringify(settings.budget)}`);
+  if (!Number.isSafeInteger(settings.newVinsPerDay) || settings.newVinsPerDay < 0)
+    throw new TypeError(`createTrailwire: \`partnerIntake.newVinsPerDay\` must be a whole number ≥ 0, got ${settings.newVinsPerDay}`);
+  if (typeof settings.requireGrants !== 'boolean')
+    throw new TypeError(`createTrailwire: \`partnerIntake.requireGrants\` must be a boolean, got ${String(settings.requireGrants)}`);
+  for (const field of ['refreshSeconds', 'vinOwnerSeconds', 'maxCachedVins'] as const)
+    if (!(settings[field] > 0) || !Number.isFinite(settings[field]))
+      throw new TypeError(`createTrailwire: \`partnerIntake.${field}\` must be a positive number, got ${settings[field]}`);
+}
