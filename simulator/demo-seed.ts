@@ -90,6 +90,8 @@ export async function seedDemo(trailwire: Trailwire, options: DemoSeedOptions): 
   for (const product of options.products) {
     const partner = await trailwire.auth.createPartner({ name: `Demo ${product} partner`, product });
     principals.push({ audience: 'partners', id: partner.principal.id, name: partner.principal.name, product, apiKey: partner.apiKey });
+    // Both customers trust the demo's partners (contract 4, "Partner grants"): any other partner is refused their trailers.
+    for (const customer of [demo, other]) await trailwire.admin.addGrant({ customerId: customer.principal.id, partnerId: partner.principal.id });
   }
   await store.getOrCreateSecret('demo-principals', JSON.stringify(principals.map(({ apiKey: _, ...rest }) => rest)));
 

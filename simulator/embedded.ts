@@ -71,6 +71,8 @@ export async function startEmbedded(options: EmbeddedOptions, traffic: TrafficGe
       core: {
         limits: { authenticate: GENEROUS, failedAuthenticatePerAddress: GENEROUS, read: GENEROUS },
         productLimits: limits,
+        // The scenarios measure the per-VIN limits: one simulated partner sends the whole fleet's traffic.
+        partnerIntake: { budget: GENEROUS, newVinsPerDay: 10_000_000 },
         ...overrides.core,
       },
     });

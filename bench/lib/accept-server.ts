@@ -79,6 +79,8 @@ if (mode === 'koa') {
     // an hour's window, so that no window ends during a run even 50 times slowed under callgrind
     // (a new window refills its counters from nothing, which a real run does once a minute, not per thousand requests).
     productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 3600 } },
+    // The partner's budget likewise (issue 29); each payload still counts against it, as in production.
+    partnerIntake: { budget: { requests: 1_000_000_000, windowSeconds: 3600 }, newVinsPerDay: 1_000_000_000 },
   });
   handler = createTrailwireApp(trailwire, { logger: pino({ level: 'warn' }, pino.destination(2)), intakeWorkerExpected: false }).callback();
   const partner = await trailwire.auth.createPartner({ name: 'Bench', product: 'gps-basic' });

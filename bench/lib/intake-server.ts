@@ -145,8 +145,11 @@ if (mode === 'node-http') {
     logger: pino({ level: 'warn' }, pino.destination(2)),
     intakeWorker: processing !== 'none',
     intakeThread: processing === 'thread',
-    // The bench measures intake, not the limiter: gps-basic's per-VIN limit is raised.
-    core: { productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 60 } } },
+    // The bench measures intake, not the limiter: gps-basic's per-VIN limit and the partner's budget are raised.
+    core: {
+      productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 60 } },
+      partnerIntake: { budget: { requests: 1_000_000_000, windowSeconds: 60 }, newVinsPerDay: 1_000_000_000 },
+    },
   });
   const { trailwire } = server;
   const partner = await trailwire.auth.createPartner({ name: 'Bench', product: 'gps-basic' });

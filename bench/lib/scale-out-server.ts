@@ -45,8 +45,11 @@ const server = await startServer({
   grpcPort: 0,
   host: '127.0.0.1',
   logger: pino({ level: 'warn' }, pino.destination(2)),
-  // The bench measures intake, not the limiter: gps-basic's per-VIN limit is raised.
-  core: { productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 60 } } },
+  // The bench measures intake, not the limiter: gps-basic's per-VIN limit and the partner's budget are raised.
+  core: {
+    productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 60 } },
+    partnerIntake: { budget: { requests: 1_000_000_000, windowSeconds: 60 }, newVinsPerDay: 1_000_000_000 },
+  },
 });
 const { trailwire } = server;
 let token: string | undefined;

@@ -67,6 +67,12 @@ describe('demo seed', () => {
     const partners = first.principals.filter((p) => p.audience === 'partners');
     assert.deepEqual(customers.map((p) => p.name), ['Demo Logistics', 'Other Freight Co']);
     assert.deepEqual(partners.map((p) => p.product).sort(), [...PRODUCTS].sort());
+    // Each demo customer grants the demo's partners, and only them (contract 4, "Partner grants").
+    for (const customer of customers)
+      assert.deepEqual(
+        (await trailwire.admin.listGrants({ customerId: customer.id })).map((grant) => grant.partnerId).sort(),
+        partners.map((p) => p.id).sort(),
+      );
 
     firstTokens = new Map();
     for (const principal of first.principals) {
