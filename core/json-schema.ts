@@ -28,9 +28,6 @@ export interface JsonSchemaObject {
   [keyword: string]: unknown;
 }
 
-/** Validates one untrusted value; answers `[]` when it is valid. */
-export type SchemaValidator = (value: unknown) => FieldError[];
-
 // ajv-formats is CommonJS; under NodeNext its default import types as the module namespace.
 const addFormats = addFormatsModule.default;
 
@@ -79,23 +76,25 @@ function daysInMonth(year: number, month: number): number {
   return [4, 6, 9, 11].includes(month) ? 30 : 31;
 }
 
-/**
- * A value of at most this many JSON nodes (objects, arrays and primitives) that fails validation is
- * validated again to report all its problems (up to `MAX_FIELD_ERRORS`); a larger one reports the
- * first problem only. Reporting everything costs time in proportion to the problems (Ajv's
- * `allErrors` builds an error object for each): a 250 KB body of 24,000 unknown keys took ~16 ms of
- * the event loop to describe (issue 29), and 32 connections of one partner sending it stalled every
- * tenant. Bounded like this, describing a bad payload costs at most about what a valid one of
- * 1,000 nodes costs, and a partner's developer still sees every problem of an ordinary payload.
- */
-export const FULL_REPORT_MAX_NODES = 1_000;
+/** How much of an invalid value's problems a validator describes. */
+export interface DescribeOptions {
+  /**
+   * Every problem (up to `MAX_FIELD_ERRORS`) when true, the first one only when false. Default true.
+   * Describing everything costs time in proportion to the problems (Ajv's `allErrors` builds an
+   * error object for each): a 250 KB body of 24,000 unknown keys took ~22 ms of CPU to describe
+   * (issue 29), so intake asks for everything only of a small body.
+   */
+  describeAll?: boolean;
+}
+
+/** Validates one untrusted value; answers `[]` when it is valid. */
+export type SchemaValidator = (value: unknown, options?: DescribeOptions) => FieldError[];
 
 /**
- * Compiles a draft 2020-12 schema into a validator. It stops at the first problem (Ajv without
- * `allErrors`), then reports every problem (up to `MAX_FIELD_ERRORS`) only of a small value (see
- * `FULL_REPORT_MAX_NODES`), so the cost of a refusal stays bounded however bad the body.
- * Throws Ajv's error when the schema is invalid or not strict; callers name the schema's owner in the
- * message they rethrow.
+ * Compiles a draft 2020-12 schema into a validator. It decides at the first problem (Ajv without
+ * `allErrors`), then describes every problem only when asked (`describeAll`, the default), so a
+ * caller facing untrusted bodies bounds the cost of a refusal. Throws Ajv's error when the schema is
+ * invalid or not strict; callers name the schema's owner in the message they rethrow.
  */
 export function compileJsonSchema(schema: JsonSchema): SchemaValidator {
   // One Ajv per schema: schemas stay independent (two products may reuse an `$id`), and the cost is
@@ -108,34 +107,12 @@ export function compileJsonSchema(schema: JsonSchema): SchemaValidator {
   };
   const firstProblem = compile(false);
   const everyProblem = compile(true);
-  return (value) => {
+  return (value, options = {}) => {
     if (firstProblem(value)) return [];
-    if (!hasAtMostNodes(value, FULL_REPORT_MAX_NODES)) return toFieldErrors(firstProblem.errors ?? []);
+    if (options.describeAll === false) return toFieldErrors(firstProblem.errors ?? []);
     everyProblem(value);
     return toFieldErrors(everyProblem.errors ?? []);
   };
-}
-
-/** Whether `value` holds at most `limit` JSON nodes; stops counting once past it, so it costs at most `limit` steps. */
-function hasAtMostNodes(value: unknown, limit: number): boolean {
-  let count = 0;
-  const pending: unknown[] = [value];
-  while (pending.length > 0) {
-    const node = pending.pop();
-    if (++count > limit) return false;
-    if (typeof node !== 'object' || node === null) continue;
-    if (Array.isArray(node)) {
-      if (count + node.length > limit) return false;
-      for (const item of node) pending.push(item);
-    } else {
-      let keys = 0;
-      for (const key in node) {
-        if (count + ++keys > limit) return false;
-        pending.push((node as Record<string, unknown>)[key]);
-      }
-    }
-  }
-  return true;
 }
 
 /** Maps Ajv errors to field errors: JSON pointer paths (missing and extra properties included) and plain messages. */

@@ -19,6 +19,7 @@ import {
   JSON_SCHEMA_DIALECT,
   MAX_FIELD_ERRORS,
   pointerTo,
+  type DescribeOptions,
   type JsonSchema,
   type JsonSchemaObject,
   type SchemaValidator,
@@ -117,8 +118,11 @@ export interface Product<Payload = unknown> {
   readonly schema: Readonly<ProductSchema>;
   readonly limit: Readonly<IntakeLimit>;
   readonly examples: readonly Payload[];
-  /** Every problem of an untrusted payload (schema, then the definition's `validate`); `[]` when valid. */
-  validate(payload: unknown): FieldError[];
+  /**
+   * Every problem of an untrusted payload (schema, then the definition's `validate`), or only the
+   * first schema problem with `describeAll: false`; `[]` when valid.
+   */
+  validate(payload: unknown, options?: DescribeOptions): FieldError[];
   /** The payload typed as `Payload`, or a `TrailwireError('validation_failed')` listing the problems. */
   parse(payload: unknown): Payload;
   /** The definition's transform, unchanged: call it only with a payload that validated. */
@@ -172,8 +176,8 @@ export function defineProduct<Payload>(definition: ProductDefinition<Payload>): 
           return times as ReadingTime[];
         };
 
-  const validatePayload = (payload: unknown): FieldError[] => {
-    const schemaErrors = schemaValidator(payload);
+  const validatePayload = (payload: unknown, options?: DescribeOptions): FieldError[] => {
+    const schemaErrors = schemaValidator(payload, options);
     if (schemaErrors.length > 0 || extraRules === undefined) return schemaErrors;
     const ruleErrors = extraRules.call(definition, payload as Payload);
     if (!Array.isArray(ruleErrors))
@@ -419,9 +423,9 @@ export class ProductRegistry {
     return { ...product.limit, ...this.limitOverrides[name] };
   }
 
-  /** Every problem of an untrusted intake body for the product (`[]` when valid). */
-  validate(name: string, payload: unknown): FieldError[] {
-    return this.get(name).validate(payload);
+  /** Every problem of an untrusted intake body for the product (`[]` when valid); see `DescribeOptions`. */
+  validate(name: string, payload: unknown, options?: DescribeOptions): FieldError[] {
+    return this.get(name).validate(payload, options);
   }
 
   /**
