@@ -222,15 +222,24 @@ function liveEventsOperation(): Json {
       summary: 'Live trailer updates of the customer\'s fleets, as Server-Sent Events',
       description: [
         'A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`).',
-        'Events: `update` (`id: <epoch ms>-<trailer id>`; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer\'s fleets);',
-        '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s);',
+        'Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer\'s fleets);',
+        '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>` once the stream has caught up, so `Last-Event-ID` stays current);',
+        'with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update;',
+        '`resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows;',
         'and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect;',
         '`unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends.',
         'A reader that falls behind gets each trailer\'s latest state (intermediate updates of a trailer are coalesced).',
-        'Updates are not replayed (`Last-Event-ID` is ignored): after a reconnect, re-read the current state from the read API.',
+        'Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis).',
         'Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).',
       ].join(' '),
       security: [{ customerToken: [] }],
+      parameters: [
+        { name: 'snapshot', in: 'query', description: 'Send the current state of every trailer the stream may see first (`snapshot` events, then `snapshot-end`).', schema: { type: 'boolean', default: false } },
+        { name: 'fleetIds', in: 'query', description: 'Only trailers of these fleets (comma-separated, or repeated), together with those of `trailerIds`.', schema: { type: 'string' }, example: '12,14' },
+        { name: 'trailerIds', in: 'query', description: 'Only these trailers (comma-separated, or repeated), together with those of `fleetIds`.', schema: { type: 'string' } },
+        { name: 'resumeAfter', in: 'query', description: 'Resume after this position (`<ms>-<seq>`, the `id` of the last event received); wins over `Last-Event-ID`. Not a position: 400.', schema: { type: 'string', pattern: '^\\d+-\\d+$' } },
+        { name: 'Last-Event-ID', in: 'header', description: 'As `resumeAfter`, as `EventSource` sends it on reconnecting; an id that is no position is answered with `resume-reset` and a snapshot.', schema: { type: 'string' } },
+      ],
       responses: {
         200: {
           description: 'The event stream.',
@@ -238,6 +247,7 @@ function liveEventsOperation(): Json {
           content: { 'text/event-stream': { schema: { type: 'string' }, example: 'event: heartbeat\ndata: {"timestamp":"2026-06-01T12:00:00.000Z"}\n\n' } },
         },
         ...refusals,
+        ...problems(400),
         429: {
           description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first. Not a window: a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
           headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again (a fixed advice: 5).', required: true, schema: { type: 'integer' } } },

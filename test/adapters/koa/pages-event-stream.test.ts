@@ -2,14 +2,15 @@
  * The live page's Server-Sent Events reader (`adapters/koa/pages/public/live/sse.js`, browser
  * JavaScript that Node 20 runs as it is): however the bytes are split into chunks, with LF, CRLF or
  * CR line ends, it yields the same events — `event:` and joined `data:` lines, comments skipped, a
- * blank line dispatching, an event cut off by the end of the stream never half-delivered.
+ * blank line dispatching, an event cut off by the end of the stream never half-delivered, and the
+ * last event id kept from event to event as EventSource keeps it (what a reconnect resumes after).
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 
 // A computed specifier: the module is plain JavaScript without declarations.
 const module = new URL('../../../adapters/koa/pages/public/live/sse.js', import.meta.url).href;
-const { readEventStream } = (await import(module)) as { readEventStream: (body: ReadableStream<Uint8Array>) => AsyncIterable<{ event: string; data: string }> };
+const { readEventStream } = (await import(module)) as { readEventStream: (body: ReadableStream<Uint8Array>) => AsyncIterable<{ event: string; data: string; id: string }> };
 
 const STREAM = [
   ': a comment, as proxies send to keep a connection open',
@@ -33,10 +34,10 @@ const STREAM = [
 ].join('\n');
 
 const EXPECTED = [
-  { event: 'heartbeat', data: '{"timestamp":"2026-11-25T10:00:00.000Z"}' },
-  { event: 'update', data: '{"id":"abc",\n "note":"ünïcødé ✓"}' },
-  { event: 'message', data: 'no event name' },
-  { event: 'error', data: '{"status":401}' },
+  { event: 'heartbeat', data: '{"timestamp":"2026-11-25T10:00:00.000Z"}', id: '' },
+  { event: 'update', data: '{"id":"abc",\n "note":"ünïcødé ✓"}', id: '1-abc' },
+  { event: 'message', data: 'no event name', id: '1-abc' },
+  { event: 'error', data: '{"status":401}', id: '1-abc' },
 ];
 
 /** A body delivering `bytes` in chunks of `size` bytes (splitting UTF-8 sequences and CRLFs too). */

@@ -1,7 +1,10 @@
 // The live updates of `GET /api/v1/live`, kept flowing: a dropped stream reconnects with backoff
 // (1 s doubling to 30 s, reset once a stream is up again), a stream the server ends because the
 // token expired re-authenticates with the key in memory and reconnects at once, and a stream silent
-// for longer than HEARTBEAT_TIMEOUT_MS (four missed 15 s heartbeats) counts as dropped.
+// for longer than HEARTBEAT_TIMEOUT_MS (four missed 15 s heartbeats) counts as dropped. A reconnect
+// sends the last event id received as `Last-Event-ID`, as EventSource would: the server replays what
+// was missed meanwhile, or (the position left its replay window) sends `resume-reset` and a snapshot
+// of every trailer, so the map never silently misses an update.
 import { ApiError } from './api.js';
 import { readEventStream } from './sse.js';
 
@@ -20,6 +23,8 @@ export function startLiveStream(api, { onUpdate, onState }) {
   let attempt = 0;
   let timer;
   let live = false;
+  /** The position of the last update or heartbeat received: where a reconnect resumes. */
+  let lastEventId = '';
 
   const wait = (ms) => new Promise((resolve) => (timer = setTimeout(resolve, ms)));
 
@@ -33,15 +38,17 @@ export function startLiveStream(api, { onUpdate, onState }) {
     try {
       onState('connecting');
       feed();
-      const response = await api.authorizedFetch('/api/v1/live', { headers: { Accept: 'text/event-stream' }, signal: controller.signal });
+      const headers = lastEventId === '' ? { Accept: 'text/event-stream' } : { Accept: 'text/event-stream', 'Last-Event-ID': lastEventId };
+      const response = await api.authorizedFetch('/api/v1/live', { headers, signal: controller.signal });
       if (!response.ok) throw await api.failure(response);
-      for await (const { event, data } of readEventStream(response.body)) {
+      for await (const { event, data, id } of readEventStream(response.body)) {
         feed();
+        if (id !== '') lastEventId = id;
         if (event === 'heartbeat') {
           if (!live) onState('live');
           attempt = 0;
           live = true;
-        } else if (event === 'update') onUpdate(JSON.parse(data));
+        } else if (event === 'update' || event === 'snapshot') onUpdate(JSON.parse(data));
         else if (event === 'error') return { ended: JSON.parse(data) };
       }
       return { ended: undefined };

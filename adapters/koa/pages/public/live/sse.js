@@ -1,14 +1,15 @@
 // Server-Sent Events read from a fetch response body (EventSource cannot send an Authorization
-// header). Parsing follows the WHATWG event-stream rules the page needs: `event:` and `data:` fields
+// header). Parsing follows the WHATWG event-stream rules the page needs: `event:`, `data:` and `id:` fields
 // (several data lines join with "\n"), comments (`:`) ignored, an event dispatched at a blank line,
 // CR, LF or CRLF line ends.
 
-/** Yields `{ event, data }` for each event of the stream until it ends. */
+/** Yields `{ event, data, id }` for each event of the stream until it ends (`id`: the last event id so far, as EventSource keeps it). */
 export async function* readEventStream(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   let event = '';
   let data = [];
+  let id = '';
   try {
     for (;;) {
       const { value, done } = await reader.read();
@@ -21,7 +22,7 @@ export async function* readEventStream(body) {
         const line = buffer.slice(0, end);
         buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
         if (line === '') {
-          if (data.length > 0) yield { event: event || 'message', data: data.join('\n') };
+          if (data.length > 0) yield { event: event || 'message', data: data.join('\n'), id };
           event = '';
           data = [];
           continue;
@@ -32,6 +33,7 @@ export async function* readEventStream(body) {
         const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
         if (field === 'event') event = value;
         else if (field === 'data') data.push(value);
+        else if (field === 'id' && !value.includes('\0')) id = value;
       }
     }
   } finally {
