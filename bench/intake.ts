@@ -309,8 +309,8 @@ function targetLines(roundsRows: Row[][]): string[] {
 
 /**
  * Why `power` falls short of `process`, from the run's figures: what a 202 costs more when it waits
- * for the journal's fdatasync — on the HTTP thread (which runs the syncs itself while they are quick,
- * `sync-placement.ts`) and in all (besides, the processing thread's commits at `synchronous = FULL`)
+ * for the journal's fdatasync — on the HTTP thread (which runs the syncs itself, in the turn that
+ * wrote the group) and in all (besides, the processing thread's commits at `synchronous = FULL`)
  * — and how much longer it waits.
  */
 function powerCost(rows: Row[]): string {
@@ -320,7 +320,7 @@ function powerCost(rows: Row[]): string {
     typeof power[column] === 'number' && typeof processOnly[column] === 'number' ? `${round((power[column] as number) - (processOnly[column] as number), 1)} µs` : '?';
   return (
     `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
-    ` ${more('main µs/202')} of it on the HTTP thread (the journal's syncs, run there while they are quick), the rest mostly the processing thread's FULL commits`
+    ` ${more('main µs/202')} of it on the HTTP thread (the journal's syncs, run there), the rest mostly the processing thread's FULL commits`
   );
 }
 

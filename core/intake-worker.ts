@@ -11,7 +11,8 @@
  *
  * Failures. One store call writes the batch, all or nothing. When it throws, the worker finds the
  * culprit instead of failing everyone: each VIN's items alone, then, within a VIN that still fails,
- * payload by payload. A payload whose transform or write throws is retried with exponential backoff,
+ * payload by payload. A failure of the store itself (`store_unavailable`: a full or failing disk) blames
+ * no payload: the round is abandoned and its batch taken again later. A payload whose transform or write throws is retried with exponential backoff,
  * then dead-lettered as `failed` with the reason. A payload dated more than `MAX_READING_LEAD_MS`
  * after it was received is dead-lettered at once: a clock that is wrong stays wrong on a retry.
  *
@@ -24,6 +25,7 @@
  */
 import { type CanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock } from './clock.ts';
+import { isTrailwireError } from './errors.ts';
 import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeQueue } from './intake-queue.ts';
 import { liveEventOf, type LiveTrailerEvent } from './live-hub.ts';
 import type { ProductRegistry } from './products.ts';
@@ -281,6 +283,8 @@ export class IntakeWorker {
       markProcessed(items);
       return applied;
     } catch (batchError) {
+      // The store itself cannot write (a full or failing disk): no payload is to blame, the round fails.
+      if (isDependencyFailure(batchError)) throw batchError;
       if (items.length === 1) {
         this.recordFailure(items[0]!.entry, batchError, at, outcomes, blocked);
         return new Map();
@@ -292,7 +296,8 @@ export class IntakeWorker {
         for (const [vin, state] of await store.applyTelemetryBatch(vinItems.map(({ item }) => item))) applied.set(vin, state);
         markProcessed(vinItems);
         continue;
-      } catch {
+      } catch (vinError) {
+        if (isDependencyFailure(vinError)) throw vinError;
         // One of this VIN's payloads cannot be written: find which, in order.
       }
       for (const { entry, item } of vinItems) {
@@ -304,6 +309,7 @@ export class IntakeWorker {
           for (const [vin, state] of await store.applyTelemetryBatch([item])) applied.set(vin, state);
           outcomes.set(entry.seq, { kind: 'processed' });
         } catch (error) {
+          if (isDependencyFailure(error)) throw error;
           this.recordFailure(entry, error, at, outcomes, blocked);
         }
       }
@@ -358,6 +364,15 @@ function groupByVin<T extends { entry: IntakeEntry }>(items: readonly T[]): Iter
     else groups.set(item.entry.vin, [item]);
   }
   return groups.values();
+}
+
+/**
+ * A failure of the store rather than of a payload (contract 6: `store_unavailable`): retrying or
+ * dead-lettering the payloads would blame them for a full disk; the batch is abandoned whole and
+ * taken again once the store writes.
+ */
+function isDependencyFailure(error: unknown): boolean {
+  return isTrailwireError(error) && error.code === 'store_unavailable';
 }
 
 function reasonOf(error: unknown): string {

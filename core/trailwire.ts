@@ -83,8 +83,12 @@ export interface TrailwireOptions {
   partnerIntake?: PartnerIntakeOptions;
   /** The durable intake queue; without one the service takes no intake. */
   intakeQueue?: IntakeQueue;
-  /** Intake worker tuning (batch size, retries, retention). */
-  worker?: IntakeWorkerOptions;
+  /**
+   * The intake worker this core builds to process its queue (batch size, retries, retention), or
+   * `false` when something else processes it — a processing thread, or other processes sharing the
+   * queue — so that no worker is built that nobody starts. Default: a worker with default settings.
+   */
+  worker?: IntakeWorkerOptions | false;
   /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
   intakeIds?: IdGenerator;
   /**
@@ -148,7 +152,7 @@ export interface Trailwire {
   /** The partners' budgets, new-VIN caps and the customers' grants that intake applies. */
   readonly partnerRules: PartnerIntakeRules;
   /** Partner intake, when an intake queue was given. */
-  readonly intake: { service: IntakeService; worker: IntakeWorker; queue: IntakeQueue } | undefined;
+  readonly intake: { service: IntakeService; worker: IntakeWorker | undefined; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
   /** Stops the intake worker and the rotation wiring, closes the live hub, then the store. */
   close(): Promise<void>;
@@ -215,7 +219,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   let intake: Trailwire['intake'];
   if (options.intakeQueue) {
     const queue = options.intakeQueue;
-    const worker = new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
+    const worker =
+      options.worker === false ? undefined : new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
     const service = new IntakeService({
       queue,
       products,
@@ -224,7 +229,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
       ids: options.intakeIds ?? timeOrderedIds(clock),
       verifyVinCheckDigit,
       rules: partnerRules,
-      onEnqueued: () => worker.notify(),
+      onEnqueued: () => worker?.notify(),
     });
     intake = { service, worker, queue };
   }
@@ -246,7 +251,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     options: { verifyVinCheckDigit, limits },
     async close() {
       clearInterval(keyRefresh);
-      await intake?.worker.stop();
+      await intake?.worker?.stop();
       await operatorChanges.stop();
       rotations.stop();
       if (rotationSettings.feed === undefined) await rotationFeed.close();

@@ -40,8 +40,6 @@ export interface TrailwireAppOptions {
   liveEvents?: LiveEventsRoute;
   /** Extra OpenAPI paths/schemas documenting `dataRouters`. */
   openapi?: Pick<OpenApiOptions, 'extraPaths' | 'extraSchemas'>;
-  /** Whether `/readyz` requires this process's intake worker to run. Default true. */
-  intakeWorkerExpected?: boolean;
   /** Largest intake body in bytes. Default 256 KiB. */
   intakeBodyLimitBytes?: number;
   /**
@@ -171,7 +169,7 @@ function buildStack(
           ...(prefix ? { serverUrl: prefix } : {}),
         }),
       readinessChecks: {
-        ...(withIntake ? { queue: () => checkIntake(trailwire, options.intakeWorkerExpected ?? true) } : {}),
+        ...(withIntake ? { queue: () => checkIntake(trailwire) } : {}),
         ...options.readinessChecks,
       },
     }),
@@ -217,8 +215,9 @@ function routeByPathStart(router: KoaRouter, prefix: string, method: string, pat
   return (ctx, next) => (ctx.method === method && ctx.path.startsWith(start) ? routes(ctx, next) : next());
 }
 
-/** The queue answers, and this process's worker runs unless it was configured to take intake only. */
-async function checkIntake(trailwire: Trailwire, workerExpected: boolean): Promise<void> {
-  await trailwire.intake!.queue.depth();
-  if (workerExpected && !trailwire.intake!.worker.isRunning) throw new Error('the intake worker is not running');
+/** The queue answers, and the core's worker runs when it has one (a processing thread brings checks of its own). */
+async function checkIntake(trailwire: Trailwire): Promise<void> {
+  const { queue, worker } = trailwire.intake!;
+  await queue.depth();
+  if (worker && !worker.isRunning) throw new Error('the intake worker is not running');
 }

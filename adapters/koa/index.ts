@@ -44,5 +44,5 @@ export { buildOpenApiDocument, type OpenApiOptions } from './openapi.ts';
  * `pages: false` (`PagesOptions`).
  */
 export { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
-/** `createHttpMetrics(registry?)` answers the Prometheus request metrics middleware and its registry (`HttpMetrics`). */
-export { createHttpMetrics, type HttpMetrics } from './metrics.ts';
+/** `createHttpMetrics(registry?)` answers the Prometheus request metrics middleware and its registry (`HttpMetrics`); `registerDependencyMetrics` adds `trailwire_dependency_up`. */
+export { createHttpMetrics, registerDependencyMetrics, type HttpMetrics } from './metrics.ts';

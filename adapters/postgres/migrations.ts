@@ -1,6 +1,6 @@
 /**
  * Schema migrations of Trailwire's PostgreSQL schema. As in the SQLite file, each component that keeps
- * tables there (the store here, the durable intake queue later) owns an ordered list of named migrations
+ * tables there (the store, and the durable intake log: `POSTGRES_QUEUE_MIGRATIONS`) owns an ordered list of named migrations
  * and applies it with `applyPostgresMigrations`; what was applied is recorded per component in the
  * schema's `trailwire_migrations` table. Any number of Trailwire processes may start at once: the
  * check and the changes run in one transaction holding a transaction-level advisory lock keyed by the

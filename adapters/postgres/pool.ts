@@ -1,6 +1,6 @@
 /**
- * The connection plumbing every PostgreSQL module of Trailwire shares (the store now, the durable
- * intake queue later): a `pg` pool whose BIGINT columns come back as numbers (epoch milliseconds and
+ * The connection plumbing every PostgreSQL module of Trailwire shares (the store and the durable
+ * intake log): a `pg` pool whose BIGINT columns come back as numbers (epoch milliseconds and
  * sequences, all far below 2^53), the quoting of the schema name that every statement is qualified
  * with, a transaction helper that always returns its connection, and the translation of PostgreSQL
  * errors into `TrailwireError` codes: constraint errors where a write names them, and — on every

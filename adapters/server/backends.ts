@@ -1,77 +1,133 @@
 /**
- * Where a Trailwire process keeps its state, chosen by configuration: the embedded SQLite file (the
- * default: one process, one file), or PostgreSQL for the store and the durable queue, so that many
- * processes share one fleet (contract 11). `openStoreBackend` opens the one the options name and
- * answers what the core is assembled from; the server (`index.ts`) and every CLI command use it, so
- * a `--database-url` means the same thing everywhere. What processes must agree on besides the
- * database — limits, live updates, key rotations — is Redis's (`shared-state.ts`).
+ * Where a Trailwire process keeps its state, chosen by configuration from a table keyed by URL
+ * scheme: the embedded SQLite file (the default: one process, one file; `--db ./x.db` is
+ * `sqlite:./x.db`), or PostgreSQL (`postgres://`) for the store and the durable intake log, so that
+ * many processes share one fleet (contract 11). `openStoreBackend` opens the one the options name
+ * through that adapter's front door (its `index.ts`) and answers what the core is assembled from;
+ * the server (`index.ts`) and every CLI command use it, so a `--database-url` means the same thing
+ * everywhere. What processes must agree on besides the database — limits, live updates, key
+ * rotations — is Redis's (`shared-state.ts`).
  */
-import type { IntakeQueue } from '../../core/intake-queue.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import type { IntakeBackend } from '../../core/intake-queue.ts';
 import type { TrailwireStore } from '../../core/store.ts';
-import { openPostgresIntakeQueue } from '../postgres/intake-queue.ts';
-import { openPostgresStore } from '../postgres/index.ts';
-import { openSqliteIntakeQueue, type SqliteIntakeQueue } from '../sqlite/intake-queue.ts';
-import { openSqliteStore, type SqliteDurability, type SqliteStore } from '../sqlite/index.ts';
+import { openPostgresIntakeQueue, openPostgresStore } from '../postgres/index.ts';
+import { openSqliteIntake, openSqliteStore, type SqliteDurability, type SqliteIntakeOptions } from '../sqlite/index.ts';
 import { DEFAULT_DB_FILE } from './defaults.ts';
 
 export { DEFAULT_DB_FILE };
-
 
 export interface StoreBackendOptions {
   /** The SQLite file of the embedded store, used when no `databaseUrl` is given. Default `./data/trailwire.db`. */
   db?: string;
   /** SQLite durability: `process` survives kill -9, `power` also power loss. Default `process`. */
   durability?: SqliteDurability;
-  /** A `postgres://` URL: the store and the intake queue live in that database instead of the SQLite file. */
+  /** A `postgres://` URL (or `sqlite:<file>`): where the store and the intake log live instead of `db`. */
   databaseUrl?: string;
   /** The PostgreSQL schema holding Trailwire's tables. Default `public`. */
   databaseSchema?: string;
+  /** How this process takes part in intake. Default: it processes (a CLI command passes `{ process: false }`). */
+  intake?: BackendIntakeOptions;
 }
 
-/** The store and intake queue of one process, opened. */
+/**
+ * How this process takes part in intake: SQLite's front door takes them all (`SqliteIntakeOptions`:
+ * processing, its thread, product modules, worker tuning, live updates, the log); PostgreSQL reads
+ * `process` (only a processing process listens for other processes' enqueues).
+ */
+export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store' | 'journalFileCalls'>;
+
+/** The intake of a backend, as the server uses it. */
+export interface BackendIntake extends IntakeBackend {
+  /** Sets what an enqueue by another process sharing the queue wakes (PostgreSQL); nothing for SQLite. */
+  onEnqueuedElsewhere(listener: () => void): void;
+}
+
+/** The store and intake of one process, opened. */
 export interface StoreBackend {
   readonly store: TrailwireStore;
-  readonly queue: IntakeQueue;
-  /** The embedded file's handles, when the backend is SQLite (the server's processing thread needs them). */
-  readonly sqlite?: { store: SqliteStore; queue: SqliteIntakeQueue; file: string; durability: SqliteDurability };
+  readonly intake: BackendIntake;
   /** Says where the state lives, for the banner and logs (a database URL without its password). */
   readonly description: string;
-  /** Sets what an enqueue wakes (the intake worker's `notify`); with PostgreSQL, enqueues by any process sharing the database. */
-  onEnqueued(listener: () => void): void;
-  /** Releases what the queue holds besides the store (PostgreSQL: its own session); after the core is closed. */
-  releaseQueue(): Promise<void>;
+  /** The SQLite file, when the backend is SQLite (for the server's file-mode warning). */
+  readonly sqliteFile?: string;
 }
 
-/** Opens the store and queue the options name: PostgreSQL with a `databaseUrl`, else the SQLite file. */
+type BackendOpener = (location: string, options: StoreBackendOptions) => Promise<StoreBackend>;
+
+/** The backends by URL scheme. */
+const BACKENDS: Readonly<Record<string, BackendOpener>> = {
+  sqlite: openSqliteBackend,
+  postgres: openPostgresBackend,
+  postgresql: openPostgresBackend,
+};
+
+/** Opens the store and intake the options name: `databaseUrl`'s scheme picks the backend; without one, the SQLite file `db`. */
 export async function openStoreBackend(options: StoreBackendOptions = {}): Promise<StoreBackend> {
-  let wake: () => void = () => {};
-  if (options.databaseUrl) {
-    const store = await openPostgresStore({ connectionString: options.databaseUrl, schema: options.databaseSchema });
-    try {
-      const queue = await openPostgresIntakeQueue(store, { onEnqueued: () => wake() });
-      return {
-        store,
-        queue,
-        description: `postgres ${redactUrl(options.databaseUrl)}`,
-        onEnqueued: (listener) => (wake = listener),
-        releaseQueue: () => queue.close(),
-      };
-    } catch (error) {
-      await store.close();
-      throw error;
-    }
+  const url = options.databaseUrl || `sqlite:${options.db ?? DEFAULT_DB_FILE}`;
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase() ?? '';
+  const open = BACKENDS[scheme];
+  if (!open)
+    throw new TrailwireError(
+      'validation_failed',
+      `the database URL ${redactUrl(url)} names no known backend; use one of ${Object.keys(BACKENDS).map((known) => `${known}:`).join(', ')}`,
+    );
+  return open(url, options);
+}
+
+async function openSqliteBackend(url: string, options: StoreBackendOptions): Promise<StoreBackend> {
+  const file = url.slice('sqlite:'.length);
+  const store = await openSqliteStore({ file, durability: options.durability });
+  try {
+    const intake = openSqliteIntake({ store, ...options.intake });
+    return {
+      store,
+      intake: { ...bindIntake(intake), onEnqueuedElsewhere: () => {} },
+      description: `sqlite ${file}`,
+      sqliteFile: file,
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
   }
-  const file = options.db ?? DEFAULT_DB_FILE;
-  const durability = options.durability ?? 'process';
-  const store = await openSqliteStore({ file, durability });
-  const queue = openSqliteIntakeQueue(store.db, { onEnqueued: () => wake() });
+}
+
+async function openPostgresBackend(url: string, options: StoreBackendOptions): Promise<StoreBackend> {
+  const store = await openPostgresStore({ connectionString: url, schema: options.databaseSchema });
+  let wake: () => void = () => {};
+  try {
+    // Only a processing process listens for other processes' enqueues (the queue's own session).
+    const queue = await openPostgresIntakeQueue(store, options.intake?.process === false ? {} : { onEnqueued: () => wake() });
+    return {
+      store,
+      intake: {
+        queue,
+        processesItself: false,
+        counts: { processed: 0, failed: 0 },
+        readinessChecks: {},
+        start: async () => {},
+        stop: () => queue.close(),
+        onEnqueuedElsewhere: (listener) => (wake = listener),
+      },
+      description: `postgres ${redactUrl(url)}`,
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+/** The intake's members, its getters kept live. */
+function bindIntake(intake: IntakeBackend): IntakeBackend {
   return {
-    store,
-    queue,
-    sqlite: { store, queue, file, durability },
-    description: `sqlite ${file}`,
-    onEnqueued: (listener) => (wake = listener),
-    releaseQueue: async () => {},
+    queue: intake.queue,
+    processesItself: intake.processesItself,
+    readinessChecks: intake.readinessChecks,
+    start: () => intake.start(),
+    stop: () => intake.stop(),
+    get counts() {
+      return intake.counts;
+    },
   };
 }
 

@@ -1,10 +1,11 @@
 /**
- * The standalone Trailwire server: opens the store, assembles the core, serves the Koa app on one
- * HTTP port and the gRPC LiveFeed on another, and processes intake — by default in a worker thread
- * with its own connection, which also writes what the HTTP path accepts (one intake writer per
- * file), its live updates published on this process's hub. This is what `trailwire
- * serve` runs and what `examples/standalone` embeds; an integrator with a server of their own
- * mounts the adapters instead.
+ * The standalone Trailwire server: opens the backend the options name (`backends.ts`: a table keyed
+ * by URL scheme, each backend through its adapter's front door), assembles the core, serves the Koa
+ * app on one HTTP port and the gRPC LiveFeed on another, and processes intake — with SQLite in the
+ * backend's processing thread, its live updates published on this process's hub; otherwise with the
+ * core's worker. This is what `trailwire serve` runs and what `examples/standalone` embeds; an
+ * integrator with a server of their own mounts the adapters instead. It imports other adapters only
+ * through their `index.ts`.
  */
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -12,24 +13,19 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { pino, type Logger } from 'pino';
 import type { AccessLogLevel } from '../../core/audit.ts';
-import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
+import { TrailwireError } from '../../core/errors.ts';
+import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
-import { createTrailwireApp } from '../koa/app.ts';
-import { createLiveEventsRoute, type LiveEventsRoute } from '../koa/live-events-route.ts';
-import { type RunningGrpcServer, startGrpcServer } from '../grpc/grpc-server.ts';
-import type { HealthWatchLimits } from '../grpc/health-service.ts';
-import type { SqliteDurability } from '../sqlite/index.ts';
+import { createLiveEventsRoute, createTrailwireApp, type LiveEventsRoute } from '../koa/index.ts';
+import { type HealthWatchLimits, type RunningGrpcServer, startGrpcServer } from '../grpc/index.ts';
+import { readableByOthers, type SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
 import { openSharedState } from './shared-state.ts';
 import { DEFAULT_STARTUP_TIMEOUT_MS, openWhenReachable } from './dependency-wait.ts';
 import { Registry } from 'prom-client';
-import { registerDependencyMetrics } from '../koa/metrics.ts';
+import { registerDependencyMetrics } from '../koa/index.ts';
 import { type ConnectionLimitOptions, type ConnectionLimits, limitConnections, proxyExemption } from './connection-limits.ts';
 import { type MetricsListener, type MetricsListenerOptions, startMetricsListener } from './metrics-listener.ts';
-import { readableByOthers } from '../sqlite/file-modes.ts';
-import { IntakeThread } from '../sqlite/intake-thread.ts';
-import { ThreadedIntakeQueue } from '../sqlite/threaded-intake-queue.ts';
-import { IntakeJournal, replayIntoLog } from '../sqlite/intake-journal.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { loadProductModule } from '../../core/products.ts';
 
@@ -189,37 +185,32 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
         logger,
       })
     : undefined;
+  const runWorker = options.intakeWorker ?? true;
+  // Product objects cannot cross to a thread, and an injected clock would not reach it: those process inline.
+  const mayUseThread = (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined;
+  let publish: (event: LiveTrailerEvent) => void = () => {};
+  const backendOptions = {
+    ...options,
+    intake: {
+      process: runWorker,
+      thread: mayUseThread,
+      productModules,
+      worker: options.core?.worker || undefined,
+      onEvents: (events: LiveTrailerEvent[]) => events.forEach((event) => publish(event)),
+      log: ({ level, message, ...fields }: { level: 'info' | 'warn' | 'error'; message: string }) => logger[level](fields, message),
+    },
+  };
   let backend: StoreBackend;
   try {
     backend = options.databaseUrl
-      ? await openWhenReachable(() => openStoreBackend(options), { what: `PostgreSQL at ${redactUrl(options.databaseUrl)}`, timeoutMs: startupTimeoutMs, logger })
-      : await openStoreBackend(options);
+      ? await openWhenReachable(() => openStoreBackend(backendOptions), { what: `PostgreSQL at ${redactUrl(options.databaseUrl)}`, timeoutMs: startupTimeoutMs, logger })
+      : await openStoreBackend(backendOptions);
   } catch (error) {
     await shared?.close();
     throw error;
   }
-  const sqlite = backend.sqlite;
-  if (sqlite && sqlite.file !== ':memory:') warnIfReadableByOthers(sqlite.file, logger);
-  const runWorker = options.intakeWorker ?? true;
-  const useThread =
-    sqlite !== undefined &&
-    runWorker &&
-    (options.intakeThread ?? true) &&
-    options.core?.products === undefined &&
-    options.core?.clock === undefined &&
-    sqlite.file !== ':memory:';
-  let thread: IntakeThread | undefined;
-  let journal: IntakeJournal | undefined;
-  try {
-    if (sqlite && sqlite.file !== ':memory:') journal = takeIntakeJournal(sqlite, logger, useThread);
-  } catch (error) {
-    await backend.store.close();
-    await shared?.close();
-    throw error;
-  }
-  const threadedQueue = useThread
-    ? new ThreadedIntakeQueue(sqlite.queue, { journal, onLog: ({ level, message, ...fields }) => logger[level](fields, message) })
-    : undefined;
+  if (backend.sqliteFile && backend.sqliteFile !== ':memory:') warnIfReadableByOthers(backend.sqliteFile, logger);
+  const intake = backend.intake;
   const trailwire = await createTrailwire({
     products: [...builtInProducts, ...moduleProducts],
     ...shared?.coreOptions,
@@ -234,36 +225,28 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       ...(signingKeyPem === undefined ? {} : { privateKeyPem: signingKeyPem }),
     },
     store: backend.store,
-    intakeQueue: threadedQueue ?? backend.queue,
+    intakeQueue: intake.queue,
+    // The core builds a worker only where it processes: not beside the backend's own processing, nor in an intake-only process.
+    worker: intake.processesItself || !runWorker ? false : options.core?.worker,
   });
+  publish = (event) =>
+    void trailwire.live.publish(event).catch((error: unknown) => logger.warn({ err: error, trailerId: event.trailer.id }, 'live update not published'));
   // A rotation by `trailwire keys rotate` (another process) reaches this one at a key refresh: say so.
   trailwire.keys.onChange(() =>
     logger.info({ audit: true, event: 'signing-keys.changed', keys: trailwire.keys.list().map(({ kid, status }) => ({ kid, status })) }, 'signing keys changed'),
   );
-  backend.onEnqueued(() => (thread ? thread.notify() : trailwire.intake?.worker.notify()));
+  intake.onEnqueuedElsewhere(() => trailwire.intake?.worker?.notify());
   const closeCore = async () => {
-    await thread?.stop();
-    journal?.close();
+    // Processing ends before what it publishes to (the backend's thread), or after what it reads (the core's worker and the queue).
+    if (intake.processesItself) await intake.stop();
     await trailwire.close();
-    await backend.releaseQueue();
+    if (!intake.processesItself) await intake.stop();
     await shared?.close();
   };
   try {
     await trailwire.operatorChanges.start();
-    if (useThread) {
-      thread = await IntakeThread.start({
-        file: sqlite.file,
-        durability: sqlite.durability,
-        productModules,
-        worker: options.core?.worker,
-        onEvents: (events) => {
-          for (const event of events)
-            trailwire.live.publish(event).catch((error: unknown) => logger.warn({ err: error, trailerId: event.trailer.id }, 'live update not published'));
-        },
-        onLog: ({ level, message, ...fields }) => logger[level](fields, message),
-      });
-      threadedQueue!.attach(thread);
-    } else if (runWorker) await trailwire.intake!.worker.start();
+    await intake.start();
+    await trailwire.intake?.worker?.start();
   } catch (error) {
     await closeCore();
     throw error;
@@ -294,16 +277,9 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     trustedProxies: options.trustedProxies,
     corsOrigins: options.corsOrigins,
     intakeBodyLimitBytes: options.intakeBodyLimitBytes,
-    intakeWorkerExpected: runWorker && !useThread,
     accessLogLevel: options.accessLogLevel,
     pages: { mapTilesUrl: options.mapTilesUrl },
-    readinessChecks: thread
-      ? {
-          'intake-thread': async () => {
-            if (!thread!.isRunning) throw new Error('the intake thread is not running');
-          },
-        }
-      : undefined,
+    readinessChecks: intake.readinessChecks,
   });
   const server: Server = createServer(HTTP_SERVER_TIMEOUTS, app.callback());
   let connections: ConnectionLimits | undefined;
@@ -353,7 +329,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     ...(metricsListener ? { metricsUrl: `http://${hostInUrl(options.metrics?.host ?? '127.0.0.1')}:${metricsListener.port}/metrics` } : {}),
     storeDescription: options.redisUrl ? `${backend.description} + redis ${redactUrl(options.redisUrl)}` : backend.description,
     get intakeCounts() {
-      return thread ? thread.counts : trailwire.intake!.worker.counts;
+      return trailwire.intake?.worker?.counts ?? intake.counts;
     },
     async close() {
       await grpc.shutdown();
@@ -370,33 +346,6 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       await closeCore();
     },
   };
-}
-
-/**
- * Appends to the log what a previous run of a server with a processing thread acknowledged and had
- * not appended when it ended, from the database's intake journal, and answers the journal when this
- * server writes to it (it has a processing thread): it holds the journal, and a second such server
- * on the file is refused. A server without a processing thread writes its payloads to the log
- * itself: it reads back a journal nobody holds, and leaves a held one to its server.
- */
-function takeIntakeJournal(sqlite: NonNullable<StoreBackend['sqlite']>, logger: Logger, writes: boolean): IntakeJournal | undefined {
-  let journal: IntakeJournal;
-  try {
-    journal = IntakeJournal.open(sqlite.file, { durability: sqlite.durability });
-  } catch (error) {
-    if (!writes && isTrailwireError(error) && error.code === 'conflict') return undefined;
-    throw error;
-  }
-  try {
-    const { read, appended } = replayIntoLog(journal, sqlite.queue);
-    if (appended > 0) logger.info({ payloads: appended, read }, `intake journal: ${appended} acknowledged payloads the last run had not appended are in the intake log now`);
-  } catch (error) {
-    journal.close();
-    throw error;
-  }
-  if (writes) return journal;
-  journal.close();
-  return undefined;
 }
 
 /**

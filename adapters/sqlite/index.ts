@@ -4,7 +4,9 @@
  * file serves one process and any CLI commands beside it (WAL mode). To assemble it yourself:
  *
  *   const store = await openSqliteStore({ file: './data/trailwire.db' });
- *   const trailwire = await createTrailwire({ store, products, intakeQueue: openSqliteIntakeQueue(store.db) });
+ *   const intake = openSqliteIntake({ store, onEvents: (events) => events.forEach((e) => trailwire.live.publish(e)) });
+ *   const trailwire = await createTrailwire({ store, products, intakeQueue: intake.queue, worker: intake.processesItself ? false : undefined });
+ *   await intake.start();
  */
 
 /**
@@ -22,6 +24,12 @@ export {
   type SqliteStoreOptions,
 } from './sqlite-store.ts';
 /**
+ * `openSqliteIntake({ store, ... })`: the intake of the store's file behind one front door — the
+ * queue the core takes intake into, its processing thread and journal, `start`/`stop`, counts and
+ * readiness checks (`SqliteIntakeOptions`, `SqliteIntake`). What a server uses.
+ */
+export { openSqliteIntake, type SqliteIntake, type SqliteIntakeLog, type SqliteIntakeOptions } from './intake.ts';
+/**
  * `openSqliteIntakeQueue(store.db, options?)` opens the durable intake queue (`SqliteIntakeQueue`,
  * an `IntakeQueue`) in the store's file; without a queue the core takes no intake.
  * `SqliteIntakeQueueOptions.onEnqueued` is told after each commit that stored payloads.
@@ -32,3 +40,5 @@ export { openSqliteIntakeQueue, SqliteIntakeQueue, type SqliteIntakeQueueOptions
  * immediate transaction; `STORE_COMPONENT` / `STORE_MIGRATIONS` are the store's own.
  */
 export { applyMigrations, STORE_COMPONENT, STORE_MIGRATIONS, type Migration } from './migrations.ts';
+/** `readableByOthers(file)`: the database file and its sidecars that users other than the owner may read (a server warns of them). */
+export { readableByOthers } from './file-modes.ts';

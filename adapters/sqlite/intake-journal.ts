@@ -13,9 +13,19 @@
  *
  * - `process` durability: a written record is in the operating system's page cache, so it survives
  *   kill -9 of the process, as the database's own WAL commits do.
- * - `power` durability: the 202s of a group wait for `fdatasync` of the file, so a record also
- *   survives power loss: in the turn that wrote it while the disk's syncs are quick, else on libuv's
- *   pool, where groups that come while one sync runs share the next (`sync-placement.ts`).
+ * - `power` durability: `append` returns once `fdatasync` of the file has returned, in the turn that
+ *   wrote the group, so a record also survives power loss before its 202s. The sync runs on the
+ *   event loop: with a group per turn it is one sync per turn, and a slow disk makes the turns long,
+ *   so more requests share the next one (a pool thread would pass each sync through the loop twice
+ *   and hold its connections across those turns: 4–22 µs more per 202 where syncs take 0.2 ms,
+ *   docs/performance.md).
+ *
+ * Faults (docs/intake-path.md). A write the disk refuses (full, failing) is undone — the file is cut
+ * back to where the record began — and `append` throws `store_unavailable`; the next append tries
+ * again, and `probe` tells whether the disk takes writes again. A failed fdatasync is different: the
+ * kernel may have dropped the pages it could not write and a later sync can report success without
+ * them (PostgreSQL's fsync lesson), so the journal is not trusted again until the server restarts
+ * (`syncFailure`); the restart reads back what reached the disk.
  *
  * At the next start, the server reads back what the journal holds (`recovered`) and appends every
  * payload the log does not have yet, in order (payload ids are unique, so a group already appended is
@@ -35,17 +45,17 @@
  * do not use the journal.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fdatasync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
+import { closeSync, existsSync, fdatasyncSync, fsyncSync, ftruncateSync, openSync, readFileSync, writeSync, writevSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
-import { TrailwireError } from '../../core/errors.ts';
+import { storeUnavailable, TrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
 import { decodeIntakeGroup } from './intake-group-codec.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
 import { OWNER_ONLY_FILE } from './file-modes.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
-import { SyncPlacement } from './sync-placement.ts';
+import { STORAGE_FAULT_RETRY_AFTER_SECONDS, storageFaultError } from './storage-faults.ts';
 
 /** A file is emptied for reuse once every group in it is confirmed and it has grown past this size. */
 export const JOURNAL_FILE_SWITCH_BYTES = 4 * 1024 * 1024;
@@ -92,31 +102,36 @@ interface Segment {
   dirty: boolean;
 }
 
-interface DurableWaiter {
-  /** Resolved once this many groups are on the disk. */
-  groups: number;
-  resolve: () => void;
-  reject: (error: unknown) => void;
+/** The file calls through which the journal writes and syncs: Node's, unless a test injects faults. */
+export interface JournalFileCalls {
+  writev: typeof writevSync;
+  fdatasync: typeof fdatasyncSync;
 }
 
+const NODE_FILE_CALLS: JournalFileCalls = { writev: writevSync, fdatasync: fdatasyncSync };
+
+/** Bytes `probe` writes past the end of the active file (and takes back): room for a typical group. */
+const PROBE_BYTES = 64 * 1024;
+
 export interface IntakeJournalOptions {
-  /** As the store's: `power` makes each group wait for fdatasync. Default `process`. */
+  /** As the store's: `power` makes each append wait for fdatasync. Default `process`. */
   durability?: SqliteDurability;
-  /** Where power's syncs run. Default: a new `SyncPlacement`, which decides by the syncs' measured times (tests pass their own). */
-  syncPlacement?: SyncPlacement;
+  /** Default: Node's `writevSync` and `fdatasyncSync`. Tests pass calls that fail, as a failing disk's would. */
+  fileCalls?: Partial<JournalFileCalls>;
 }
 
 export class IntakeJournal {
   private active: 0 | 1 = 0;
   private nextGroupNumber: number;
-  private groupsWritten = 0;
-  private groupsSynced = 0;
-  private syncRunning = false;
-  private durableWaiters: DurableWaiter[] = [];
   private closed = false;
   private cleared = false;
   /** A failed write left part of a record behind. */
   private damaged = false;
+  /** The last write the disk refused, until a write (or a probe) succeeds. */
+  private lastWriteFault: TrailwireError | undefined;
+  /** A failed fdatasync: the files are not trusted until a restart (see the top). */
+  private failedSync: TrailwireError | undefined;
+  private readonly calls: JournalFileCalls;
 
   private constructor(
     private readonly lock: Database.Database,
@@ -124,9 +139,10 @@ export class IntakeJournal {
     private readonly durability: SqliteDurability,
     private recoveredGroups: readonly NewIntake[][],
     lastGroupNumber: number,
-    private readonly syncPlacement: SyncPlacement,
+    fileCalls: Partial<JournalFileCalls>,
   ) {
     this.nextGroupNumber = lastGroupNumber + 1;
+    this.calls = { ...NODE_FILE_CALLS, ...fileCalls };
   }
 
   /** What the files held when opened, in group order: to be appended to the log before `clear` (which lets it go). */
@@ -158,7 +174,7 @@ export class IntakeJournal {
       }
       records.sort((a, b) => a.number - b.number);
       const recovered = records.map((record) => decodeIntakeGroup(record.group));
-      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, records.at(-1)?.number ?? 0, options.syncPlacement ?? new SyncPlacement());
+      return new IntakeJournal(lock, opened as [Segment, Segment], durability, recovered, records.at(-1)?.number ?? 0, options.fileCalls ?? {});
     } catch (error) {
       for (const segment of opened) closeSync(segment.fd);
       lock.close();
@@ -174,57 +190,64 @@ export class IntakeJournal {
     this.cleared = true;
   }
 
-  /** Appends a group (`encodeIntakeGroup`) as one record (one write) and answers it, to be confirmed later. Power: see `whenDurable`. */
+  /**
+   * Appends a group (`encodeIntakeGroup`) as one record (one write) and answers it, to be confirmed
+   * later; in `power` durability, only once the files are synced. Throws `store_unavailable` when the
+   * disk refuses the write or the sync (the group then does not count as journaled).
+   */
   append(group: Buffer): JournalGroup {
-    if (this.closed || this.damaged) throw new Error(`IntakeJournal: ${this.closed ? 'closed' : 'damaged by a failed write'}`);
+    if (this.closed) throw new TrailwireError('unavailable', 'the intake journal is closed');
+    if (this.damaged) throw this.damageError();
     // Before `clear`, the files still hold the recovered groups, which a new record must not follow.
     if (!this.cleared) throw new Error('IntakeJournal: append() before the recovered payloads are cleared');
+    if (this.failedSync) throw this.failedSync;
     this.switchFileIfDue();
     const segment = this.segments[this.active];
     const number = this.nextGroupNumber++;
     const header = encodeRecordHeader(number, segment.salt, group);
     try {
-      const written = writevSync(segment.fd, [header, group], segment.size);
+      const written = this.calls.writev(segment.fd, [header, group], segment.size);
       // A regular file takes a whole write unless its disk is full: a short write is a failed one.
-      if (written !== header.length + group.length) throw new Error(`the intake journal took ${written} of ${header.length + group.length} bytes (is the disk full?)`);
+      if (written !== header.length + group.length)
+        throw Object.assign(new Error(`the intake journal took ${written} of ${header.length + group.length} bytes`), { code: 'ENOSPC' });
     } catch (error) {
-      // A part of the record (a full disk) must not stay in front of the next ones: replay stops at a damaged record.
-      try {
-        ftruncateSync(segment.fd, segment.size);
-      } catch {
-        // Records written after the damaged one would never be replayed: this journal takes no more.
-        this.damaged = true;
-      }
-      throw error;
+      this.undoWrite(segment);
+      throw (this.lastWriteFault = this.faultOf(error));
     }
     segment.size += header.length + group.length;
-    segment.unconfirmed++;
     segment.dirty = true;
-    this.groupsWritten++;
+    // Counted before the sync: a record whose sync failed stays in the file, unconfirmed, for the restart to read.
+    segment.unconfirmed++;
+    if (this.durability === 'power') this.syncDirtyFiles();
+    this.lastWriteFault = undefined;
     return { number, segment: this.active };
   }
 
   /**
-   * Resolves once every group appended so far survives power loss: at once in `process` durability
-   * (a written record already survives the process), after an fdatasync of the files in `power` —
-   * done before this returns while syncs are quick, else on libuv's pool, where groups appended
-   * while one sync runs share the next (`sync-placement.ts`).
+   * Whether the disk takes the journal's writes: throws the fault that stops it (a failed sync, for
+   * good; a refused write, unless a write of a typical group's size past the end of the active file
+   * succeeds now — it is taken back at once). Readiness checks call it while intake is refused.
    */
-  whenDurable(): Promise<void> {
-    if (this.durability !== 'power' || this.groupsSynced >= this.groupsWritten) return Promise.resolve();
-    // Not beside a sync on the pool: that one answers for files whose dirty marks it took.
-    if (!this.syncRunning && this.syncPlacement.nextOnLoop()) {
-      try {
-        this.syncDirtyFilesNow();
-        return Promise.resolve();
-      } catch (error) {
-        return Promise.reject(error);
-      }
+  probe(): void {
+    if (this.failedSync) throw this.failedSync;
+    if (this.closed) throw new TrailwireError('unavailable', 'the intake journal is closed');
+    if (this.damaged) throw this.damageError();
+    if (!this.lastWriteFault) return;
+    const segment = this.segments[this.active];
+    try {
+      const written = this.calls.writev(segment.fd, [Buffer.alloc(PROBE_BYTES)], segment.size);
+      if (written !== PROBE_BYTES) throw Object.assign(new Error(`the disk took ${written} of ${PROBE_BYTES} bytes`), { code: 'ENOSPC' });
+    } catch (error) {
+      this.undoWrite(segment);
+      throw (this.lastWriteFault = this.faultOf(error));
     }
-    return new Promise((resolve, reject) => {
-      this.durableWaiters.push({ groups: this.groupsWritten, resolve, reject });
-      this.syncDirtyFiles();
-    });
+    this.undoWrite(segment);
+    this.lastWriteFault = undefined;
+  }
+
+  /** The failed fdatasync that stopped the journal until a restart, if one did. */
+  get syncFailure(): TrailwireError | undefined {
+    return this.failedSync;
   }
 
   /** The group is in the intake log: its record may go. A file all of whose groups are confirmed is emptied once it is large. */
@@ -245,7 +268,7 @@ export class IntakeJournal {
    */
   close(): void {
     if (this.closed) return;
-    if (this.cleared && !this.damaged && this.unconfirmedGroups === 0) for (const segment of this.segments) this.empty(segment);
+    if (this.cleared && !this.damaged && !this.failedSync && this.unconfirmedGroups === 0) for (const segment of this.segments) this.empty(segment);
     this.closed = true;
     for (const segment of this.segments) closeSync(segment.fd);
     this.lock.close();
@@ -275,64 +298,53 @@ export class IntakeJournal {
     segment.dirty = true;
   }
 
-  /** Syncs the files written since their last sync, here and now, on the event loop; throws when a sync fails. */
-  private syncDirtyFilesNow(): void {
-    const upTo = this.groupsWritten;
-    const started = performance.now();
+  /** Cuts a file back to its last whole record: part of a refused one must not stand in front of the next (replay stops at a damaged record). */
+  private undoWrite(segment: Segment): void {
     try {
-      for (const segment of this.takeDirtySegments()) fdatasyncSync(segment.fd);
-    } catch (error) {
-      this.synced(upTo, error);
-      throw error;
+      ftruncateSync(segment.fd, segment.size);
+    } catch {
+      // Records written after the damaged one would never be replayed: this journal takes no more.
+      this.damaged = true;
     }
-    this.syncPlacement.measured(performance.now() - started);
-    this.synced(upTo);
-  }
-
-  /** The files written since their last sync, marked clean: the sync about to start answers for them. */
-  private takeDirtySegments(): Segment[] {
-    const dirty = this.segments.filter((segment) => segment.dirty);
-    for (const segment of dirty) segment.dirty = false;
-    return dirty;
   }
 
   /**
-   * A sync covering the first `upTo` groups ended: answers the waiters it covers. A failed one fails
-   * every waiter up to there, whatever another sync said of them: Linux may have dropped the pages
-   * the failed sync was writing, and a later sync that succeeds does not bring them back.
+   * Syncs the files written since their last sync. A failure fails every append from now on: Linux
+   * may have dropped the pages the failed sync was writing, and a later sync that succeeds does not
+   * bring them back.
    */
-  private synced(upTo: number, failure?: unknown): void {
-    if (failure === undefined) this.groupsSynced = Math.max(this.groupsSynced, upTo);
-    const waiting = this.durableWaiters;
-    this.durableWaiters = [];
-    for (const waiter of waiting) {
-      if (failure !== undefined && waiter.groups <= upTo) waiter.reject(failure);
-      else if (waiter.groups <= this.groupsSynced) waiter.resolve();
-      else this.durableWaiters.push(waiter);
+  private syncDirtyFiles(): void {
+    for (const segment of this.segments) {
+      if (!segment.dirty) continue;
+      try {
+        this.calls.fdatasync(segment.fd);
+      } catch (error) {
+        this.failedSync = storeUnavailable(
+          `the intake journal could not be synced to disk (${describeError(error)}); intake is refused until the server is restarted`,
+          error,
+          STORAGE_FAULT_RETRY_AFTER_SECONDS,
+        );
+        throw this.failedSync;
+      }
+      segment.dirty = false;
     }
   }
 
-  /** Syncs the files written since their last sync on libuv's pool, one sync at a time; the waiters' groups written meanwhile share the next. */
-  private syncDirtyFiles(): void {
-    if (this.syncRunning) return;
-    this.syncRunning = true;
-    const upTo = this.groupsWritten;
-    const dirty = this.takeDirtySegments();
-    let remaining = dirty.length;
-    let failure: unknown;
-    const done = (error: NodeJS.ErrnoException | null) => {
-      failure ??= error ?? undefined;
-      if (--remaining > 0) return;
-      this.syncRunning = false;
-      this.synced(upTo, failure);
-      if (this.durableWaiters.length > 0) this.syncDirtyFiles();
-    };
-    if (dirty.length === 0) {
-      remaining = 1;
-      return done(null);
-    }
-    for (const segment of dirty) fdatasync(segment.fd, done);
+  /** A refused write could not be taken back: records after it would never be read back, so none is written. */
+  private damageError(): TrailwireError {
+    return storeUnavailable('the intake journal could not take back a refused write; intake is refused until the server is restarted', undefined, STORAGE_FAULT_RETRY_AFTER_SECONDS);
   }
+
+  private faultOf(error: unknown): TrailwireError {
+    return (
+      storageFaultError(error, 'the intake journal') ??
+      storeUnavailable(`the intake journal cannot be written (${describeError(error)}). Nothing was stored; try again later.`, error, STORAGE_FAULT_RETRY_AFTER_SECONDS)
+    );
+  }
+}
+
+function describeError(error: unknown): string {
+  return (error as { code?: string })?.code ?? (error instanceof Error ? error.message : String(error));
 }
 
 function takeLock(lockFile: string, databaseFile: string): Database.Database {
@@ -417,7 +429,7 @@ export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueu
     const absent = group.filter((item) => !log.holdsPayload(item.id));
     if (absent.length === 0) continue;
     for (const outcome of log.enqueueNow(absent)) {
-      if ('error' in outcome) throw new Error(`the intake journal could not be replayed into the log: ${String(outcome.error)}`, { cause: outcome.error });
+      if (outcome.kind === 'refused') throw new TrailwireError(outcome.code, `the intake journal could not be replayed into the log: ${outcome.message}`);
     }
     appended += absent.length;
   }

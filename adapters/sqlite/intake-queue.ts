@@ -3,8 +3,9 @@
  *
  * An append writes one row with one index besides its sequence (the id the status endpoint looks
  * up); an idempotency key, when given, goes to its own small table. Appends arriving in the same
- * event-loop turn share one transaction (group commit), so `power` durability pays one fsync per
- * group. The store's durability setting decides what a 202 survives: `process` (WAL,
+ * event-loop turn share one transaction (group commit, `core/turn-batcher.ts`), so `power`
+ * durability pays one fsync per group. A full or failing disk refuses the group with
+ * `store_unavailable` (`storage-faults.ts`): nothing of it is stored. The store's durability setting decides what a 202 survives: `process` (WAL,
  * synchronous=NORMAL) survives kill -9 of the process; `power` (synchronous=FULL) power loss too.
  *
  * A batch is a write transaction on this connection, opened by `nextBatch` and ended by
@@ -20,6 +21,7 @@
  * the file's one intake writer (`intake-thread.ts`), so the two never contend for the lock.
  */
 import type Database from 'better-sqlite3';
+import { type ErrorCode, isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
   IDEMPOTENCY_WINDOW_MS,
@@ -30,8 +32,10 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
+import { STORAGE_FAULT_RETRY_AFTER_SECONDS, storageFaultError } from './storage-faults.ts';
 
 export const QUEUE_COMPONENT = 'intake-queue';
 
@@ -142,9 +146,6 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
 /** How long a group commit waits before trying again while another connection holds the write lock. */
 const LOCKED_RETRY_MS = 1;
 
-/** The most appended rows kept in memory for the next batches (`recentAppends`); past it, batches read the file. */
-const RECENT_APPENDS_LIMIT = 8192;
-
 /** A payload's status read: its log row, its parked row, the watermark and its batch's time. */
 const STATUS_SELECT = `SELECT ${LOG_COLUMNS}, ${PARKED_COLUMNS},
     (SELECT max(last_seq) FROM intake_batches) AS watermark,
@@ -170,21 +171,12 @@ interface SqliteBatch extends IntakeBatch {
 
 export class SqliteIntakeQueue implements IntakeQueue {
   private readonly sql;
-  private pending: PendingEnqueue[] = [];
-  private flushScheduled = false;
-  /** Appends a group in one transaction: each item's result, and the log rows it created. */
-  private readonly enqueueGroup: Database.Transaction<(items: readonly NewIntake[], skipExisting: boolean) => { results: EnqueueResult[]; appended: LogRow[] }>;
+  private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
+  /** Appends a group in one transaction: each item's outcome. */
+  private readonly appendGroup: Database.Transaction<(items: readonly NewIntake[], skipExisting: boolean) => AppendOutcome[]>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
-  /**
-   * The rows this connection appended, committed and not yet passed by the watermark, in seq
-   * order. The connection that appends is the one that processes (the processing thread), so a
-   * batch takes them from here instead of reading them back from the file (1.5 µs of the 21 µs a
-   * payload cost to process) whenever they are provably all that follows the watermark: they start right
-   * after it, have no gap, and end at the log's last seq (no other connection appended since).
-   */
-  private recentAppends: LogRow[] = [];
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -217,7 +209,6 @@ export class SqliteIntakeQueue implements IntakeQueue {
       ),
       parkedPerVin: db.prepare<[], { vin: string; n: number }>(`SELECT vin, count(*) AS n FROM intake_parked WHERE state = 'retry' GROUP BY vin`),
       afterWatermark: db.prepare<[number, number], LogRow>(`SELECT ${LOG_COLUMNS} FROM intake_log l WHERE l.seq > ? ORDER BY l.seq LIMIT ?`),
-      lastSeq: db.prepare<[], { seq: number | null }>('SELECT max(seq) AS seq FROM intake_log'),
       park: db.prepare<[number, string, string, number, number, string | null, number | null]>(
         'INSERT INTO intake_parked (seq, vin, state, attempts, next_attempt_at, error, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
@@ -245,8 +236,10 @@ export class SqliteIntakeQueue implements IntakeQueue {
       trimBatches: db.prepare(
         'DELETE FROM intake_batches WHERE last_seq < (SELECT min(seq) FROM intake_log) AND last_seq < (SELECT max(last_seq) FROM intake_batches)',
       ),
+      // The log's seqs past the watermark have no gaps (a rowid is the greatest plus one, and nothing
+      // past the watermark is ever deleted), so their count is a subtraction, not a scan of the backlog.
       depth: db.prepare<[], { n: number }>(
-        `SELECT (SELECT count(*) FROM intake_log WHERE seq > (SELECT coalesce(max(last_seq), 0) FROM intake_batches))
+        `SELECT coalesce((SELECT max(seq) FROM intake_log), 0) - coalesce((SELECT max(last_seq) FROM intake_batches), 0)
               + (SELECT count(*) FROM intake_parked WHERE state = 'retry') AS n`,
       ),
       begin: db.prepare('BEGIN IMMEDIATE'),
@@ -254,17 +247,11 @@ export class SqliteIntakeQueue implements IntakeQueue {
       rollback: db.prepare('ROLLBACK'),
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
-    this.enqueueGroup = db.transaction((items: readonly NewIntake[], skipExisting: boolean) => {
-      const appended: LogRow[] = [];
-      return { results: items.map((item) => this.appendOne(item, appended, skipExisting)), appended };
-    });
+    this.appendGroup = db.transaction((items: readonly NewIntake[], skipExisting: boolean) => items.map((item) => this.appendOne(item, skipExisting)));
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
-    return new Promise((resolve, reject) => {
-      this.pending.push({ item, resolve, reject });
-      this.scheduleFlush(0);
-    });
+    return new Promise((resolve, reject) => this.turn.push({ item, resolve, reject }));
   }
 
   async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
@@ -325,7 +312,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
       this.sql.commit.run();
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
-      throw error;
+      throw storageFaultError(error, 'the intake log') ?? error;
     } finally {
       this.openBatch = null;
     }
@@ -370,24 +357,33 @@ export class SqliteIntakeQueue implements IntakeQueue {
   /**
    * Writes a group of appends at once, waiting for the write lock as long as the connection's busy
    * timeout allows: for a connection whose thread may block (the processing thread), or for a replay
-   * of the intake journal. Answers each item's result, or the error that item alone met.
+   * of the intake journal. Answers each item's outcome. A storage fault refuses the whole group
+   * (`store_unavailable`: nothing of it is stored); any other error is one item's alone, which is
+   * refused while its neighbours are stored.
    *
-   * `skipExisting` is for the groups of a processing thread that ended before it answered
-   * (`threaded-intake-queue.ts`): it may have appended them, so an item whose id the log already
-   * holds is not appended again; it answers its stored record.
+   * `skipExisting` is for groups that may have been appended already (a journal replayed, a group
+   * sent again to a restarted processing thread): an item whose id the log holds is not appended
+   * again, and answers `appended`.
    */
-  enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): EnqueueOutcome[] {
+  enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): AppendOutcome[] {
     try {
-      return this.appendGroup(items, skipExisting).map((result) => ({ result }));
-    } catch {
-      return this.enqueueOneByOne(items, skipExisting);
+      return this.appendGroup.immediate(items, skipExisting);
+    } catch (error) {
+      return this.outcomesAfterFailure(error, items, skipExisting);
     }
+  }
+
+  /** A group's transaction failed: a storage fault refuses it whole; anything else is looked for item by item. */
+  private outcomesAfterFailure(error: unknown, items: readonly NewIntake[], skipExisting: boolean): AppendOutcome[] {
+    const fault = storageFaultError(error, 'the intake log');
+    if (fault) return items.map(() => refusedOutcome(fault));
+    return this.enqueueOneByOne(items, skipExisting);
   }
 
   private readBatch(limit: number, now: number): SqliteBatch {
     const dueParked = this.sql.dueParked.all({ now, limit });
     const watermark = this.sql.watermark.get()!.watermark ?? 0;
-    const logRows = dueParked.length < limit ? this.rowsAfter(watermark, limit - dueParked.length) : [];
+    const logRows = dueParked.length < limit ? this.sql.afterWatermark.all(watermark, limit - dueParked.length) : [];
     // A VIN with a parked retry that is not in this batch holds its newer payloads back.
     const waiting = new Map<string, number>();
     if (logRows.length > 0) {
@@ -424,49 +420,36 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return row ? toIntakeRecord(row, this.inOpenBatch(seq)) : null;
   }
 
-  private scheduleFlush(delayMs: number): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    if (delayMs === 0) setImmediate(() => this.flush());
-    else setTimeout(() => this.flush(), delayMs);
-  }
-
   /** Writes every append of this turn in one transaction: one commit (one fsync in `power` mode). */
-  private flush(): void {
-    this.flushScheduled = false;
-    if (this.pending.length === 0) return;
+  private flush(group: PendingEnqueue[]): void {
     // A batch is open on this connection: a group written now would commit with the batch, or be
     // rolled back with it, after its 202.
-    if (this.db.inTransaction) return this.scheduleFlush(LOCKED_RETRY_MS);
-    const group = this.pending;
-    this.pending = [];
-    let outcomes: EnqueueOutcome[] | 'locked';
+    if (this.db.inTransaction) return this.turn.putBack(group, LOCKED_RETRY_MS);
+    const items = group.map((entry) => entry.item);
+    let outcomes: AppendOutcome[] | 'locked';
     try {
-      outcomes = this.withoutWaiting(() => this.appendGroup(group.map((entry) => entry.item)).map((result) => ({ result })));
-    } catch {
-      outcomes = this.enqueueOneByOne(group.map((entry) => entry.item));
+      outcomes = this.withoutWaiting(() => this.appendGroup.immediate(items, false));
+    } catch (error) {
+      outcomes = this.outcomesAfterFailure(error, items, false);
     }
-    if (outcomes === 'locked') {
-      this.pending = group.concat(this.pending);
-      return this.scheduleFlush(LOCKED_RETRY_MS);
-    }
+    if (outcomes === 'locked') return this.turn.putBack(group, LOCKED_RETRY_MS);
     let created = false;
     group.forEach((entry, i) => {
       const outcome = outcomes[i]!;
-      if ('error' in outcome) return entry.reject(outcome.error);
-      created ||= outcome.result.created;
-      entry.resolve(outcome.result);
+      if (outcome.kind === 'refused') return entry.reject(refusalError(outcome));
+      created ||= outcome.kind === 'appended';
+      entry.resolve(toEnqueueResult(outcome, entry.item));
     });
     if (created) this.options.onEnqueued?.();
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
-  private enqueueOneByOne(items: readonly NewIntake[], skipExisting = false): EnqueueOutcome[] {
+  private enqueueOneByOne(items: readonly NewIntake[], skipExisting: boolean): AppendOutcome[] {
     return items.map((item) => {
       try {
-        return { result: this.appendGroup([item], skipExisting)[0]! };
+        return this.appendGroup.immediate([item], skipExisting)[0]!;
       } catch (error) {
-        return { error };
+        return refusedOutcome(storageFaultError(error, 'the intake log') ?? error);
       }
     });
   }
@@ -488,63 +471,50 @@ export class SqliteIntakeQueue implements IntakeQueue {
     }
   }
 
-  /** Appends a group in one transaction; the rows it created become recent appends once it has committed. */
-  private appendGroup(items: readonly NewIntake[], skipExisting = false): EnqueueResult[] {
-    const { results, appended } = this.enqueueGroup.immediate(items, skipExisting);
-    // Inside a caller's transaction the group is only a savepoint: not committed yet, not remembered.
-    if (!this.db.inTransaction) {
-      if (this.recentAppends.length + appended.length > RECENT_APPENDS_LIMIT) this.recentAppends = [];
-      for (const row of appended) this.recentAppends.push(row);
-    }
-    return results;
-  }
-
-  /** Up to `limit` log rows after `watermark`, in order: from the recent appends when they are exactly those rows, else from the file. */
-  private rowsAfter(watermark: number, limit: number): LogRow[] {
-    const recent = this.recentAppends;
-    let passed = 0;
-    while (passed < recent.length && recent[passed]!.seq <= watermark) passed++;
-    if (passed > 0) recent.splice(0, passed);
-    const first = recent[0];
-    const last = recent[recent.length - 1];
-    if (first && last && first.seq === watermark + 1 && last.seq - first.seq === recent.length - 1 && this.sql.lastSeq.get()!.seq === last.seq)
-      return recent.slice(0, limit);
-    return this.sql.afterWatermark.all(watermark, limit);
-  }
-
-  /** Appends one item (or finds its idempotency key's earlier record); a new log row is added to `appended`. */
-  private appendOne(item: NewIntake, appended: LogRow[], skipExisting: boolean): EnqueueResult {
-    if (skipExisting) {
-      const existing = this.sql.seqOfId.get(item.id);
-      const record = existing && this.recordAt(existing.seq);
-      if (record) return { record, created: true };
-    }
+  /** Appends one item, or finds its idempotency key's earlier record. */
+  private appendOne(item: NewIntake, skipExisting: boolean): AppendOutcome {
+    if (skipExisting && this.sql.seqOfId.get(item.id) !== undefined) return APPENDED;
     if (item.idempotencyKey !== null) {
       const earlier = this.sql.keyOf.get(item.partnerId, item.idempotencyKey);
       if (earlier && earlier.received_at > item.receivedAt - IDEMPOTENCY_WINDOW_MS) {
         const record = this.recordAt(earlier.seq);
-        if (record) return { record, created: false };
+        if (record) return { kind: 'replayed', record };
       }
     }
     const { lastInsertRowid } = this.sql.append.run(item.id, item.partnerId, item.product, item.vin, item.payload, item.receivedAt, item.idempotencyKey);
-    const seq = Number(lastInsertRowid);
-    if (item.idempotencyKey !== null) this.sql.saveKey.run(item.partnerId, item.idempotencyKey, seq, item.receivedAt);
-    appended.push({
-      seq,
-      id: item.id,
-      partner_id: item.partnerId,
-      product: item.product,
-      vin: item.vin,
-      payload: item.payload,
-      received_at: item.receivedAt,
-      idempotency_key: item.idempotencyKey,
-    });
-    return { record: queuedRecord(item), created: true };
+    if (item.idempotencyKey !== null) this.sql.saveKey.run(item.partnerId, item.idempotencyKey, Number(lastInsertRowid), item.receivedAt);
+    return APPENDED;
   }
 }
 
-/** What became of one item of a group write: its result, or the error it alone met. */
-export type EnqueueOutcome = { result: EnqueueResult } | { error: unknown };
+/**
+ * What became of one item of a group written to the log — one shape on both sides of the processing
+ * thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
+ * sender holds, so nothing large comes back), replayed (its idempotency key was used before: the
+ * earlier record), or refused with the code and message of the error a client is to get.
+ */
+export type AppendOutcome =
+  | { kind: 'appended' }
+  | { kind: 'replayed'; record: IntakeRecord }
+  | { kind: 'refused'; code: ErrorCode; message: string };
+
+const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+
+/** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
+export function refusedOutcome(error: unknown): AppendOutcome {
+  if (isTrailwireError(error)) return { kind: 'refused', code: error.code, message: error.message };
+  return { kind: 'refused', code: 'internal', message: `the payload could not be stored: ${error instanceof Error ? error.message : String(error)}` };
+}
+
+/** The error a refused item's client gets. */
+export function refusalError(outcome: Extract<AppendOutcome, { kind: 'refused' }>): TrailwireError {
+  return new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {});
+}
+
+/** The enqueue result of an item that was appended or replayed (the queue's answer to its caller). */
+export function toEnqueueResult(outcome: Exclude<AppendOutcome, { kind: 'refused' }>, item: NewIntake): EnqueueResult {
+  return outcome.kind === 'appended' ? { record: queuedRecord(item), created: true } : { record: outcome.record, created: false };
+}
 
 export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */

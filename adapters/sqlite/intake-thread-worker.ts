@@ -1,37 +1,49 @@
 /**
  * The body of the intake processing thread (`intake-thread.ts` starts it): its own connection to
  * the SQLite file, the products loaded by module, the groups of payloads the main thread accepted
- * (each written in one commit, then answered), and the core's `IntakeWorker` reading the log in
- * batches, each batch one transaction of this connection. Only this code uses the connection, so no
- * other write ever joins a batch's transaction, and the event loop that serves requests never waits
- * for the write lock. Live updates and counts go back to the main thread once per batch, after the
- * commit. The thread runs a little below the HTTP thread's priority (`thread-priority.ts`).
+ * (each turn's groups written in one commit, then answered), and the core's `IntakeWorker` reading
+ * the log in batches, each batch one transaction of this connection. Only this code writes intake on
+ * the connection, so no other write ever joins a batch's transaction, and the event loop that serves
+ * requests never waits for the write lock. Live updates and counts go back to the main thread once
+ * per batch, after the commit. The thread runs a little below the HTTP thread's priority.
+ *
+ * When the store refuses a write (a full or failing disk), the groups that could not be appended are
+ * held, in order, with every group that arrives after them, and tried again with a backoff; the main
+ * thread is told once when the store fails and once when it writes again, and the log says it once,
+ * then once per interval with a count (`core/repeating-fault-log.ts`).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../../core/clock.ts';
+import { isTrailwireError } from '../../core/errors.ts';
+import type { NewIntake } from '../../core/intake-queue.ts';
 import { IntakeWorker } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
+import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
+import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { builtInProducts } from '../../products/index.ts';
-import type { NewIntake } from '../../core/intake-queue.ts';
+import { decodeIntakeGroup } from './intake-group-codec.ts';
+import { type AppendOutcome, openSqliteIntakeQueue } from './intake-queue.ts';
 import {
   type IntakeThreadCommand,
   type IntakeThreadData,
   type IntakeThreadLog,
   type IntakeThreadMessage,
   PROCESSING_WAL_AUTOCHECKPOINT_PAGES,
-  type ThreadEnqueueOutcome,
 } from './intake-thread.ts';
-import { decodeIntakeGroup } from './intake-group-codec.ts';
-import { openSqliteIntakeQueue } from './intake-queue.ts';
 import { openSqliteStore } from './sqlite-store.ts';
 import { lowerThisThreadPriority, PROCESSING_THREAD_NICENESS } from './thread-priority.ts';
+
+/** Held groups are tried again after this long, doubling up to `MAX_RETRY_MS`. */
+const FIRST_RETRY_MS = 250;
+const MAX_RETRY_MS = 5000;
 
 lowerThisThreadPriority(PROCESSING_THREAD_NICENESS);
 const port = parentPort!;
 const data = workerData as IntakeThreadData;
 const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
+const faults = new RepeatingFaultLog({ write: log });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
 store.db.pragma(`wal_autocheckpoint = ${PROCESSING_WAL_AUTOCHECKPOINT_PAGES}`);
@@ -54,6 +66,26 @@ async function importProductModule(target: string): Promise<Record<string, unkno
   return (await tsx.tsImport(target, import.meta.url)) as Record<string, unknown>;
 }
 
+// --- the store's state: told to the main thread when it changes ---------------------------------
+
+let storeFault: string | null = null;
+
+function storeFailed(reason: string): void {
+  faults.failed('store', { level: 'error', message: `the store refuses writes: ${reason}; intake is refused and processing waits until it writes again` });
+  if (storeFault !== null) return;
+  storeFault = reason;
+  send({ type: 'store', fault: reason });
+}
+
+function storeWrote(): void {
+  if (storeFault === null) return;
+  storeFault = null;
+  faults.recovered('store', 'the store writes again; intake and processing resume');
+  send({ type: 'store', fault: null });
+}
+
+// --- processing -----------------------------------------------------------------------------------
+
 let events: LiveTrailerEvent[] = [];
 const worker = new IntakeWorker(
   {
@@ -65,6 +97,7 @@ const worker = new IntakeWorker(
       events.push(event);
     },
     onRound: ({ processed, failed }) => {
+      storeWrote();
       send({ type: 'round', events, processed, failed });
       events = [];
     },
@@ -78,61 +111,100 @@ const worker = new IntakeWorker(
         attempts: attempt,
         reason: error instanceof Error ? error.message : String(error),
       }),
-    onRoundFailed: (error) => log({ level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack }),
+    onRoundFailed: (error) => {
+      if (isTrailwireError(error) && error.code === 'store_unavailable') return storeFailed(error.message);
+      faults.failed('round', { level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack });
+    },
   },
   data.worker,
 );
 
-/** Groups received and not written yet, in arrival order. */
-let received: Array<{ requestId: number; items: NewIntake[] }> = [];
-let writeScheduled = false;
+// --- appends ----------------------------------------------------------------------------------------
 
-/** Groups that arrive together (the port delivers what is waiting at once) share a commit. */
-function scheduleWrite(): void {
-  if (writeScheduled) return;
-  writeScheduled = true;
-  setImmediate(writeReceived);
+interface ReceivedGroup {
+  requestId: number;
+  items: NewIntake[];
+  skipExisting: boolean;
 }
 
-/**
- * Writes every group received so far in one commit, answers them all in one message, and wakes the worker for them.
- * Never inside an open round: the group would commit with the round, after its answer.
- */
-function writeReceived(): void {
-  writeScheduled = false;
-  if (received.length === 0) return;
-  if (store.db.inTransaction) return scheduleWrite();
-  const groups = received;
-  received = [];
-  const outcomes = queue.enqueueNow(groups.flatMap((group) => group.items));
+/** Groups that arrive together (the port delivers what is waiting at once) share a commit. */
+const received = new TurnBatcher<ReceivedGroup>((groups) => appendOrHold(groups));
+/** Groups the store refused, in order, with those that came after them: tried again until written. */
+let held: ReceivedGroup[] = [];
+let retryDelayMs = FIRST_RETRY_MS;
+let retryTimer: NodeJS.Timeout | undefined;
+
+function appendOrHold(groups: ReceivedGroup[]): void {
+  // Never inside an open batch: the groups would commit with the batch, after their answer.
+  if (store.db.inTransaction) return received.putBack(groups, 1);
+  // Behind held groups: a VIN's payloads reach the log in arrival order.
+  if (held.length > 0) {
+    held.push(...groups);
+    return;
+  }
+  append(groups);
+}
+
+/** Appends groups in one commit and answers them; when the store refuses, holds them and tries again later. */
+function append(groups: ReceivedGroup[]): void {
+  const items = groups.flatMap((group) => group.items);
+  const outcomes = queue.enqueueNow(items, { skipExisting: groups.some((group) => group.skipExisting) });
+  const refusal = outcomes.find((outcome) => outcome.kind === 'refused' && outcome.code === 'store_unavailable');
+  if (refusal && refusal.kind === 'refused') {
+    held = groups;
+    storeFailed(refusal.message);
+    retryTimer = setTimeout(retryHeld, retryDelayMs);
+    retryDelayMs = Math.min(retryDelayMs * 2, MAX_RETRY_MS);
+    return;
+  }
+  retryDelayMs = FIRST_RETRY_MS;
+  storeWrote();
   let offset = 0;
-  const answers = groups.map(({ requestId, items }) => {
-    const itemOutcomes = outcomes.slice(offset, (offset += items.length)).map((outcome): ThreadEnqueueOutcome => {
-      if ('error' in outcome) return { error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) };
-      return outcome.result.created ? { created: true } : { created: false, record: outcome.result.record };
-    });
-    return { requestId, outcomes: itemOutcomes.every((answer) => 'created' in answer && answer.created) ? null : itemOutcomes };
+  const answers = groups.map(({ requestId, items: groupItems }) => {
+    const groupOutcomes: AppendOutcome[] = outcomes.slice(offset, (offset += groupItems.length));
+    return { requestId, outcomes: groupOutcomes.every((outcome) => outcome.kind === 'appended') ? null : groupOutcomes };
   });
-  send({ type: 'enqueued', answers });
+  send({ type: 'appended', answers });
   worker.notify();
+}
+
+function retryHeld(): void {
+  retryTimer = undefined;
+  if (store.db.inTransaction) {
+    retryTimer = setTimeout(retryHeld, 1);
+    return;
+  }
+  const groups = held;
+  held = [];
+  append(groups);
+}
+
+/** The log's depth once every group received before the request is appended (after the batch in hand, if any). */
+async function answerDepth(requestId: number): Promise<void> {
+  if (store.db.inTransaction) {
+    setImmediate(() => void answerDepth(requestId));
+    return;
+  }
+  received.flushNow();
+  send({ type: 'depth', requestId, depth: await queue.depth() });
 }
 
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
-  else if (command.type === 'enqueue') {
-    received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group) });
-    scheduleWrite();
-  } else if (command.type === 'stop') void stop();
+  else if (command.type === 'append') received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group), skipExisting: command.skipExisting });
+  else if (command.type === 'depth') void answerDepth(command.requestId);
+  else if (command.type === 'stop') void stop();
 });
 
 async function stop(): Promise<void> {
   await worker.stop();
-  // Groups that came before the stop are answered: written, to be processed by the next start.
-  writeReceived();
+  // Groups that came before the stop are appended, to be processed by the next start; held ones stay in the journal.
+  if (held.length === 0) received.flushNow();
+  clearTimeout(retryTimer);
   await store.close();
   send({ type: 'stopped' });
   port.close();
 }
 
-await worker.start();
+if (data.processing) await worker.start();
 send({ type: 'ready' });

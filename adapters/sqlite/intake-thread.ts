@@ -1,18 +1,17 @@
 /**
- * Intake processing in a worker thread, for the embedded SQLite store. better-sqlite3 is
- * synchronous: processing on the event loop would take turns with HTTP requests for one core. The
- * thread opens its own connection to the file and is its one intake writer: the main thread only
- * accepts (authenticates, validates, limits) and hands each turn's accepted payloads to the thread
- * (`enqueue`), which writes them in one commit and answers, then processes what is queued with the
- * core's `IntakeWorker`. SQLite has one writer at a time; with a single writer for intake, nothing
- * contends for the lock, the event loop never waits for it, and every commit (the fsync in `power`
- * durability) happens off the event loop. Owning its connection, the thread runs each batch of the
- * log — its reads, the store's writes, the outcomes and the new watermark — as one transaction: one
- * commit per batch, not one per payload, and under load the groups and batches grow, so the commits
- * stay few. Live updates come back to the main
- * thread, which publishes them on its live hub in order. A server does not wait for the thread's
- * commit before its 202s: it makes each group durable in the intake journal first
- * (`intake-journal.ts`, `threaded-intake-queue.ts`), and the thread's answer only confirms it.
+ * Intake processing in a worker thread, for the embedded SQLite store, as the main thread sees it.
+ * better-sqlite3 is synchronous: processing on the event loop would take turns with HTTP requests
+ * for one core. The thread opens its own connection to the file and is the file's one intake
+ * writer: the main thread only accepts (authenticates, validates, limits, journals) and hands each
+ * turn's accepted payloads to the thread (`append`), which writes them to the intake log and
+ * answers, then processes what is queued with the core's `IntakeWorker`, each batch one transaction
+ * (`intake-thread-worker.ts`). Live updates come back here and are handed to `onEvents` in order.
+ *
+ * Faults. When the store refuses the thread's writes (a full or failing disk), the thread keeps the
+ * groups it could not append and tries them again, in order, and says so once (`onStoreFault`); when
+ * a write succeeds again it says that too. A thread that dies (an exception, `kill`) is started
+ * again with a backoff (1 s, doubling to 30 s), its appends not answered are rejected so that the
+ * caller sends them again to the new thread (`onReady`), and `isRunning` is false in between.
  *
  * The thread loads products by module specifier (the built-in products, and any others named), since
  * product objects cannot cross threads; a server given product objects processes inline instead.
@@ -20,17 +19,16 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import { TrailwireError } from '../../core/errors.ts';
-import type { IntakeRecord } from '../../core/intake-queue.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { AppendOutcome } from './intake-queue.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
 
 /**
  * The processing thread's connection checkpoints the WAL every 4,000 pages (32 MB of a new file's
  * 8 KiB pages, 16 MB of an older file's 4 KiB) instead of SQLite's 1,000: a page written by several
- * batches between two checkpoints — a fleet's trailer
- * rows are scattered over many — is copied back to the file once, which takes about a tenth off the
- * processing cost (`npm run bench -- intake-processing`).
+ * batches between two checkpoints — a fleet's trailer rows are scattered over many — is copied back
+ * to the file once, which takes about a tenth off the processing cost (`npm run bench -- intake-processing`).
  */
 export const PROCESSING_WAL_AUTOCHECKPOINT_PAGES = 4000;
 
@@ -38,13 +36,17 @@ export const PROCESSING_WAL_AUTOCHECKPOINT_PAGES = 4000;
  * The thread's batches hold up to 2,048 payloads unless `worker.batchSize` says otherwise (the core's
  * default, 512, suits a worker on an event loop that also serves requests). The thread has its own
  * event loop, and a batch's cost is mostly the pages it writes: a larger batch writes each trailer
- * and index page once for more payloads. With batches of 512 a full batch was followed at once by
- * a small one, where with 2,048 every batch gathers for the linger: processing took 14–16 µs a
- * payload instead of 21–23 (`npm run bench -- intake-processing`), and intake about 10 % more 202/s.
- * Latency at a light load is the linger's, as before; under load a payload is processed some tens
- * of milliseconds after its 202.
+ * and index page once for more payloads (14–16 µs a payload instead of 21–23 with 512,
+ * `npm run bench -- intake-processing`). Latency at a light load is the linger's; under load a payload
+ * is processed some tens of milliseconds after its 202.
  */
 export const PROCESSING_BATCH_SIZE = 2048;
+
+/** The first restart of a thread that died waits this long by default; each restart in a row doubles it. */
+const RESTART_DELAY_MS = 1000;
+const MAX_RESTART_DELAY_MS = 30_000;
+/** A thread that ran this long before it died is restarted after the first delay again. */
+const STABLE_RUN_MS = 60_000;
 
 export interface IntakeThreadOptions {
   /** The SQLite file of the store; the thread opens its own connection to it. Required. */
@@ -57,11 +59,17 @@ export interface IntakeThreadOptions {
   cwd?: string;
   /** Worker tuning (batch size, retries, retention...). */
   worker?: IntakeWorkerOptions;
-  /** Receives the live updates of each round, in order (the main thread's hub publishes them). */
+  /** Whether the thread processes the log, or only appends to it (the queue conformance suite processes through the queue itself). Default true. */
+  processing?: boolean;
+  /** Receives the live updates of each round, in order. */
   onEvents: (events: LiveTrailerEvent[]) => void;
-  /** Receives what the thread has to say (failed attempts and rounds, restarts). */
+  /** Receives what the thread has to say (failed attempts, faults — each said once, then once per interval — and restarts). */
   onLog?: (entry: IntakeThreadLog) => void;
-  /** Delay before a thread that died is started again. Default 1000 ms. */
+  /** Told each time a thread is ready: at the start (before `start` resolves), and after each restart. */
+  onReady?: (thread: IntakeThread) => void;
+  /** Told when the store stops taking the thread's writes (the reason) and when it takes them again (null). */
+  onStoreFault?: (fault: string | null) => void;
+  /** Delay before a thread that died is started again, doubled for each restart in a row. Default 1000 ms. */
   restartDelayMs?: number;
 }
 
@@ -78,6 +86,7 @@ export interface IntakeThreadData {
   productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
+  processing: boolean;
 }
 
 /** Messages from the thread. */
@@ -85,26 +94,21 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
-  /**
-   * The answers to `enqueue` commands, once their groups are committed — one message for every group
-   * of a commit: per group an outcome per item, or null when every item was stored (the usual
-   * answer, and the cheapest to send across).
-   */
-  | { type: 'enqueued'; answers: Array<{ requestId: number; outcomes: ThreadEnqueueOutcome[] | null }> }
+  /** The answers to `append` commands, once their groups are committed: per group an outcome per item, or null when every item was appended (the usual answer, the cheapest to send). */
+  | { type: 'appended'; answers: Array<{ requestId: number; outcomes: AppendOutcome[] | null }> }
+  | { type: 'depth'; requestId: number; depth: number }
+  | { type: 'store'; fault: string | null }
   | { type: 'stopped' };
 
-/**
- * What became of one item of a group. A stored item is answered in one flag, since the main thread
- * holds the item and knows its record (`queuedRecord`); only a replay (an idempotency key used
- * before) carries the earlier record back, so that payloads do not cross the threads twice.
- */
-export type ThreadEnqueueOutcome = { created: true } | { created: false; record: IntakeRecord } | { error: string };
-
 /** Messages to the thread. */
-export type IntakeThreadCommand = { type: 'wake' } | { type: 'enqueue'; requestId: number; group: Uint8Array } | { type: 'stop' };
+export type IntakeThreadCommand =
+  | { type: 'wake' }
+  | { type: 'append'; requestId: number; group: Uint8Array; skipExisting: boolean }
+  | { type: 'depth'; requestId: number }
+  | { type: 'stop' };
 
-interface PendingGroup {
-  resolve: (outcomes: ThreadEnqueueOutcome[] | null) => void;
+interface PendingRequest<T> {
+  resolve: (value: T) => void;
   reject: (error: unknown) => void;
 }
 
@@ -118,15 +122,17 @@ export class IntakeThread {
   private stopping = false;
   private wakePending = false;
   private nextRequestId = 1;
-  /** Groups sent to the thread and not answered yet. */
-  private readonly pendingGroups = new Map<number, PendingGroup>();
+  private readonly pendingAppends = new Map<number, PendingRequest<AppendOutcome[] | null>>();
+  private readonly pendingDepths = new Map<number, PendingRequest<number>>();
   private processedCount = 0;
   private failedCount = 0;
   private restartTimer: NodeJS.Timeout | undefined;
+  private restartsInARow = 0;
+  private startedAt = 0;
 
   private constructor(private readonly options: IntakeThreadOptions) {}
 
-  /** Starts the thread and resolves once it processes (its start-up recovery done). */
+  /** Starts the thread and resolves once it processes. */
   static async start(options: IntakeThreadOptions): Promise<IntakeThread> {
     if (!options?.file) throw new TypeError('IntakeThread: `file` is required');
     if (options.file === ':memory:') throw new TypeError('IntakeThread: an in-memory database cannot be shared with a thread');
@@ -135,7 +141,7 @@ export class IntakeThread {
     return thread;
   }
 
-  /** Tells the thread that new payloads are queued; several calls in one turn send one message. */
+  /** Tells the thread that payloads are queued (re-queued dead letters); several calls in one turn send one message. */
   notify(): void {
     if (this.wakePending || !this.worker) return;
     this.wakePending = true;
@@ -146,19 +152,19 @@ export class IntakeThread {
   }
 
   /**
-   * Has the thread write a group of payloads (`encodeIntakeGroup`) in one commit; resolves once they are durable, with
-   * each item's result or error (null: every item was stored). Rejects with `unavailable` when the thread is not running, or ends
-   * before it answers (the group may or may not have been committed: a client retries with its
-   * `Idempotency-Key`).
+   * Has the thread append a group of payloads (`encodeIntakeGroup`) in one commit; resolves once it
+   * is durable in the log, with each item's outcome (null: every item appended). While the store
+   * refuses writes the thread holds the group and answers once it is written. Rejects with
+   * `unavailable` when the thread is not running or ends before it answers (the group may or may
+   * not have been appended: send it again with `skipExisting`).
    */
-  enqueue(group: Uint8Array): Promise<ThreadEnqueueOutcome[] | null> {
-    const worker = this.worker;
-    if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
-    const requestId = this.nextRequestId++;
-    return new Promise((resolve, reject) => {
-      this.pendingGroups.set(requestId, { resolve, reject });
-      worker.postMessage({ type: 'enqueue', requestId, group } satisfies IntakeThreadCommand);
-    });
+  append(group: Uint8Array, skipExisting = false): Promise<AppendOutcome[] | null> {
+    return this.request(this.pendingAppends, (requestId) => ({ type: 'append', requestId, group, skipExisting }));
+  }
+
+  /** Payloads of the log queued or being processed, counted by the thread once every group sent before this call is appended. */
+  depth(): Promise<number> {
+    return this.request(this.pendingDepths, (requestId) => ({ type: 'depth', requestId }));
   }
 
   get isRunning(): boolean {
@@ -170,7 +176,7 @@ export class IntakeThread {
     return { processed: this.processedCount, failed: this.failedCount };
   }
 
-  /** Finishes the round in hand, closes the thread's connection and ends the thread. */
+  /** Finishes the round in hand, appends what it was sent, closes the thread's connection and ends the thread. */
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.restartTimer);
@@ -181,6 +187,21 @@ export class IntakeThread {
     await exited;
   }
 
+  /** Ends the thread at once, as a crash would; it is restarted like a thread that died. For fault drills and tests. */
+  async kill(): Promise<void> {
+    await this.worker?.terminate();
+  }
+
+  private request<T>(pending: Map<number, PendingRequest<T>>, command: (requestId: number) => IntakeThreadCommand): Promise<T> {
+    const worker = this.worker;
+    if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
+    const requestId = this.nextRequestId++;
+    return new Promise((resolve, reject) => {
+      pending.set(requestId, { resolve, reject });
+      worker.postMessage(command(requestId));
+    });
+  }
+
   private async spawn(): Promise<void> {
     const data: IntakeThreadData = {
       file: this.options.file,
@@ -188,6 +209,7 @@ export class IntakeThread {
       productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: { batchSize: PROCESSING_BATCH_SIZE, ...this.options.worker },
+      processing: this.options.processing ?? true,
     };
     const worker = RUNS_FROM_SOURCE ? spawnSourceWorker(data) : new Worker(WORKER_MODULE, { workerData: data });
     const ready = new Promise<void>((resolve, reject) => {
@@ -203,6 +225,8 @@ export class IntakeThread {
     worker.on('error', (error) => this.log({ level: 'error', message: 'the intake thread failed', err: error }));
     worker.on('exit', (code) => this.exited(code));
     this.worker = worker;
+    this.startedAt = Date.now();
+    this.options.onReady?.(this);
   }
 
   private receive(message: IntakeThreadMessage): void {
@@ -210,23 +234,24 @@ export class IntakeThread {
       this.processedCount += message.processed;
       this.failedCount += message.failed;
       if (message.events.length > 0) this.options.onEvents(message.events);
-    } else if (message.type === 'enqueued') {
-      for (const { requestId, outcomes } of message.answers) {
-        const group = this.pendingGroups.get(requestId);
-        this.pendingGroups.delete(requestId);
-        group?.resolve(outcomes);
-      }
-    } else if (message.type === 'log') this.log(message.entry);
+    } else if (message.type === 'appended') {
+      for (const { requestId, outcomes } of message.answers) settle(this.pendingAppends, requestId, outcomes);
+    } else if (message.type === 'depth') settle(this.pendingDepths, message.requestId, message.depth);
+    else if (message.type === 'store') this.options.onStoreFault?.(message.fault);
+    else if (message.type === 'log') this.log(message.entry);
   }
 
   private exited(code: number): void {
     this.worker = undefined;
-    for (const group of this.pendingGroups.values())
-      group.reject(new TrailwireError('unavailable', 'The intake thread ended before it confirmed the payload; try again.'));
-    this.pendingGroups.clear();
+    const ended = new TrailwireError('unavailable', 'The intake thread ended before it answered; try again.');
+    for (const pending of [this.pendingAppends, this.pendingDepths]) {
+      for (const request of pending.values()) request.reject(ended);
+      pending.clear();
+    }
     if (this.stopping) return;
-    // Queued payloads are durable and the thread recovers what it had in hand, so a restart loses nothing.
-    const delay = this.options.restartDelayMs ?? 1000;
+    // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
+    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartsInARow = 0;
+    const delay = Math.min((this.options.restartDelayMs ?? RESTART_DELAY_MS) * 2 ** this.restartsInARow++, MAX_RESTART_DELAY_MS);
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
     this.restartTimer = setTimeout(() => {
       this.spawn().catch((error: unknown) => {
@@ -239,6 +264,12 @@ export class IntakeThread {
   private log(entry: IntakeThreadLog): void {
     this.options.onLog?.(entry);
   }
+}
+
+function settle<T>(pending: Map<number, PendingRequest<T>>, requestId: number, value: T): void {
+  const request = pending.get(requestId);
+  pending.delete(requestId);
+  request?.resolve(value);
 }
 
 /**

@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { type CanonicalCargosafeReading, type CanonicalDeviceReading, MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
+import { storageFaultError } from './storage-faults.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type {
   Audience,
@@ -118,6 +119,10 @@ export const DEFAULT_SQLITE_STORE_OPTIONS = {
 /** The SQLite store, with its connection exposed for modules that share the file (the intake queue). */
 export interface SqliteStore extends TrailwireStore {
   readonly db: Database.Database;
+  /** The database file (`:memory:` for a private in-memory database). */
+  readonly file: string;
+  /** What a commit survives (see `SqliteStoreOptions.durability`). */
+  readonly durability: SqliteDurability;
 }
 
 /** Checks the options, naming the first bad field, and fills in the defaults. */
@@ -176,7 +181,7 @@ export async function openSqliteStore(options: SqliteStoreOptions): Promise<Sqli
     // the batch ends.
     db.pragma('temp_store = MEMORY');
     applyMigrations(db, STORE_COMPONENT, STORE_MIGRATIONS);
-    return new SqliteTrailwireStore(db, prepareStoreStatements(db), resolved.ids);
+    return new SqliteTrailwireStore(db, resolved.file, resolved.durability, prepareStoreStatements(db), resolved.ids);
   } catch (error) {
     db.close();
     throw error;
@@ -209,6 +214,8 @@ class SqliteTrailwireStore implements SqliteStore {
 
   constructor(
     readonly db: Database.Database,
+    readonly file: string,
+    readonly durability: SqliteDurability,
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
   ) {
@@ -532,7 +539,13 @@ class SqliteTrailwireStore implements SqliteStore {
 
   async applyTelemetryBatch(items: readonly TelemetryBatch[]): Promise<Map<string, AppliedTelemetry>> {
     // Inside a caller's transaction (an intake batch on this connection) this is a savepoint.
-    return items.length === 0 ? new Map() : this.applyTelemetryTransaction.immediate(items);
+    if (items.length === 0) return new Map();
+    try {
+      return this.applyTelemetryTransaction.immediate(items);
+    } catch (error) {
+      // A full or failing disk is the store's fault, not the payloads': the worker abandons the round.
+      throw storageFaultError(error, 'the store') ?? error;
+    }
   }
 
   /**

@@ -1,22 +1,25 @@
 /**
- * The intake queue as the main thread of a server with a processing thread sees it: enqueues go to
- * the thread — the file's one intake writer — in one message per event-loop turn; everything else
- * (status reads, idempotency lookups, dead letters, depth) reads the file through the main thread's
- * own connection, which WAL lets run beside the thread's writes.
+ * The intake queue of a server with a processing thread, as its HTTP thread sees it. Each
+ * event-loop turn's accepted payloads are written to the intake journal as one record (durable:
+ * in `power` durability synced) and answered at once; the group then goes to the thread — the
+ * file's one intake writer — which appends it to the intake log and confirms it, and only then may
+ * the journal let the record go. A payload's status comes from one place at a time: the journal's
+ * group until the thread confirms it (`queued`), then the log (`docs/intake-path.md` has the table).
  *
- * With an intake journal (`intake-journal.ts`, what a server uses), a turn's group is first written
- * to the journal, and its payloads are answered at once: durable in the journal, they need not wait
- * for the thread, which appends them to the log between its batches. Until the thread confirms the
- * group they are *staged*: the status endpoint finds them here (`queued`), and `depth` counts them.
- * A payload with an `Idempotency-Key` still waits for the thread's answer, since only the log can say
- * atomically whether its key was used before; it travels in the same ordered group as the others, so
- * a VIN's payloads reach the log in arrival order. Past `MAX_STAGED_PAYLOADS` unconfirmed payloads
- * (a thread that cannot keep up), new payloads wait for the thread too, which bounds the memory.
+ * A payload with an `Idempotency-Key` waits for the thread's answer, since only the log can say
+ * atomically whether its key was used before; it travels in the same ordered group as the others,
+ * so a VIN's payloads reach the log in arrival order. If the answer does not come within
+ * `CONFIRM_TIMEOUT_MS` (the thread is restarting, the disk is full) it gets 503: the payload is in
+ * the journal and will be appended, so a retry with the same key answers the original 202.
  *
- * While the thread is not running (starting again after a failure, or stopped), enqueues are written
- * on the main connection instead, so intake is never refused for it; the groups it had not confirmed
- * when it ended are written there first, in order, skipping what it had already appended.
+ * Refusals, each a 503 `store_unavailable` with Retry-After and nothing stored (contract 6): the
+ * journal cannot be written (full or failing disk), or was not synced (until a restart); the store
+ * refuses the thread's writes (until a write succeeds — the thread keeps trying what it holds); more
+ * than `MAX_STAGED_PAYLOADS` payloads wait for the thread. A thread that dies is started again, and
+ * the groups it had not confirmed are sent to the new one, in order; payloads accepted meanwhile
+ * wait in the journal. `readinessChecks` names each of these states for `/readyz`.
  */
+import { storeUnavailable, type TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
   type IntakeBatch,
@@ -26,13 +29,19 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import type { FaultLogEntry, RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
+import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { encodeIntakeGroup } from './intake-group-codec.ts';
 import type { IntakeJournal, JournalGroup } from './intake-journal.ts';
-import type { IntakeThread, ThreadEnqueueOutcome } from './intake-thread.ts';
-import type { EnqueueOutcome, SqliteIntakeQueue } from './intake-queue.ts';
+import { type AppendOutcome, refusalError, type SqliteIntakeQueue, toEnqueueResult } from './intake-queue.ts';
+import type { IntakeThread } from './intake-thread.ts';
+import { STORAGE_FAULT_RETRY_AFTER_SECONDS } from './storage-faults.ts';
 
-/** Staged payloads answered before the thread confirms them, at most; past it, a 202 waits for the thread. */
+/** Payloads answered from the journal and not confirmed by the thread, at most; past it, intake is refused until the thread catches up. */
 export const MAX_STAGED_PAYLOADS = 20_000;
+
+/** How long a payload that waits for the thread's answer (one with an Idempotency-Key) waits before its 503. */
+export const CONFIRM_TIMEOUT_MS = 5000;
 
 interface PendingEnqueue {
   item: NewIntake;
@@ -40,121 +49,160 @@ interface PendingEnqueue {
   reject: (error: unknown) => void;
 }
 
-/** What the thread's answer to a group settles: the entries still waiting, and the journal record to drop. */
-interface SentGroup {
-  entries: PendingEnqueue[];
-  /** Per entry: already answered (staged in the journal), so the thread's answer only confirms it. */
-  answered: boolean[] | null;
-  journalGroup: JournalGroup | null;
+/** A group in the journal, not yet confirmed by the thread. */
+interface JournaledGroup {
+  readonly entries: PendingEnqueue[];
+  readonly bytes: Buffer;
+  readonly journalGroup: JournalGroup;
+  /** Sent to a thread that may have appended it before it ended: the next one skips what the log holds. */
+  resent: boolean;
 }
 
 export interface ThreadedIntakeQueueOptions {
-  /** Where a group is made durable before its 202s; without one, every 202 waits for the thread's commit. */
-  journal?: IntakeJournal;
-  /** Told when payloads the journal acknowledged could not be appended to the log (they stay in the journal). */
-  onLog?: (entry: { level: 'error'; message: string; [field: string]: unknown }) => void;
+  /** Where a turn's group is made durable before its 202s. */
+  journal: IntakeJournal;
+  /** Where faults are said, once and then once per interval. */
+  faults: RepeatingFaultLog;
 }
 
 export class ThreadedIntakeQueue implements IntakeQueue {
-  private pending: PendingEnqueue[] = [];
-  private sendScheduled = false;
+  private readonly turn = new TurnBatcher<PendingEnqueue>((entries) => this.journalGroup(entries));
   private thread: IntakeThread | undefined;
-  /** Payloads in the journal that the thread has not confirmed, by id. */
+  /** Payloads in the journal that the thread has not confirmed, by id: their status is `queued`. */
   private readonly staged = new Map<string, NewIntake>();
+  /** Journaled groups in the order they were written, until the thread confirms each. */
+  private readonly unconfirmed: JournaledGroup[] = [];
+  /** The store refuses the thread's writes: intake is refused until the thread writes again. */
+  private storeFault: TrailwireError | undefined;
 
   /**
-   * @param local the queue on the main thread's connection: reads, and writes while the thread is down
-   * @param options the intake journal
+   * @param local the queue on the main thread's connection: status reads, idempotency lookups, dead letters
+   * @param options the intake journal and the fault log
    */
   constructor(
     private readonly local: SqliteIntakeQueue,
-    private readonly options: ThreadedIntakeQueueOptions = {},
+    private readonly options: ThreadedIntakeQueueOptions,
   ) {}
 
-  /** Sends enqueues to this thread from now on. */
+  /** Sends groups to this thread from now on, beginning with those it (or a thread before it) has not confirmed. */
   attach(thread: IntakeThread): void {
     this.thread = thread;
+    for (const group of this.unconfirmed) {
+      group.resent = true;
+      this.send(group);
+    }
+  }
+
+  /** What the thread says of the store: the reason it refuses writes, or null once it writes again. */
+  storeFaultChanged(fault: string | null): void {
+    this.storeFault = fault === null ? undefined : storeUnavailable(`the intake log cannot be written: ${fault}`, undefined, STORAGE_FAULT_RETRY_AFTER_SECONDS);
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
-    const thread = this.thread;
-    if (!thread?.isRunning) return this.local.enqueue(item);
-    return new Promise((resolve, reject) => {
-      this.pending.push({ item, resolve, reject });
-      if (this.sendScheduled) return;
-      this.sendScheduled = true;
-      setImmediate(() => this.send());
-    });
+    const refusal = this.storeFault ?? this.backlogRefusal();
+    if (refusal) return Promise.reject(refusal);
+    return new Promise((resolve, reject) => this.turn.push({ item, resolve, reject }));
   }
 
-  /** One message (and so one commit, and one journal write) for every enqueue of this turn. */
-  private send(): void {
-    this.sendScheduled = false;
-    const entries = this.pending;
-    this.pending = [];
-    const thread = this.thread;
-    if (!thread?.isRunning) {
-      for (const entry of entries) this.local.enqueue(entry.item).then(entry.resolve, entry.reject);
-      return;
-    }
+  /**
+   * `/readyz`'s checks of this path, each throwing while its part cannot take intake: the thread
+   * runs; the journal takes writes (probing the disk again while it did not); the store takes the
+   * thread's writes; the backlog has room.
+   */
+  readonly readinessChecks: Record<string, () => Promise<void>> = {
+    'intake-thread': async () => {
+      if (!this.thread?.isRunning) throw new Error('the intake processing thread is not running (restarting)');
+    },
+    'intake-journal': async () => this.options.journal.probe(),
+    'intake-log': async () => {
+      if (this.storeFault) throw this.storeFault;
+    },
+    'intake-backlog': async () => {
+      const refusal = this.backlogRefusal();
+      if (refusal) throw refusal;
+    },
+  };
+
+  private backlogRefusal(): TrailwireError | undefined {
+    if (this.staged.size < MAX_STAGED_PAYLOADS) return undefined;
+    return storeUnavailable(`${this.staged.size} accepted payloads wait for the intake log; try again shortly`, undefined, 1);
+  }
+
+  /** One journal record for every enqueue of this turn; its payloads without a key are answered as soon as it is durable. */
+  private journalGroup(entries: PendingEnqueue[]): void {
     const items = entries.map((entry) => entry.item);
     // Encoded once: the journal writes these bytes and the thread receives them.
-    const group = encodeIntakeGroup(items);
-    const sent: SentGroup = { entries, answered: null, journalGroup: this.stage(entries, group) };
-    if (sent.journalGroup) sent.answered = this.answerStaged(entries);
-    thread.enqueue(group).then(
-      (outcomes) => this.settle(sent, outcomes === null ? null : outcomes.map((outcome, i) => fromThreadOutcome(outcome, items[i]!))),
-      // The thread ended before it answered: what it had not appended is written here, in order, before any later group.
-      (error: unknown) => (sent.journalGroup ? this.settle(sent, this.local.enqueueNow(items, { skipExisting: true })) : rejectAll(entries, error)),
-    );
-  }
-
-  /** Writes the group to the journal, when there is one and it takes the group; answers the record to confirm later. */
-  private stage(entries: PendingEnqueue[], group: Buffer): JournalGroup | null {
-    const journal = this.options.journal;
-    if (!journal) return null;
+    const bytes = encodeIntakeGroup(items);
     let journalGroup: JournalGroup;
     try {
-      journalGroup = journal.append(group);
+      journalGroup = this.options.journal.append(bytes);
     } catch (error) {
-      // The journal cannot take it (a full disk): the group waits for the thread's commit instead.
-      this.options.onLog?.({ level: 'error', message: 'the intake journal could not be written; 202s wait for the intake log', err: error });
-      return null;
+      this.logFault('intake-journal', error);
+      for (const entry of entries) entry.reject(error);
+      return;
     }
-    for (const { item } of entries) this.staged.set(item.id, item);
-    return journalGroup;
+    this.options.faults.recovered('intake-journal', 'the intake journal takes writes again');
+    const group: JournaledGroup = { entries, bytes, journalGroup, resent: false };
+    for (const entry of entries) {
+      this.staged.set(entry.item.id, entry.item);
+      if (entry.item.idempotencyKey === null) entry.resolve({ record: queuedRecord(entry.item), created: true });
+      else this.refuseIfNotConfirmedInTime(entry);
+    }
+    this.unconfirmed.push(group);
+    if (this.thread?.isRunning) this.send(group);
   }
 
-  /** Answers the staged payloads that need not wait for the thread, once the journal has them durably. */
-  private answerStaged(entries: PendingEnqueue[]): boolean[] {
-    const mayAnswer = this.staged.size <= MAX_STAGED_PAYLOADS;
-    const answered = entries.map(({ item }) => mayAnswer && item.idempotencyKey === null);
-    if (!answered.includes(true)) return answered;
-    this.options.journal!.whenDurable().then(
-      () => entries.forEach((entry, i) => answered[i] && entry.resolve({ record: queuedRecord(entry.item), created: true })),
-      (error: unknown) => entries.forEach((entry, i) => answered[i] && entry.reject(error)),
+  private send(group: JournaledGroup): void {
+    this.thread!.append(group.bytes, group.resent).then(
+      (outcomes) => this.confirm(group, outcomes),
+      // The thread ended before it answered: the restarted one gets the group again (`attach`).
+      () => {},
     );
-    return answered;
   }
 
-  /** The group's outcomes (null: every item stored): answers what waited, unstages, and drops the journal record. */
-  private settle(sent: SentGroup, outcomes: EnqueueOutcome[] | null): void {
-    let notStored = 0;
-    sent.entries.forEach((entry, i) => {
-      // No outcome: stored (the usual answer, which allocates nothing for a payload already answered).
-      const outcome = outcomes?.[i];
-      const stored = outcome === undefined || !('error' in outcome);
-      if (stored) this.staged.delete(entry.item.id);
-      else notStored++;
-      if (sent.answered?.[i]) return;
-      if (outcome === undefined) entry.resolve({ record: queuedRecord(entry.item), created: true });
-      else if ('error' in outcome) entry.reject(new Error(`the intake thread could not store the payload: ${String(outcome.error)}`));
-      else entry.resolve(outcome.result);
+  /** The thread appended the group: answers what waited, unstages, lets the journal record go. */
+  private confirm(group: JournaledGroup, outcomes: AppendOutcome[] | null): void {
+    const at = this.unconfirmed.indexOf(group);
+    if (at === -1) return;
+    this.unconfirmed.splice(at, 1);
+    let refused = 0;
+    group.entries.forEach((entry, i) => {
+      this.staged.delete(entry.item.id);
+      const outcome = outcomes?.[i] ?? APPENDED;
+      if (outcome.kind !== 'refused') return entry.resolve(toEnqueueResult(outcome, entry.item));
+      refused++;
+      entry.reject(refusalError(outcome));
     });
-    if (!sent.journalGroup) return;
-    // A payload acknowledged from the journal and not stored stays there (and staged): the next start appends it.
-    if (notStored === 0) this.options.journal!.confirm(sent.journalGroup);
-    else this.options.onLog?.({ level: 'error', message: `${notStored} acknowledged payloads could not be appended to the intake log; the intake journal keeps them for the next start` });
+    // A refusal here is no storage fault (the thread holds those and tries again) but a bug: the
+    // record stays in the journal, so that the next start appends what was answered 202.
+    if (refused === 0) this.options.journal.confirm(group.journalGroup);
+    else
+      this.options.faults.failed('intake-refused', {
+        level: 'error',
+        message: `${refused} accepted payloads could not be appended to the intake log; the intake journal keeps them for the next start`,
+      });
+  }
+
+  private refuseIfNotConfirmedInTime(entry: PendingEnqueue): void {
+    const timer = setTimeout(
+      () =>
+        entry.reject(
+          storeUnavailable(
+            'the payload is journaled but the intake log did not confirm it in time; retry with the same Idempotency-Key to get its status',
+            undefined,
+            STORAGE_FAULT_RETRY_AFTER_SECONDS,
+          ),
+        ),
+      CONFIRM_TIMEOUT_MS,
+    );
+    const { resolve, reject } = entry;
+    entry.resolve = (result) => (clearTimeout(timer), resolve(result));
+    entry.reject = (error) => (clearTimeout(timer), reject(error));
+  }
+
+  private logFault(key: string, error: unknown): void {
+    const entry: FaultLogEntry = { level: 'error', message: error instanceof Error ? error.message : String(error) };
+    this.options.faults.failed(key, entry);
   }
 
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
@@ -166,8 +214,13 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     return staged ? Promise.resolve(queuedRecord(staged)) : this.local.get(id);
   }
 
-  // Batches on the main connection: only for a caller that processes here while the thread does not.
-  nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
+  /**
+   * Batches on the main connection, for a caller that processes here (the conformance suite, with
+   * the thread's processing off): once every group answered so far is in the log, so that a batch
+   * sees everything its caller was told was queued.
+   */
+  async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
+    await this.confirmed();
     return this.local.nextBatch(limit, now);
   }
 
@@ -183,26 +236,30 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     return this.local.listFailed(limit);
   }
 
-  requeue(id: string, at: number): Promise<boolean> {
-    return this.local.requeue(id, at);
+  async requeue(id: string, at: number): Promise<boolean> {
+    const requeued = await this.local.requeue(id, at);
+    if (requeued) this.thread?.notify();
+    return requeued;
   }
 
   purgeProcessed(before: number, limit: number): Promise<number> {
     return this.local.purgeProcessed(before, limit);
   }
 
-  /** Staged payloads count too (one the thread has just appended may count twice, until its confirmation arrives). */
+  /**
+   * Queued payloads: the log's, counted by the thread once it has appended every group sent before
+   * the question, and the staged ones, which at its answer are exactly those not in that count.
+   */
   async depth(): Promise<number> {
-    return (await this.local.depth()) + this.staged.size;
+    const counted = this.thread?.isRunning ? await this.thread.depth().catch(() => undefined) : undefined;
+    return (counted ?? (await this.local.depth())) + this.staged.size;
+  }
+
+  /** Resolves once every group journaled so far is confirmed. */
+  private async confirmed(): Promise<void> {
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.unconfirmed.length > 0) await new Promise((resolve) => setTimeout(resolve, 1));
   }
 }
 
-/** A stored item is answered in one flag: its record is built from the item (see `ThreadEnqueueOutcome`). */
-function fromThreadOutcome(outcome: ThreadEnqueueOutcome, item: NewIntake): EnqueueOutcome {
-  if ('error' in outcome) return { error: outcome.error };
-  return { result: outcome.created ? { record: queuedRecord(item), created: true } : { record: outcome.record, created: false } };
-}
-
-function rejectAll(entries: PendingEnqueue[], error: unknown): void {
-  for (const entry of entries) entry.reject(error);
-}
+const APPENDED: AppendOutcome = { kind: 'appended' };

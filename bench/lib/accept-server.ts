@@ -75,6 +75,7 @@ if (mode === 'koa') {
     store,
     products: builtInProducts,
     intakeQueue: instantQueue(),
+    worker: false,
     // The bench measures the accept path, not the limiter: gps-basic's per-VIN limit is raised, over
     // an hour's window, so that no window ends during a run even 50 times slowed under callgrind
     // (a new window refills its counters from nothing, which a real run does once a minute, not per thousand requests).
@@ -82,7 +83,7 @@ if (mode === 'koa') {
     // The partner's budget likewise (issue 29); each payload still counts against it, as in production.
     partnerIntake: { budget: { requests: 1_000_000_000, windowSeconds: 3600 }, newVinsPerDay: 1_000_000_000 },
   });
-  handler = createTrailwireApp(trailwire, { logger: pino({ level: 'warn' }, pino.destination(2)), intakeWorkerExpected: false }).callback();
+  handler = createTrailwireApp(trailwire, { logger: pino({ level: 'warn' }, pino.destination(2)) }).callback();
   const partner = await trailwire.auth.createPartner({ name: 'Bench', product: 'gps-basic' });
   token = (await trailwire.auth.authenticate('partners', partner.apiKey, 'bench')).token.accessToken;
   close = () => trailwire.close();

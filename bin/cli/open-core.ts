@@ -33,10 +33,10 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
     import('../../core/trailwire.ts'),
     import('../../products/index.ts'),
   ]);
-  const backend = await openStoreBackend(backendOptionsOf(args));
+  const backend = await openStoreBackend({ ...backendOptionsOf(args), intake: { process: false } });
   try {
     const modules = await Promise.all(args['product-module'].map((specifier) => loadProductModule(specifier)));
-    const trailwire = await createTrailwire({ store: backend.store, products: [...builtInProducts, ...modules] });
+    const trailwire = await createTrailwire({ store: backend.store, products: [...builtInProducts, ...modules], worker: false });
     try {
       return await work(trailwire, backend);
     } finally {
@@ -46,7 +46,7 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
     await backend.store.close().catch(() => {});
     throw error;
   } finally {
-    await backend.releaseQueue();
+    await backend.intake.stop();
   }
 }
 
@@ -56,18 +56,18 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
  */
 export async function withStore<T>(args: StoreArguments, work: (store: TrailwireStore) => Promise<T>): Promise<T> {
   const { openStoreBackend } = await import('../../adapters/server/backends.ts');
-  const backend = await openStoreBackend(backendOptionsOf(args));
+  const backend = await openStoreBackend({ ...backendOptionsOf(args), intake: { process: false } });
   try {
     return await work(backend.store);
   } finally {
-    await backend.releaseQueue();
+    await backend.intake.stop();
     await backend.store.close();
   }
 }
 
 /** Runs `work` with the configured backend's intake queue. */
 export function withQueue<T>(args: StoreArguments, work: (queue: IntakeQueue) => Promise<T>): Promise<T> {
-  return withCore(args, (_trailwire, backend) => work(backend.queue));
+  return withCore(args, (_trailwire, backend) => work(backend.intake.queue));
 }
 
 /** Runs a command's `work` with a core (`withCore`), reporting a failure as every command does. */

@@ -26,7 +26,7 @@ const dispatchKey = process.env.DISPATCH_KEY ?? 'dispatch-dev-key';
 // 1. The Trailwire core over its store, with intake, and its intake worker running in this process.
 const store = await openSqliteStore({ file: process.env.TRAILWIRE_DB ?? './data/dispatch.db' });
 const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: openSqliteIntakeQueue(store.db) });
-await trailwire.intake!.worker.start();
+await trailwire.intake!.worker!.start();
 
 // 2. The app you already had: its timing header and its own error format.
 const app = new Koa();

@@ -87,7 +87,7 @@ export async function startDemoServer(
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-browser-'));
   const store = await openSqliteStore({ file: join(dir, 'trailwire.db') });
   const trailwire = await createTrailwire({ products: builtInProducts, ...options.core, store, intakeQueue: openSqliteIntakeQueue(store.db) });
-  await trailwire.intake!.worker.start();
+  await trailwire.intake!.worker!.start();
   const demo = await seedDemo(trailwire, { products: builtInProducts.map((product) => product.name) });
   const liveEvents = options.liveHeartbeatMs === undefined ? undefined : createLiveEventsRoute(trailwire, { heartbeatIntervalMs: options.liveHeartbeatMs });
   const server = createServer(createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...(liveEvents ? { liveEvents } : {}), ...options.app }).callback());

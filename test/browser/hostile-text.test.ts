@@ -40,7 +40,7 @@ describe('operator and partner text on the live page', { skip: skipWithoutChromi
       });
       assert.equal(response.status, 202);
     }
-    await server.trailwire.intake!.worker.drainDue();
+    await server.trailwire.intake!.worker!.drainDue();
   });
   after(async () => {
     await browser?.close();

@@ -174,7 +174,7 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: trailerVin, unitId: 'F-1' });
     } finally {
       await trailwire.close();
-      await backend.releaseQueue();
+      await backend.intake.stop();
     }
     ({ child, url } = await serve(['--database-url', postgres.url, '--redis-url', redis.url, '--startup-timeout', '20'], stderr));
     partnerToken = await tokenOf('partners', partnerKey);
@@ -304,7 +304,7 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       const deadline = Date.now() + 40_000;
       let pending = accepted;
       while (pending.length > 0 && Date.now() < deadline) {
-        const records = await Promise.all(pending.map(async (id) => ({ id, record: await backend.queue.get(id) })));
+        const records = await Promise.all(pending.map(async (id) => ({ id, record: await backend.intake.queue.get(id) })));
         assert.deepEqual(records.filter(({ record }) => record === null).map(({ id }) => id), [], 'every payload answered 202 is in the log');
         assert.deepEqual(records.filter(({ record }) => record!.status === 'failed').map(({ id }) => id), [], 'none failed');
         pending = records.filter(({ record }) => record!.status !== 'processed').map(({ id }) => id);
@@ -314,7 +314,7 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       assert.deepEqual(pending, [], 'every payload answered 202 was processed');
     } finally {
       await backend.store.close().catch(() => {});
-      await backend.releaseQueue().catch(() => {});
+      await backend.intake.stop().catch(() => {});
     }
   });
 

@@ -126,7 +126,7 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
       trailerId = (await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: trailerVin, unitId: 'SO-1' })).id;
     } finally {
       await trailwire.close();
-      await backend.releaseQueue();
+      await backend.intake.stop();
     }
     [a, b] = await Promise.all([serve(), serve()]);
   });

@@ -66,7 +66,7 @@ export async function startTestApp(
     intakeQueue: openSqliteIntakeQueue(store.db),
   });
   // The worker runs as in production; tests that need processing to have happened call drainDue().
-  await trailwire.intake!.worker.start();
+  await trailwire.intake!.worker!.start();
   const appOptions = typeof options.app === 'function' ? options.app(trailwire) : options.app;
   const app = createTrailwireApp(trailwire, { logger: pino({ level: 'silent' }), ...appOptions });
   const server = createServer(app.callback());

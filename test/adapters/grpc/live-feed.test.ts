@@ -136,7 +136,7 @@ describe('LiveFeed over gRPC', () => {
       body: { timestamp: 1780315200.25, position: { latitude: 41.5, longitude: -87.25 }, speedKph: 100, bearingDeg: 200 },
     });
     assert.equal(accepted.status, 202);
-    await app.trailwire.intake!.worker.drainDue();
+    await app.trailwire.intake!.worker!.drainDue();
     await ownerStream.until(() => ownerStream.updates().length >= 1);
     const update = ownerStream.updates()[0]!.live_update;
     const processedAt = app.clock.now();

@@ -52,7 +52,7 @@ describe('partner intake over HTTP', () => {
 
   const post = (token: string, vin: string, body: unknown, headers: Record<string, string> = {}) =>
     app.call('POST', `/api/v1/telemetry/intake/${vin}`, { token, body, headers });
-  const drain = () => app.trailwire.intake!.worker.drainDue();
+  const drain = () => app.trailwire.intake!.worker!.drainDue();
   /** Moves the clock to T0 + `hours` and re-authenticates the partners (tokens live 30 minutes). */
   async function at(hours: number) {
     app.clock.set(T0 + hours * 3_600_000);

@@ -188,7 +188,7 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
 
     const accepted = await app.call('POST', `/api/v1/telemetry/intake/${vin}`, { token: partner.token, body: gpsPayload(41.5) });
     assert.equal(accepted.status, 202);
-    await app.trailwire.intake!.worker.drainDue();
+    await app.trailwire.intake!.worker!.drainDue();
     await ownerStream.until(() => ownerStream.updates().length >= 1);
 
     const read = await app.call('GET', `/api/v1/trailers/${trailer.id}`, { token: owner.token });

@@ -80,9 +80,9 @@ describe('ops endpoints', () => {
   it('GET /metrics reports the intake queue depth, so an operator sees whether processing keeps up', async () => {
     const partner = await partnerWithToken(app, 'gps-basic', 'Deep');
     const depth = async () => Number(/^trailwire_intake_queue_depth (\d+)$/m.exec((await app.call('GET', '/metrics')).body)?.[1]);
-    await app.trailwire.intake!.worker.drainDue();
+    await app.trailwire.intake!.worker!.drainDue();
     assert.equal(await depth(), 0);
-    await app.trailwire.intake!.worker.stop();
+    await app.trailwire.intake!.worker!.stop();
     try {
       for (const seconds of [0, 1])
         assert.equal(
@@ -91,9 +91,9 @@ describe('ops endpoints', () => {
         );
       assert.equal(await depth(), 2);
     } finally {
-      await app.trailwire.intake!.worker.start();
+      await app.trailwire.intake!.worker!.start();
     }
-    await app.trailwire.intake!.worker.drainDue();
+    await app.trailwire.intake!.worker!.drainDue();
     assert.equal(await depth(), 0);
   });
 

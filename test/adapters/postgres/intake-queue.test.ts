@@ -400,7 +400,7 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     async function openTrailwire(): Promise<{ trailwire: Trailwire; queue: PostgresIntakeQueue; events: LiveTrailerEvent[] }> {
       const store = await openPostgresStore({ connectionString, schema, poolSize: 4 });
       let trailwire: Trailwire | undefined;
-      const queue = await openPostgresIntakeQueue(store, { onEnqueued: () => trailwire?.intake?.worker.notify() });
+      const queue = await openPostgresIntakeQueue(store, { onEnqueued: () => trailwire?.intake?.worker!.notify() });
       const bus = new MemoryLiveBus();
       const events: LiveTrailerEvent[] = [];
       bus.subscribe((event) => events.push(event));
@@ -420,7 +420,7 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
         // The worker hears a notice only while it waits (one arriving mid-round is dropped), so send
         // once it has finished its first round.
         const backCalls = watchCalls(back.queue);
-        await back.trailwire.intake!.worker.start();
+        await back.trailwire.intake!.worker!.start();
         await until(backCalls.idle, 'the back worker to finish its first round');
         const claims = { aud: 'partners', sub: 'partner-1', scope: 'product:gps-basic', ver: 1 } as never;
         const send = (seconds: number) => {
@@ -429,7 +429,7 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
         };
         const accepted = [];
         for (const seconds of [0, 1, 2, 3]) accepted.push(await send(seconds));
-        await until(() => back.trailwire.intake!.worker.counts.processed === 4, 'the back worker to process all four');
+        await until(() => back.trailwire.intake!.worker!.counts.processed === 4, 'the back worker to process all four');
         for (const { record } of accepted) assert.equal((await front.queue.get(record.id))?.status, 'processed');
         const latest = await front.trailwire.store.getTrailer(principal.id, trailer.id);
         assert.equal(latest?.telemetry?.timestamp, (1780315200 + 3) * 1000, "the trailer's position is the newest payload's, read by the other process");

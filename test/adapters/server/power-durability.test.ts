@@ -1,6 +1,5 @@
 /**
- * A server in `power` durability: its 202s wait for the intake journal's fdatasync (on the event
- * loop while the disk's syncs are quick), and a burst of concurrent payloads, several per VIN, is
+ * A server in `power` durability: its 202s wait for the intake journal's fdatasync, and a burst of concurrent payloads, several per VIN, is
  * acknowledged, processed and readable, as in `process` durability.
  */
 import assert from 'node:assert/strict';

@@ -1,21 +1,23 @@
 /**
  * The intake journal: what it acknowledged is read back after the process ends (in order, across its
  * two files), a torn or damaged tail ends the read instead of corrupting it, confirmed records go once
- * their file has been switched, one server owns a database's journal, and a replay appends to the log
- * only what the log does not have.
+ * their file has been switched, one server owns a database's journal, a replay appends to the log
+ * only what the log does not have, and a failing disk is answered honestly: a refused write is taken
+ * back and refused as `store_unavailable` until the disk takes writes again, a failed sync stops
+ * the journal until a restart.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { fdatasyncSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writevSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { IntakeJournal, JOURNAL_FILE_SWITCH_BYTES, journalFiles, readRecords, replayIntoLog } from '../../../adapters/sqlite/intake-journal.ts';
 import { encodeIntakeGroup } from '../../../adapters/sqlite/intake-group-codec.ts';
-import { SyncPlacement } from '../../../adapters/sqlite/sync-placement.ts';
 import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../../adapters/sqlite/index.ts';
+import { isTrailwireError } from '../../../core/errors.ts';
 import type { NewIntake } from '../../../core/intake-queue.ts';
 import { newIntake } from '../../support/fixtures.ts';
 
@@ -39,19 +41,28 @@ function openCleared(file: string, durability: 'process' | 'power' = 'process'):
   return journal;
 }
 
-/** A placement fixed on the event loop or on the pool, counting the syncs measured on the loop. */
-class MeasuredPlacement extends SyncPlacement {
-  measurements = 0;
-  constructor(private readonly fixedOnLoop: boolean) {
-    super();
-  }
-  override nextOnLoop(): boolean {
-    return this.fixedOnLoop;
-  }
-  override measured(milliseconds: number): void {
-    this.measurements++;
-    super.measured(milliseconds);
-  }
+/** File calls of which the one named by `failing` fails with `code`, counting the syncs. */
+function faultyDisk(code: string) {
+  const disk = {
+    failing: null as 'writev' | 'fdatasync' | null,
+    syncs: 0,
+    calls: {
+      writev: (fd: number, buffers: readonly NodeJS.ArrayBufferView[], position?: number) => {
+        if (disk.failing === 'writev') {
+          // A full disk may take part of a write before it refuses the rest: a torn tail is left behind.
+          writevSync(fd, [Buffer.from('torn')], position);
+          throw Object.assign(new Error(`${code}: injected`), { code });
+        }
+        return writevSync(fd, buffers, position);
+      },
+      fdatasync: (fd: number) => {
+        disk.syncs++;
+        if (disk.failing === 'fdatasync') throw Object.assign(new Error(`${code}: injected`), { code });
+        fdatasyncSync(fd);
+      },
+    },
+  };
+  return disk;
 }
 
 describe('IntakeJournal', () => {
@@ -160,46 +171,62 @@ describe('IntakeJournal', () => {
     reopened.close();
   });
 
-  it('answers durability at once in process mode, and in power mode after an fdatasync on the event loop while syncs are quick', async () => {
-    const processJournal = openCleared(freshFile());
+  it('in power mode, syncs each group before append returns; in process mode, never', () => {
+    const processDisk = faultyDisk('EIO');
+    const processJournal = IntakeJournal.open(freshFile(), { fileCalls: processDisk.calls });
+    processJournal.clear();
     append(processJournal, [item()]);
-    await processJournal.whenDurable();
+    assert.equal(processDisk.syncs, 0);
     processJournal.close();
-    const placement = new MeasuredPlacement(true);
+    const powerDisk = faultyDisk('EIO');
     const file = freshFile();
-    const powerJournal = IntakeJournal.open(file, { durability: 'power', syncPlacement: placement });
+    const powerJournal = IntakeJournal.open(file, { durability: 'power', fileCalls: powerDisk.calls });
     powerJournal.clear();
-    const group = [item()];
-    append(powerJournal, group);
-    const durable = powerJournal.whenDurable();
-    assert.equal(placement.measurements, 1, 'synced before whenDurable returned, and measured');
-    await durable;
-    await powerJournal.whenDurable();
-    assert.equal(placement.measurements, 1, 'nothing written since: no second sync');
+    const groups = [[item()], [item(), item()]];
+    for (const group of groups) append(powerJournal, group);
+    assert.equal(powerDisk.syncs, 3, 'the emptied header once, then one sync per group');
     powerJournal.close();
     const reopened = IntakeJournal.open(file);
-    assert.deepEqual(reopened.recovered, [group]);
+    assert.deepEqual(reopened.recovered, groups);
     reopened.close();
   });
 
-  it('in power mode on a slow disk, syncs on the pool, each group answered once synced', async () => {
-    const placement = new MeasuredPlacement(false);
+  it('refuses a group the disk will not take with store_unavailable, leaves nothing of it, and takes groups again once the disk does', () => {
+    const disk = faultyDisk('ENOSPC');
     const file = freshFile();
-    const journal = IntakeJournal.open(file, { durability: 'power', syncPlacement: placement });
+    const journal = IntakeJournal.open(file, { fileCalls: disk.calls });
     journal.clear();
-    const groups = [[item()], [item(), item()], [item()]];
-    const answered: number[] = [];
-    await Promise.all(
-      groups.map((group, index) => {
-        append(journal, group);
-        return journal.whenDurable().then(() => answered.push(index));
-      }),
-    );
-    assert.deepEqual(answered, [0, 1, 2]);
-    assert.equal(placement.measurements, 0);
+    const before = [item()];
+    append(journal, before);
+    disk.failing = 'writev';
+    assert.throws(() => append(journal, [item()]), (error: unknown) => isTrailwireError(error) && error.code === 'store_unavailable' && /disk is full/.test(error.message));
+    assert.throws(() => journal.probe(), { code: 'store_unavailable' }, 'the probe finds the disk still full');
+    disk.failing = null;
+    journal.probe();
+    const after = [item()];
+    append(journal, after);
     journal.close();
     const reopened = IntakeJournal.open(file);
-    assert.deepEqual(reopened.recovered, groups);
+    assert.deepEqual(reopened.recovered, [before, after], 'the refused group left nothing in between');
+    reopened.close();
+  });
+
+  it('after a failed fdatasync trusts its files no more: every append is refused until a restart, which reads back what reached the disk', () => {
+    const disk = faultyDisk('EIO');
+    const file = freshFile();
+    const journal = IntakeJournal.open(file, { durability: 'power', fileCalls: disk.calls });
+    journal.clear();
+    const synced = [item()];
+    append(journal, synced);
+    disk.failing = 'fdatasync';
+    assert.throws(() => append(journal, [item()]), { code: 'store_unavailable' });
+    disk.failing = null;
+    assert.throws(() => append(journal, [item()]), /until the server is restarted/, 'a sync that succeeds now proves nothing of the pages dropped before');
+    assert.throws(() => journal.probe(), /until the server is restarted/);
+    assert.ok(journal.syncFailure);
+    journal.close();
+    const reopened = IntakeJournal.open(file, { durability: 'power' });
+    assert.equal(reopened.recovered[0]![0]!.id, synced[0]!.id, 'what was synced is read back');
     reopened.close();
   });
 

@@ -52,9 +52,9 @@ describe('SQLite intake queue', () => {
     const queue = openSqliteIntakeQueue(store.db, { onEnqueued: () => wakes++ });
     const groups: number[] = [];
     // White box: count the group transactions the queue runs.
-    const internals = queue as unknown as { enqueueGroup: { immediate(items: NewIntake[]): unknown } };
-    const group = internals.enqueueGroup;
-    internals.enqueueGroup = { immediate: (items: NewIntake[]) => (groups.push(items.length), group.immediate(items)) };
+    const internals = queue as unknown as { appendGroup: { immediate(items: NewIntake[], skipExisting: boolean): unknown } };
+    const group = internals.appendGroup;
+    internals.appendGroup = { immediate: (items: NewIntake[], skipExisting: boolean) => (groups.push(items.length), group.immediate(items, skipExisting)) };
     const items = Array.from({ length: 20 }, (_, i) => item({ vin: i % 2 ? '1HGCM82633A004352' : '1M8GDM9AXKP042788' }));
     await Promise.all(items.map((entry) => queue.enqueue(entry)));
     assert.deepEqual(groups, [20]);
