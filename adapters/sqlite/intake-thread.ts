@@ -128,6 +128,8 @@ export class IntakeThread {
   private failedCount = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private restartsInARow = 0;
+  /** The start of a thread after one died, while it is under way. */
+  private restarting: Promise<void> | undefined;
   private startedAt = 0;
 
   private constructor(private readonly options: IntakeThreadOptions) {}
@@ -181,7 +183,8 @@ export class IntakeThread {
     this.stopping = true;
     clearTimeout(this.restartTimer);
     const worker = this.worker;
-    if (!worker) return;
+    // Not running: a restart that is under way ends itself once started (`spawn`).
+    if (!worker) return this.restarting;
     const exited = once(worker, 'exit');
     worker.postMessage({ type: 'stop' } satisfies IntakeThreadCommand);
     await exited;
@@ -221,6 +224,11 @@ export class IntakeThread {
       worker.once('exit', (code) => reject(new Error(`the intake thread exited with code ${code} while starting`)));
     });
     await ready;
+    // Stopped while it started (a restart under way when the server closed): end it, rather than leave it running.
+    if (this.stopping) {
+      await worker.terminate();
+      return;
+    }
     worker.removeAllListeners('error').removeAllListeners('exit');
     worker.on('error', (error) => this.log({ level: 'error', message: 'the intake thread failed', err: error }));
     worker.on('exit', (code) => this.exited(code));
@@ -254,7 +262,8 @@ export class IntakeThread {
     const delay = Math.min((this.options.restartDelayMs ?? RESTART_DELAY_MS) * 2 ** this.restartsInARow++, MAX_RESTART_DELAY_MS);
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
     this.restartTimer = setTimeout(() => {
-      this.spawn().catch((error: unknown) => {
+      this.restarting = this.spawn().catch((error: unknown) => {
+        if (this.stopping) return;
         this.log({ level: 'error', message: 'the intake thread could not restart', err: error });
         this.exited(1);
       });
