@@ -10,7 +10,7 @@
  * rotation this process learns of — its own, or another process's through the rotation feed
  * (`core/rotation-feed.ts`) — revokes cached tokens too: only `KeyVersions` needs telling.
  */
-import { randomUUID } from 'node:crypto';
+import { type KeyObject, randomUUID } from 'node:crypto';
 import jwt from 'jsonwebtoken';
 import { type Clock, systemClock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
@@ -187,6 +187,33 @@ export class TokenService {
   }
 
   /**
+   * The key that verifies a token of this header: the key of its `kid` as the ring holds it now, and
+   * only for that key's own algorithm (RFC 8725 3.1: never a list). Throws `invalid_token` for a `kid`
+   * the ring does not hold (or no longer trusts) and for any other algorithm. `verify` checks by it,
+   * and so does a transport's own JWT middleware (koa-jwt's `secret`).
+   */
+  verificationKeyFor(header: { kid?: string; alg?: string }): KeyObject {
+    const verifier = this.keys.verifierFor(header.kid);
+    if (!verifier) throw new TrailwireError('invalid_token', 'The token was not signed by this service (unknown kid).');
+    if (header.alg !== verifier.alg) throw new TrailwireError('invalid_token', `The token is invalid: its key signs ${verifier.alg}, not ${String(header.alg)}.`);
+    return verifier.publicKey;
+  }
+
+  /**
+   * What else `jsonwebtoken.verify` checks, by the same rules as `verify`: the issuer, and the time of
+   * the injected clock, read at each check (a getter: keep it on this object, do not spread it).
+   */
+  verifyOptions(): { issuer: string; readonly clockTimestamp: number } {
+    const clock = this.clock;
+    return {
+      issuer: this.issuer,
+      get clockTimestamp() {
+        return Math.floor(clock.now() / 1000);
+      },
+    };
+  }
+
+  /**
    * Verifies a token fully: signature, issuer, expiry, claim shapes, and key version (revocation).
    * Throws `invalid_token`; does not check the audience (see `requireAudience`).
    */
@@ -256,21 +283,16 @@ export class TokenService {
   /**
    * Checks signature, algorithm, issuer and expiry; answers the decoded payload. The key and its
    * algorithm are looked up in the ring on every call, never copied: a rotation to another algorithm
-   * (`keys rotate --algorithm ES256`) verifies as soon as the ring has refreshed (issue 29). HTTP,
-   * the event stream and the LiveFeed all come through here (`verify`). `audience` is checked
+   * (`keys rotate --algorithm ES256`) verifies as soon as the ring has refreshed (issue 29). The event
+   * stream and the LiveFeed come through here (`verify`); HTTP's koa-jwt by the same two rules. `audience` is checked
    * separately: a token of the other audience is a 403, not a 401.
    */
   private verifySignature(token: string): unknown {
     try {
       const header = jwt.decode(token, { complete: true })?.header;
       if (!header) throw new Error('not a JWT');
-      const verifier = this.keys.verifierFor(header.kid);
-      if (!verifier) throw new TrailwireError('invalid_token', 'The token was not signed by this service (unknown kid).');
-      return jwt.verify(token, verifier.publicKey, {
-        algorithms: [verifier.alg],
-        issuer: this.issuer,
-        clockTimestamp: Math.floor(this.clock.now() / 1000),
-      });
+      const key = this.verificationKeyFor(header);
+      return jwt.verify(token, key, { ...this.verifyOptions(), algorithms: [header.alg as jwt.Algorithm] });
     } catch (error) {
       if (error instanceof TrailwireError) throw error;
       throw new TrailwireError('invalid_token', describeJwtError(error), { cause: error });

@@ -1,6 +1,6 @@
 /**
  * The core stays free of frameworks and drivers (STYLE.md): nothing under core/ imports koa,
- * @koa/*, @grpc/*, better-sqlite3, pg, ioredis, or anything under adapters/.
+ * @koa/*, koa-jwt, @grpc/*, better-sqlite3, pg, ioredis, or anything under adapters/.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-const FORBIDDEN = [/^koa($|\/)/, /^@koa\//, /^@grpc\//, /^better-sqlite3$/, /^pg($|\/)/, /^ioredis$/, /\/adapters\//];
+const FORBIDDEN = [/^koa($|\/)/, /^@koa\//, /^koa-jwt$/, /^@grpc\//, /^better-sqlite3$/, /^pg($|\/)/, /^ioredis$/, /\/adapters\//];
 const coreDir = fileURLToPath(new URL('../../core/', import.meta.url));
 
 it('core/ imports no framework, driver or adapter', () => {
