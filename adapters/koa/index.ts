@@ -46,3 +46,5 @@ export { buildOpenApiDocument, type OpenApiOptions } from './openapi.ts';
 export { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
 /** `createHttpMetrics(registry?)` answers the Prometheus request metrics middleware and its registry (`HttpMetrics`); `registerDependencyMetrics` adds `trailwire_dependency_up`. */
 export { createHttpMetrics, registerDependencyMetrics, type HttpMetrics } from './metrics.ts';
+/** `trustedProxyList(entries)`: the `--trusted-proxies` addresses and ranges as a `BlockList` (the server's connection caps exempt them too). */
+export { trustedProxyList } from './client-address.ts';

@@ -16,7 +16,7 @@
 import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { trustedProxyList } from '../koa/client-address.ts';
+import { trustedProxyList } from '../koa/index.ts';
 
 export interface ConnectionLimitOptions {
   /** Connections open at once; 0: no cap. Default 10,000. */
