@@ -280,7 +280,7 @@ export interface paths {
         };
         /**
          * Live trailer updates of the customer's fleets, as Server-Sent Events
-         * @description A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`). Events: `update` (`id: <epoch ms>-<trailer id>`; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer's fleets); `heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s); and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect; `unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends. A reader that falls behind gets each trailer's latest state (intermediate updates of a trailer are coalesced). Updates are not replayed (`Last-Event-ID` is ignored): after a reconnect, re-read the current state from the read API. Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).
+         * @description A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`). Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer's fleets); `heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>` once the stream has caught up, so `Last-Event-ID` stays current); with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update; `resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows; and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect; `unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends. A reader that falls behind gets each trailer's latest state (intermediate updates of a trailer are coalesced). Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis). Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).
          */
         get: operations["streamLiveUpdates"];
         put?: never;
@@ -302,7 +302,7 @@ export interface paths {
         put?: never;
         /**
          * Send one telemetry payload for a vehicle
-         * @description The payload's schema is the one of the product in the partner token (`scope: product:<name>`). Installed: `gps-basic` (120/60 s per VIN), `tpms` (30/60 s per VIN), `cargosafe` (60/60 s per VIN). 202 means durably queued, not processed; follow `Location`. A payload dated more than 5 minutes after the server's clock is a 400 naming its time field (every product that declares its time fields, the built-in ones included). Limited per product and per VIN in fixed windows.
+         * @description The payload's schema is the one of the product in the partner token (`scope: product:<name>`). Installed: `gps-basic` (120/60 s per VIN), `tpms` (30/60 s per VIN), `cargosafe` (60/60 s per VIN). 202 means durably queued, not processed; follow `Location`. A payload dated more than 5 minutes after the server's clock is a 400 naming its time field (every product that declares its time fields, the built-in ones included). Limited per product and per VIN in fixed windows, and per partner: a budget of intake requests per window (every request counts, refusals included, before its body is read) and a cap of new VINs (ones the service does not know yet) per UTC day; over either, 429 with the RateLimit headers and `Retry-After`. The 202's RateLimit headers describe whichever of the partner's budget and the VIN's window has fewer requests left. A VIN registered to a customer that takes intake only from the partners it granted is 403 `partner_not_granted` for any other partner; nothing is enqueued.
          */
         post: operations["sendTelemetry"];
         delete?: never;
@@ -406,7 +406,7 @@ export interface components {
              * Format: uri
              * @enum {string}
              */
-            type: "https://trailwire.dev/problems/validation-failed" | "https://trailwire.dev/problems/invalid-api-key" | "https://trailwire.dev/problems/missing-token" | "https://trailwire.dev/problems/invalid-token" | "https://trailwire.dev/problems/wrong-audience" | "https://trailwire.dev/problems/forbidden" | "https://trailwire.dev/problems/not-found" | "https://trailwire.dev/problems/method-not-allowed" | "https://trailwire.dev/problems/conflict" | "https://trailwire.dev/problems/idempotency-key-reused" | "https://trailwire.dev/problems/payload-too-large" | "https://trailwire.dev/problems/unsupported-media-type" | "https://trailwire.dev/problems/rate-limited" | "https://trailwire.dev/problems/unavailable" | "https://trailwire.dev/problems/store-unavailable" | "https://trailwire.dev/problems/internal";
+            type: "https://trailwire.dev/problems/validation-failed" | "https://trailwire.dev/problems/invalid-api-key" | "https://trailwire.dev/problems/missing-token" | "https://trailwire.dev/problems/invalid-token" | "https://trailwire.dev/problems/wrong-audience" | "https://trailwire.dev/problems/forbidden" | "https://trailwire.dev/problems/partner-not-granted" | "https://trailwire.dev/problems/not-found" | "https://trailwire.dev/problems/method-not-allowed" | "https://trailwire.dev/problems/conflict" | "https://trailwire.dev/problems/idempotency-key-reused" | "https://trailwire.dev/problems/payload-too-large" | "https://trailwire.dev/problems/unsupported-media-type" | "https://trailwire.dev/problems/rate-limited" | "https://trailwire.dev/problems/unavailable" | "https://trailwire.dev/problems/store-unavailable" | "https://trailwire.dev/problems/internal";
             title: string;
             status: number;
             detail: string;
@@ -801,7 +801,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -940,7 +940,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1054,7 +1054,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1149,7 +1149,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1255,7 +1255,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1363,7 +1363,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1469,7 +1469,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1564,7 +1564,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1672,7 +1672,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1773,7 +1773,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1868,7 +1868,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1976,7 +1976,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2028,8 +2028,23 @@ export interface operations {
     };
     streamLiveUpdates: {
         parameters: {
-            query?: never;
-            header?: never;
+            query?: {
+                /** @description Send the current state of every trailer the stream may see first (`snapshot` events, then `snapshot-end`). */
+                snapshot?: boolean;
+                /**
+                 * @description Only trailers of these fleets (comma-separated, or repeated), together with those of `trailerIds`.
+                 * @example 12,14
+                 */
+                fleetIds?: string;
+                /** @description Only these trailers (comma-separated, or repeated), together with those of `fleetIds`. */
+                trailerIds?: string;
+                /** @description Resume after this position (`<ms>-<seq>`, the `id` of the last event received); wins over `Last-Event-ID`. Not a position: 400. */
+                resumeAfter?: string;
+            };
+            header?: {
+                /** @description As `resumeAfter`, as `EventSource` sends it on reconnecting; an id that is no position is answered with `resume-reset` and a snapshot. */
+                "Last-Event-ID"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2050,6 +2065,15 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
             401: {
                 headers: {
@@ -2059,7 +2083,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2154,7 +2178,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2258,7 +2282,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. */
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
             403: {
                 headers: {
                     [name: string]: unknown;

@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
 const CORE = [
-  'AdminService', 'AuthService', 'CursorCodec', 'DEFAULT_INTAKE_WORKER_OPTIONS', 'DEFAULT_LIMITS', 'ERROR_CODES', 'ERROR_DESCRIPTIONS',
-  'EXAMPLE_RECEIVED_AT', 'EXAMPLE_VIN', 'FixedWindowLimiter', 'HEADINGS', 'HTTP_STATUS_BY_CODE', 'IDEMPOTENCY_WINDOW_MS', 'INTAKE_STATUSES',
+  'AdminService', 'AuthService', 'CursorCodec', 'DEFAULT_FAILOVER_RETRY_INTERVAL_MS', 'DEFAULT_INTAKE_WORKER_OPTIONS', 'DEFAULT_LIMITS', 'ERROR_CODES', 'ERROR_DESCRIPTIONS',
+  'EXAMPLE_RECEIVED_AT', 'EXAMPLE_VIN', 'FailoverWindowCounter', 'FixedWindowLimiter', 'HEADINGS', 'HTTP_STATUS_BY_CODE', 'IDEMPOTENCY_WINDOW_MS', 'INTAKE_STATUSES',
   'IntakeService', 'IntakeWorker', 'JSON_SCHEMA_DIALECT', 'LiveHub', 'MAX_READING_LEAD_MS', 'MAX_WINDOW_SECONDS', 'ManualClock', 'MemoryLiveBus',
   'MemoryWindowCounter', 'PRODUCT_NAME_PATTERN', 'ProductRegistry', 'ReadService', 'SigningKeyRing', 'TAKE_DEFAULT', 'TAKE_MAX',
   'TokenService', 'TrailwireError', 'cardinalHeading', 'checkCanonicalTelemetry', 'createProductRegistry', 'createTrailwire',
@@ -26,16 +26,16 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './koa': [
     'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'LIVE_EVENTS_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
     'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp',
-    'createTrailwireMiddleware', 'problemMiddleware',
-    'requestIdMiddleware',
+    'createTrailwireMiddleware', 'problemMiddleware', 'registerDependencyMetrics',
+    'requestIdMiddleware', 'trustedProxyList',
   ],
   './grpc': [
     'DEFAULT_HEALTH_WATCH_LIMITS', 'GRPC_STATUS_BY_CODE', 'HealthStatus', 'LIVE_FEED_SERVICE_NAME', 'PROTO_ROOT', 'addHealthService', 'addLiveFeedService',
     'createLiveFeedService', 'decodeLiveUpdateResponse', 'grpcStatusOf', 'startGrpcServer',
   ],
   './sqlite': [
-    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntakeQueue',
-    'openSqliteStore', 'resolveSqliteStoreOptions',
+    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeQueue',
+    'openSqliteStore', 'readableByOthers', 'resolveSqliteStoreOptions',
   ],
   './server': ['DEFAULT_DB_FILE', 'startServer'],
   './products': ['builtInProducts', 'cargosafe', 'gpsBasic', 'tpms'],
@@ -51,8 +51,8 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'withTransaction', 'writeOrExplain',
   ],
   './redis': [
-    'DEFAULT_REDIS_LIVE_BUS_OPTIONS', 'DEFAULT_REDIS_ROTATION_FEED_OPTIONS', 'DEFAULT_REDIS_WINDOW_COUNTER_OPTIONS', 'RedisLiveBus',
-    'RedisRotationFeed', 'RedisWindowCounter', 'openRedisLiveBus', 'openRedisRotationFeed',
+    'DEFAULT_REDIS_LIVE_BUS_OPTIONS', 'DEFAULT_REDIS_PROCESS_REGISTRY_OPTIONS', 'DEFAULT_REDIS_ROTATION_FEED_OPTIONS',
+    'DEFAULT_REDIS_WINDOW_COUNTER_OPTIONS', 'RedisLiveBus', 'RedisProcessRegistry', 'RedisRotationFeed', 'RedisWindowCounter', 'openRedisLiveBus', 'openRedisRotationFeed',
   ],
 };
 
