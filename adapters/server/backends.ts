@@ -79,10 +79,11 @@ async function openSqliteBackend(url: string, options: StoreBackendOptions): Pro
   const file = url.slice('sqlite:'.length);
   const store = await openSqliteStore({ file, durability: options.durability });
   try {
-    const intake = openSqliteIntake({ store, ...options.intake });
+    // The file's one intake writer is this process: no other process enqueues for it to hear of.
+    const intake = Object.assign(openSqliteIntake({ store, ...options.intake }), { onEnqueuedElsewhere: () => {} });
     return {
       store,
-      intake: { ...bindIntake(intake), onEnqueuedElsewhere: () => {} },
+      intake,
       description: `sqlite ${file}`,
       sqliteFile: file,
     };
@@ -115,20 +116,6 @@ async function openPostgresBackend(url: string, options: StoreBackendOptions): P
     await store.close();
     throw error;
   }
-}
-
-/** The intake's members, its getters kept live. */
-function bindIntake(intake: IntakeBackend): IntakeBackend {
-  return {
-    queue: intake.queue,
-    processesItself: intake.processesItself,
-    readinessChecks: intake.readinessChecks,
-    start: () => intake.start(),
-    stop: () => intake.stop(),
-    get counts() {
-      return intake.counts;
-    },
-  };
 }
 
 /** A URL as it may be printed: without its password. */

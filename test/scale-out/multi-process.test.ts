@@ -21,6 +21,7 @@ import { builtInProducts } from '../../products/index.ts';
 import { subscribeLiveFeed, type LiveUpdate } from '../../simulator/client/index.ts';
 import { TRAILWIRE_BIN } from '../support/cli.ts';
 import { assertAllProcessed } from '../support/intake-status.ts';
+import { until } from '../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;
@@ -51,14 +52,6 @@ interface Serving {
 let vins = 0;
 const freshVin = () => withCheckDigit(`1SC000000${String(++vins).padStart(8, '0')}`);
 
-/** Polls `condition` until it holds or `timeoutMs` passes (then fails naming `what`). */
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 describe('several trailwire serve processes on one PostgreSQL and one Redis', { skip }, () => {
   const schema = `tw_test_${randomBytes(6).toString('hex')}`;
@@ -150,11 +143,11 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
     );
     try {
       // The server writes the first heartbeat as it registers the stream with its hub.
-      await until(() => heartbeats > 0, 'the first heartbeat from B');
+      await until(() => heartbeats > 0, 'the first heartbeat from B', 15_000);
       const partnerToken = await tokenOf(a.url, 'partners', partnerKey);
       const response = await sendGps(a.url, partnerToken, trailerVin, 42.25);
       assert.equal(response.status, 202);
-      await until(() => updates.some((update) => update.trailer.telemetry?.lat === 42.25), 'the update at B');
+      await until(() => updates.some((update) => update.trailer.telemetry?.lat === 42.25), 'the update at B', 15_000);
       const update = updates.find((candidate) => candidate.trailer.telemetry?.lat === 42.25)!;
       assert.equal(update.trailer.id, trailerId);
       assert.equal(update.trailer.vin, trailerVin);
@@ -186,12 +179,12 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
         .filter((block) => block.split('\n').includes('event: update'))
         .map((block) => JSON.parse(block.split('\n').find((line) => line.startsWith('data: '))!.slice(6)));
     try {
-      await until(() => text.includes('event: heartbeat'), 'the first heartbeat from B');
+      await until(() => text.includes('event: heartbeat'), 'the first heartbeat from B', 15_000);
       const partnerToken = await tokenOf(a.url, 'partners', partnerKey);
       // Into the next second: a fix of the second the previous test's fix has would not move the trailer's latest fix.
       await new Promise((resolve) => setTimeout(resolve, 1010 - (Date.now() % 1000)));
       assert.equal((await sendGps(a.url, partnerToken, trailerVin, 43.5)).status, 202);
-      await until(() => updates().some((trailer) => trailer.telemetry?.lat === 43.5), 'the update at B');
+      await until(() => updates().some((trailer) => trailer.telemetry?.lat === 43.5), 'the update at B', 15_000);
       const update = updates().find((trailer) => trailer.telemetry?.lat === 43.5);
       const read = await fetch(`${b.url}/api/v1/trailers/${trailerId}`, { headers: { authorization: `Bearer ${customerToken}` } });
       // The stream carries what the read API answers for the trailer (nothing has changed it since).
@@ -241,7 +234,7 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
     const response = await fetch(`${cluster.url}/readyz`);
     assert.equal(response.status, 200);
     const serving = () => cluster.stderr.filter((line) => line.includes('"trailwire worker serving"')).map((line) => JSON.parse(line).pid as number);
-    await until(() => serving().length === 2, 'both workers to log that they serve');
+    await until(() => serving().length === 2, 'both workers to log that they serve', 15_000);
     const pids = serving();
     assert.equal(new Set(pids).size, 2, 'two worker processes');
     assert.ok(!pids.includes(cluster.child.pid!), 'the workers are not the primary');
@@ -250,20 +243,20 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
     let heartbeats = 0;
     const subscription = subscribeLiveFeed({ target: cluster.grpc, token: async () => customerToken, maxReconnects: 0 }, { onHeartbeat: () => heartbeats++ });
     try {
-      await until(() => heartbeats > 0, 'a heartbeat through the shared gRPC port');
+      await until(() => heartbeats > 0, 'a heartbeat through the shared gRPC port', 15_000);
     } finally {
       subscription.close();
     }
     // A worker killed outright is replaced (after the first backoff, 1 s), and the crash is logged.
     const logged = (message: string) => cluster.stderr.filter((line) => line.includes(`"${message}"`)).map((line) => JSON.parse(line));
     process.kill(pids[0]!, 'SIGKILL');
-    await until(() => logged('worker exited unexpectedly; replacing it').length === 1, 'the crash to be logged');
+    await until(() => logged('worker exited unexpectedly; replacing it').length === 1, 'the crash to be logged', 15_000);
     const [crash] = logged('worker exited unexpectedly; replacing it');
     assert.equal(crash.pid, pids[0]);
     assert.equal(crash.signal, 'SIGKILL');
     assert.equal(crash.restartInMs, 1000);
     assert.equal(crash.level, 50);
-    await until(() => logged('worker replaced').length === 1, 'the replacement to serve');
+    await until(() => logged('worker replaced').length === 1, 'the replacement to serve', 15_000);
     const replacement = logged('worker replaced')[0].pid as number;
     assert.ok(!pids.includes(replacement), 'a new process');
     assert.equal((await fetch(`${cluster.url}/readyz`)).status, 200);

@@ -33,6 +33,7 @@ import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
 import { INTAKE_TIME, newIntake, uniqueVin } from '../../support/fixtures.ts';
+import { until } from '../../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const T0 = INTAKE_TIME;
@@ -49,14 +50,6 @@ function assertTrailwireError(code: TrailwireError['code']) {
   };
 }
 
-/** Waits for `condition`, polling: for what another connection does in its own time. */
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe('openPostgresIntakeQueue options', () => {
   const cases: [string, unknown][] = [
@@ -174,7 +167,7 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
         const pid = (held as unknown as { client: { processID: number } }).client.processID;
         await admin.query('SELECT pg_terminate_backend($1)', [pid]);
         let taken: Awaited<ReturnType<typeof b.queue.nextBatch>> = null;
-        await until(async () => (taken = await b.queue.nextBatch(10, T0)) !== null, 'the lease to end with the connection');
+        await until(async () => (taken = await b.queue.nextBatch(10, T0)) !== null, 'the lease to end with the connection', 10_000);
         assert.deepEqual(taken!.entries.map((entry) => [entry.id, entry.attempts]), [[first.id, 0], [second.id, 0]], 'all of it, in order, nothing counted');
         await assert.rejects(a.queue.commitBatch(held!, new Map([[held!.entries[0]!.seq, { kind: 'processed' }]]), T0), 'the dead batch cannot commit');
         await b.queue.commitBatch(taken!, new Map(taken!.entries.map((entry) => [entry.seq, { kind: 'processed' }])), T0 + 5);
@@ -345,12 +338,12 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     try {
       const pid = (a.queue as unknown as { session: { processID: number } }).session.processID;
       await admin.query('SELECT pg_terminate_backend($1)', [pid]);
-      await until(() => wakes > 0, 'the reconnect to wake the worker');
+      await until(() => wakes > 0, 'the reconnect to wake the worker', 10_000);
       const after = wakes;
       await until(async () => {
         await b.queue.enqueue(item({ vin: uniqueVin() }));
         return wakes > after;
-      }, 'a notice on the new session');
+      }, 'a notice on the new session', 10_000);
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
@@ -365,12 +358,12 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     const elsewhere = await openProcess(newSchema());
     try {
       await writer.queue.enqueue(item({ idempotencyKey: 'k' }));
-      await until(() => heard.length === 1, 'the first notice');
+      await until(() => heard.length === 1, 'the first notice', 10_000);
       await writer.queue.enqueue(item({ idempotencyKey: 'k' })); // a replay: nothing stored
       await elsewhere.queue.enqueue(item());
       await writer.queue.enqueue(item());
       // Notices arrive in commit order, so a notice for the replay or the other schema would come first.
-      await until(() => heard.length >= 2, 'the second notice');
+      await until(() => heard.length >= 2, 'the second notice', 10_000);
       await new Promise((resolve) => setTimeout(resolve, 50));
       assert.equal(heard.length, 2);
     } finally {
@@ -421,7 +414,7 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
         // once it has finished its first round.
         const backCalls = watchCalls(back.queue);
         await back.trailwire.intake!.worker!.start();
-        await until(backCalls.idle, 'the back worker to finish its first round');
+        await until(backCalls.idle, 'the back worker to finish its first round', 10_000);
         const claims = { aud: 'partners', sub: 'partner-1', scope: 'product:gps-basic', ver: 1 } as never;
         const send = (seconds: number) => {
           const body = { timestamp: 1780315200 + seconds, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 100, bearingDeg: 90 };
@@ -429,7 +422,7 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
         };
         const accepted = [];
         for (const seconds of [0, 1, 2, 3]) accepted.push(await send(seconds));
-        await until(() => back.trailwire.intake!.worker!.counts.processed === 4, 'the back worker to process all four');
+        await until(() => back.trailwire.intake!.worker!.counts.processed === 4, 'the back worker to process all four', 10_000);
         for (const { record } of accepted) assert.equal((await front.queue.get(record.id))?.status, 'processed');
         const latest = await front.trailwire.store.getTrailer(principal.id, trailer.id);
         assert.equal(latest?.telemetry?.timestamp, (1780315200 + 3) * 1000, "the trailer's position is the newest payload's, read by the other process");

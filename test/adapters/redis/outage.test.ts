@@ -15,16 +15,10 @@ import { REDIS_CONNECTION_OPTIONS } from '../../../adapters/server/shared-state.
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
 import { sampleEvent } from '../../conformance/live-bus.ts';
 import { missingBinaries, PrivateRedis } from '../../support/private-services.ts';
+import { until } from '../../support/until.ts';
 
 const skip = missingBinaries();
 
-async function until(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('Redis seams through a Redis outage', { skip, timeout: 60_000 }, () => {
   let server: PrivateRedis;
@@ -57,10 +51,10 @@ describe('Redis seams through a Redis outage', { skip, timeout: 60_000 }, () => 
     b!.subscribe((event) => heardByB.push(event));
     try {
       await a!.publish(sampleEvent(1));
-      await until(() => heardByB.length === 1, 'B hears A while Redis is up');
+      await until(() => heardByB.length === 1, 'B hears A while Redis is up', 10_000);
 
       await server.kill();
-      await until(() => a!.inOutage, 'A notices the outage');
+      await until(() => a!.inOutage, 'A notices the outage', 10_000);
       const first = sampleEvent(2, { ts: 1 });
       const newer = { ...sampleEvent(2), ts: 2 };
       const other = sampleEvent(3);
@@ -72,7 +66,7 @@ describe('Redis seams through a Redis outage', { skip, timeout: 60_000 }, () => 
       assert.equal(heardByB.length, 1, 'B cannot hear A while Redis is down');
 
       await server.restart();
-      await until(() => heardByB.length >= 3, 'B to be caught up after Redis is back');
+      await until(() => heardByB.length >= 3, 'B to be caught up after Redis is back', 10_000);
       await new Promise((resolve) => setTimeout(resolve, 300));
       // One event per trailer changed during the outage, the newest of each, in the order they first changed.
       assert.deepEqual(heardByB.slice(1), [newer, other]);

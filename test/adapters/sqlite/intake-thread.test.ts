@@ -23,6 +23,7 @@ import { createTrailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
 import { newIntake, uniqueVin } from '../../support/fixtures.ts';
+import { until } from '../../support/until.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-thread-'));
 /** Every intake a test opens: a failed assertion must not leave a thread running and the file never ending. */
@@ -34,13 +35,6 @@ after(async () => {
 let files = 0;
 const freshFile = (): string => join(directory, `thread-${++files}.db`);
 
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 const gpsPayload = (at = Math.floor(Date.now() / 1000)) => JSON.stringify({ timestamp: at, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 100, bearingDeg: 90 });
 
@@ -101,8 +95,8 @@ describe('SQLite intake with its processing thread', () => {
     const vin = uniqueVin();
     await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
     for (let i = 0; i < 3; i++) await intake.queue.enqueue(newIntake({ vin, payload: gpsPayload(Math.floor(Date.now() / 1000) - 10 + i), receivedAt: Date.now() }));
-    await until(() => intake.counts.processed === 3, 'three payloads processed');
-    await until(() => events.length > 0, 'a live update');
+    await until(() => intake.counts.processed === 3, 'three payloads processed', 10_000);
+    await until(() => events.length > 0, 'a live update', 10_000);
     assert.equal(events.at(-1)!.trailer.vin, vin);
     assert.equal(await intake.queue.depth(), 0);
     for (const check of Object.values(intake.readinessChecks)) await check();
@@ -116,7 +110,7 @@ describe('SQLite intake with its processing thread', () => {
     const result = await answered;
     assert.deepEqual([result.created, result.record.status], [true, 'queued']);
     assert.ok((await intake.queue.get(item.id))?.status, 'found while staged or logged');
-    await until(async () => (await intake.queue.get(item.id))?.status === 'processed', 'processed');
+    await until(async () => (await intake.queue.get(item.id))?.status === 'processed', 'processed', 10_000);
     await close();
   });
 
@@ -138,7 +132,7 @@ describe('SQLite intake with its processing thread', () => {
     const reefer = { reeferId: 'RF-1', reportedAt: new Date(Date.now() - 1000).toISOString(), setpointC: -18, returnAirC: -17, fuelPercent: 80 };
     await intake.queue.enqueue(newIntake({ product: 'reefer', vin: uniqueVin(), payload: JSON.stringify(reefer), receivedAt: Date.now() }));
     await intake.queue.enqueue(newIntake({ vin: uniqueVin(), payload: gpsPayload(), receivedAt: Date.now() }));
-    await until(() => intake.counts.processed === 2, 'both payloads');
+    await until(() => intake.counts.processed === 2, 'both payloads', 10_000);
     await close();
   });
 
