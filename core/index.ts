@@ -151,6 +151,12 @@ export {
   type IntakeStatus,
   type NewIntake,
 } from './intake-queue.ts';
+/**
+ * The log part of the intake queue: `IntakeLog` (append a group, read a partition from a position,
+ * commit a position, lease a partition), `LogPosition`, `LoggedIntake`, `PartitionLease`; every
+ * implementation passes `test/conformance/intake-log.ts`.
+ */
+export type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from './intake-log.ts';
 /** Cross-process fan-out: a `LiveBus` carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
 export { type LiveBus, type LiveBusListener, MemoryLiveBus } from './live-hub.ts';
 /**

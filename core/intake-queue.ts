@@ -17,6 +17,12 @@
  *
  * Every implementation (SQLite in `adapters/sqlite`, PostgreSQL in `adapters/postgres`) passes the
  * conformance suite `test/conformance/intake-queue.ts`.
+ *
+ * A queue is two parts (issue 30): a log (`intake-log.ts`: append, read a partition from a position,
+ * commit a position, lease a partition) and an index (idempotency keys, parked retries and dead
+ * letters, status lookups: `findByIdempotencyKey`, `get`, `listFailed`, `requeue`,
+ * `purgeProcessed`). SQLite and PostgreSQL keep both in one database and commit a batch's outcomes
+ * with its log position at once; each also opens its log part alone, which passes the log suite.
  */
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;

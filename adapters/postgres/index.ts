@@ -25,6 +25,12 @@ export {
   type PostgresIntakeQueueSettings,
   type PostgresQueueHost,
 } from './intake-queue.ts';
+/**
+ * `openPostgresIntakeLog(store)`: the schema's intake log as an `IntakeLog` (`core/intake-log.ts`):
+ * 16 VIN partitions, leases as session advisory locks. The server's intake uses the queue, which
+ * commits a batch's outcomes and watermarks at once.
+ */
+export { openPostgresIntakeLog } from './intake-log.ts';
 export {
   applyPostgresMigrations,
   POSTGRES_QUEUE_COMPONENT,

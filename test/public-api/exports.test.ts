@@ -34,7 +34,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'createLiveFeedService', 'decodeLiveUpdateResponse', 'grpcStatusOf', 'startGrpcServer',
   ],
   './sqlite': [
-    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeQueue',
+    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeLog', 'openSqliteIntakeQueue',
     'openSqliteStore', 'readableByOthers', 'resolveSqliteStoreOptions',
   ],
   './server': ['DEFAULT_DB_FILE', 'startServer'],
@@ -47,7 +47,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './postgres': [
     'DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS', 'DEFAULT_POSTGRES_STORE_OPTIONS', 'POSTGRES_QUEUE_COMPONENT', 'POSTGRES_QUEUE_MIGRATIONS',
     'INTAKE_PARTITIONS', 'POSTGRES_STORE_COMPONENT', 'POSTGRES_STORE_MIGRATIONS', 'PostgresIntakeQueue', 'applyPostgresMigrations', 'createPostgresPool',
-    'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
+    'openPostgresIntakeLog', 'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
     'withTransaction', 'writeOrExplain',
   ],
   './redis': [
