@@ -50,6 +50,19 @@ describe('trailwire simulate', () => {
     assert.doesNotMatch(page, /<script|<link|src="http/);
   });
 
+  it("lists none of the store options it does not use (issue 31, finding 6), and refuses them; serve still takes them", async () => {
+    const help = await runCli(['simulate', '--help']);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /--duration/);
+    for (const option of ['--db', '--database-url', '--database-schema', '--redis-url', '--product-module'])
+      assert.ok(!help.stdout.includes(option), `simulate --help lists ${option}`);
+    const refused = await runCli(['simulate', '--db', join(dir, 'x.db')]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /Unknown option: --db/);
+    const serveHelp = await runCli(['serve', '--help']);
+    for (const option of ['--db', '--database-url', '--database-schema', '--redis-url', '--product-module']) assert.ok(serveHelp.stdout.includes(option), `serve --help lacks ${option}`);
+  });
+
   describe('remote', () => {
     let server: RunningServer;
     const keys = { partner: '', customer: '' };

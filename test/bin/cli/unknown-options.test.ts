@@ -71,7 +71,9 @@ describe('every command rejects an unknown option', { concurrency: 3 }, () => {
   for (const [index, row] of MISTYPED.entries()) {
     it(`${row.command}: ${row.args.join(' ')}`, async () => {
       // Port 0 for serve, should the option slip through: the test must not hang on a busy 8080.
-      const result = await runTrailwire([...row.args, '--db', db], { TRAILWIRE_PORT: '0', TRAILWIRE_GRPC_PORT: '0' });
+      // simulate opens no store, so it has no --db to give.
+      const store = row.command === 'simulate' ? [] : ['--db', db];
+      const result = await runTrailwire([...row.args, ...store], { TRAILWIRE_PORT: '0', TRAILWIRE_GRPC_PORT: '0' });
       assert.equal(result.code, 1, `exit status 1 (stdout: ${result.stdout})`);
       assert.match(result.stderr, new RegExp(`trailwire: Unknown option: --${row.typed}\\b`));
       if (row.meant) assert.match(result.stderr, new RegExp(`did you mean --${row.meant}\\?`));
