@@ -122,12 +122,18 @@ function pageOf(item: string): Json {
   };
 }
 
-function readOperation(operationId: string, summary: string, parameters: Json[], schema: Json): Json {
+/** What every read operation shares, after its own first sentence. */
+const READ_RULES = 'Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).';
+const PAGE_RULES = 'A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page.';
+const RANGE_RULES = 'Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on.';
+
+function readOperation(operationId: string, summary: string, description: string, parameters: Json[], schema: Json): Json {
   return {
     get: {
       operationId,
       tags: ['Customer read API'],
       summary,
+      description: `${description} ${READ_RULES}`,
       security: [{ customerToken: [] }],
       parameters,
       responses: {
@@ -178,6 +184,7 @@ function authPaths(): Record<string, Json> {
       operationId: 'getJwks',
       tags: ['Authentication API'],
       summary: 'The public keys that verify access tokens (JWKS, RFC 7517)',
+      description: 'No authentication. Every signing key still trusted, each under the `kid` its tokens carry: the current one, and after a rotation the previous one until it is revoked. Verify a token with the key of its `kid`, for that key\'s own algorithm (`alg`).',
       security: [],
       responses: { 200: { description: 'JWKS', content: { 'application/json': { schema: { type: 'object' } } } }, ...anyOperationResponses },
     },
@@ -189,11 +196,12 @@ function readPaths(): Record<string, Json> {
   const trailer = pathParam('trailer', 'Trailer id (opaque, never all digits).');
   const fleet = pathParam('fleet', 'Fleet id (positive int32).', { type: 'integer', minimum: 1, maximum: 2147483647 });
   return {
-    '/api/v1/fleets': readOperation('listFleets', 'The customer\'s fleets', pagingParams, pageOf('Fleet')),
-    '/api/v1/fleets/{fleet}': readOperation('getFleet', 'One fleet', [fleet], ref('Fleet')),
+    '/api/v1/fleets': readOperation('listFleets', 'The customer\'s fleets', `Every fleet of the customer. ${PAGE_RULES}`, pagingParams, pageOf('Fleet')),
+    '/api/v1/fleets/{fleet}': readOperation('getFleet', 'One fleet', 'One fleet of the customer, by its id.', [fleet], ref('Fleet')),
     '/api/v1/trailers/{fleetOrTrailer}': readOperation(
       'getTrailerOrFleetTrailers',
       'All digits: the trailers of a fleet (a page). Anything else: one trailer.',
+      `One path for two answers: an all-digits id names a fleet, and the answer is a page of its trailers (${PAGE_RULES}); any other id names one trailer, and the answer is that trailer with its status and latest GPS fix (\`telemetry\`, null before the first fix). Trailer status is \`Faulted\` when any device is faulted, else \`Warning\` when any warns, else \`OK\`.`,
       [
         pathParam('fleetOrTrailer', 'A fleet id (all digits) or a trailer id.'),
         ...pagingParams.map((p) => ({ ...p, description: `${p.description} Fleet lists only.` })),
@@ -201,13 +209,13 @@ function readPaths(): Record<string, Json> {
       ],
       { oneOf: [pageOf('Trailer'), ref('Trailer')] },
     ),
-    '/api/v1/trailers/telemetry/gps/{trailer}': readOperation('listTrailerGpsFixes', 'GPS fixes of a trailer in a time range', [trailer, ...timeParams], pageOf('GpsFix')),
-    '/api/v1/devices/{trailer}': readOperation('listTrailerDevices', 'Devices of a trailer', [trailer, ...pagingParams, activeOnlyParam], pageOf('Device')),
-    '/api/v1/devices/details/{device}': readOperation('getDevice', 'One device', [pathParam('device', 'Device id.')], ref('Device')),
-    '/api/v1/devices/telemetry/{device}': readOperation('listDeviceReadings', 'Readings of a device in a time range', [pathParam('device', 'Device id.'), ...timeParams], pageOf('DeviceReading')),
-    '/api/v1/cargosafe': readOperation('listCargosafeUnits', 'The customer\'s cargosafe units', pagingParams, pageOf('CargosafeUnit')),
-    '/api/v1/cargosafe/{id}': readOperation('getCargosafeUnit', 'One cargosafe unit', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
-    '/api/v1/cargosafe/telemetry/{id}': readOperation('listCargosafeReadings', 'Readings of a cargosafe unit in a time range', [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
+    '/api/v1/trailers/telemetry/gps/{trailer}': readOperation('listTrailerGpsFixes', 'GPS fixes of a trailer in a time range', `The trailer's GPS fixes (position, speed in mph, cardinal heading). ${RANGE_RULES}`, [trailer, ...timeParams], pageOf('GpsFix')),
+    '/api/v1/devices/{trailer}': readOperation('listTrailerDevices', 'Devices of a trailer', `The trailer's devices (tire sensors and other sensors), each with its status and when it was last seen. ${PAGE_RULES}`, [trailer, ...pagingParams, activeOnlyParam], pageOf('Device')),
+    '/api/v1/devices/details/{device}': readOperation('getDevice', 'One device', 'One device of one of the customer\'s trailers, by its id: its kind, serial, position, status and when it was last seen.', [pathParam('device', 'Device id.')], ref('Device')),
+    '/api/v1/devices/telemetry/{device}': readOperation('listDeviceReadings', 'Readings of a device in a time range', `The device's readings (metrics and the status each gave). ${RANGE_RULES}`, [pathParam('device', 'Device id.'), ...timeParams], pageOf('DeviceReading')),
+    '/api/v1/cargosafe': readOperation('listCargosafeUnits', 'The customer\'s cargosafe units', `Every cargosafe unit on the customer\'s trailers, each with its latest reading. ${PAGE_RULES}`, pagingParams, pageOf('CargosafeUnit')),
+    '/api/v1/cargosafe/{id}': readOperation('getCargosafeUnit', 'One cargosafe unit', 'One cargosafe unit, by its id, with its latest reading.', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
+    '/api/v1/cargosafe/telemetry/{id}': readOperation('listCargosafeReadings', 'Readings of a cargosafe unit in a time range', `The unit's readings (door, load, temperature, humidity). ${RANGE_RULES}`, [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
     '/api/v1/live': liveEventsOperation(),
   };
 }
@@ -261,14 +269,14 @@ function liveEventsOperation(): Json {
 
 function opsPaths(): Record<string, Json> {
   // Public: `security: []` says so, rather than leaving a reader to guess.
-  const plain = (operationId: string, summary: string, content: Json, extra: Json = {}) => ({
-    get: { operationId, tags: ['Operations'], summary, security: [], responses: { 200: { description: 'OK', content }, ...extra, ...anyOperationResponses } },
+  const plain = (operationId: string, summary: string, description: string, content: Json, extra: Json = {}) => ({
+    get: { operationId, tags: ['Operations'], summary, description: `${description} No authentication.`, security: [], responses: { 200: { description: 'OK', content }, ...extra, ...anyOperationResponses } },
   });
   return {
-    '/healthz': plain('getHealth', 'Liveness: the process is up', { 'application/json': { schema: { type: 'object' } } }),
-    '/readyz': plain('getReadiness', 'Readiness: the store is reachable and the queue running', { 'application/json': { schema: { type: 'object' } } }, problems(503)),
-    '/metrics': plain('getMetrics', 'Prometheus metrics', { 'text/plain': { schema: { type: 'string' } } }),
-    '/openapi.json': plain('getOpenApiDocument', 'This document', { 'application/json': { schema: { type: 'object' } } }),
+    '/healthz': plain('getHealth', 'Liveness: the process is up', 'Answers 200 while the process runs, whatever its dependencies do: for a liveness probe, which restarts a process that stops answering.', { 'application/json': { schema: { type: 'object' } } }),
+    '/readyz': plain('getReadiness', 'Readiness: the store is reachable and the queue running', 'Answers 200 when every check passes, else 503 with `Retry-After` and the failing checks named: for a readiness probe, which sends no traffic to a process that cannot serve it.', { 'application/json': { schema: { type: 'object' } } }, problems(503)),
+    '/metrics': plain('getMetrics', 'Prometheus metrics', 'Prometheus text exposition: request counts and latency by route, the depth of the intake queue, whether each dependency answers, process metrics.', { 'text/plain': { schema: { type: 'string' } } }),
+    '/openapi.json': plain('getOpenApiDocument', 'This document', 'The OpenAPI 3.1 description of this server\'s API, with the products it has installed.', { 'application/json': { schema: { type: 'object' } } }),
   };
 }
 
@@ -467,6 +475,7 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
           operationId: 'getIntakeStatus',
           tags: ['Partner intake'],
           summary: 'The processing state of one of your payloads',
+          description: 'The sending partner only (any other gets 404). `queued`, `processing`, `processed` or `failed` (a dead letter, with its `error`); a processed payload\'s status is kept for 24 hours, then this is a 404. Counts against the partner\'s read limit.',
           security: [{ partnerToken: [] }],
           parameters: [pathParam('id', 'The intake id of the 202.')],
           responses: {

@@ -91,7 +91,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The public keys that verify access tokens (JWKS, RFC 7517) */
+        /**
+         * The public keys that verify access tokens (JWKS, RFC 7517)
+         * @description No authentication. Every signing key still trusted, each under the `kid` its tokens carry: the current one, and after a rotation the previous one until it is revoked. Verify a token with the key of its `kid`, for that key's own algorithm (`alg`).
+         */
         get: operations["getJwks"];
         put?: never;
         post?: never;
@@ -108,7 +111,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The customer's fleets */
+        /**
+         * The customer's fleets
+         * @description Every fleet of the customer. A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["listFleets"];
         put?: never;
         post?: never;
@@ -125,7 +131,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One fleet */
+        /**
+         * One fleet
+         * @description One fleet of the customer, by its id. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["getFleet"];
         put?: never;
         post?: never;
@@ -142,7 +151,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** All digits: the trailers of a fleet (a page). Anything else: one trailer. */
+        /**
+         * All digits: the trailers of a fleet (a page). Anything else: one trailer.
+         * @description One path for two answers: an all-digits id names a fleet, and the answer is a page of its trailers (A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page.); any other id names one trailer, and the answer is that trailer with its status and latest GPS fix (`telemetry`, null before the first fix). Trailer status is `Faulted` when any device is faulted, else `Warning` when any warns, else `OK`. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["getTrailerOrFleetTrailers"];
         put?: never;
         post?: never;
@@ -159,7 +171,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** GPS fixes of a trailer in a time range */
+        /**
+         * GPS fixes of a trailer in a time range
+         * @description The trailer's GPS fixes (position, speed in mph, cardinal heading). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["listTrailerGpsFixes"];
         put?: never;
         post?: never;
@@ -176,7 +191,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Devices of a trailer */
+        /**
+         * Devices of a trailer
+         * @description The trailer's devices (tire sensors and other sensors), each with its status and when it was last seen. A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["listTrailerDevices"];
         put?: never;
         post?: never;
@@ -193,7 +211,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One device */
+        /**
+         * One device
+         * @description One device of one of the customer's trailers, by its id: its kind, serial, position, status and when it was last seen. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["getDevice"];
         put?: never;
         post?: never;
@@ -210,7 +231,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readings of a device in a time range */
+        /**
+         * Readings of a device in a time range
+         * @description The device's readings (metrics and the status each gave). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["listDeviceReadings"];
         put?: never;
         post?: never;
@@ -227,7 +251,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The customer's cargosafe units */
+        /**
+         * The customer's cargosafe units
+         * @description Every cargosafe unit on the customer's trailers, each with its latest reading. A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["listCargosafeUnits"];
         put?: never;
         post?: never;
@@ -244,7 +271,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One cargosafe unit */
+        /**
+         * One cargosafe unit
+         * @description One cargosafe unit, by its id, with its latest reading. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["getCargosafeUnit"];
         put?: never;
         post?: never;
@@ -261,7 +291,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readings of a cargosafe unit in a time range */
+        /**
+         * Readings of a cargosafe unit in a time range
+         * @description The unit's readings (door, load, temperature, humidity). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
         get: operations["listCargosafeReadings"];
         put?: never;
         post?: never;
@@ -318,7 +351,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The processing state of one of your payloads */
+        /**
+         * The processing state of one of your payloads
+         * @description The sending partner only (any other gets 404). `queued`, `processing`, `processed` or `failed` (a dead letter, with its `error`); a processed payload's status is kept for 24 hours, then this is a 404. Counts against the partner's read limit.
+         */
         get: operations["getIntakeStatus"];
         put?: never;
         post?: never;
@@ -335,7 +371,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness: the process is up */
+        /**
+         * Liveness: the process is up
+         * @description Answers 200 while the process runs, whatever its dependencies do: for a liveness probe, which restarts a process that stops answering. No authentication.
+         */
         get: operations["getHealth"];
         put?: never;
         post?: never;
@@ -352,7 +391,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the store is reachable and the queue running */
+        /**
+         * Readiness: the store is reachable and the queue running
+         * @description Answers 200 when every check passes, else 503 with `Retry-After` and the failing checks named: for a readiness probe, which sends no traffic to a process that cannot serve it. No authentication.
+         */
         get: operations["getReadiness"];
         put?: never;
         post?: never;
@@ -369,7 +411,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics */
+        /**
+         * Prometheus metrics
+         * @description Prometheus text exposition: request counts and latency by route, the depth of the intake queue, whether each dependency answers, process metrics. No authentication.
+         */
         get: operations["getMetrics"];
         put?: never;
         post?: never;
@@ -386,7 +431,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This document */
+        /**
+         * This document
+         * @description The OpenAPI 3.1 description of this server's API, with the products it has installed. No authentication.
+         */
         get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
