@@ -157,6 +157,13 @@ export {
  * implementation passes `test/conformance/intake-log.ts`.
  */
 export type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from './intake-log.ts';
+/**
+ * The index part, for a log that lives in a log engine: `IntakeIndex` (idempotency keys, positions,
+ * a row per payload a batch has been through), and `PartitionedIntakeQueue`, the `IntakeQueue` made
+ * of an `IntakeLog` and an `IntakeIndex` (`PartitionedIntakeQueueOptions`).
+ */
+export type { IndexedIntake, IntakeIndex, KeyHolder, PartitionState } from './intake-index.ts';
+export { PartitionedIntakeQueue, type PartitionedIntakeQueueOptions } from './partitioned-intake-queue.ts';
 /** Cross-process fan-out: a `LiveBus` carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
 export { type LiveBus, type LiveBusListener, MemoryLiveBus } from './live-hub.ts';
 /**

@@ -23,7 +23,7 @@ import type { NewIntake } from './intake-queue.ts';
 /** Where a payload sits in the log. */
 export interface LogPosition {
   readonly partition: number;
-  /** Grows strictly within the partition, in append order. */
+  /** Grows strictly within the partition, in append order; no two payloads of the log share one. */
   readonly seq: number;
 }
 
@@ -55,6 +55,10 @@ export interface IntakeLog {
    * once a payload is handed out, no payload of the partition appended before it appears later.
    */
   read(partition: number, after: number, limit: number): Promise<LoggedIntake[]>;
+  /** The payload at a position, or null (never appended there, or let go after a commit). */
+  at(position: LogPosition): Promise<LoggedIntake | null>;
+  /** Payloads after each partition's committed position, by partition (more while a commit's release is under way). */
+  pending(): Promise<number[]>;
   /** Moves the partition's committed position to `seq` (never back); the log may let go of what is at or below it. */
   commit(partition: number, seq: number): Promise<void>;
   /** The partition's committed position (0 before any commit). */

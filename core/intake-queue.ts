@@ -108,7 +108,9 @@ export type IntakeOutcome =
 
 export interface IntakeQueue {
   /**
-   * Appends a payload and resolves once it is durable. With an idempotency key already used by the
+   * Appends a payload and resolves once it is durable, answering its record. The record's id is the
+   * queue's: the item's own, or one that begins with it (a log engine's queue adds the payload's
+   * position, `partitioned-intake-queue.ts`). With an idempotency key already used by the
    * same partner in the 24 hours before `item.receivedAt`, stores nothing and answers the original
    * record (`created: false`); this check is atomic with the append.
    */

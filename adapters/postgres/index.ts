@@ -31,6 +31,12 @@ export {
  * commits a batch's outcomes and watermarks at once.
  */
 export { openPostgresIntakeLog } from './intake-log.ts';
+/**
+ * `openPostgresIntakeIndex(store)`: the index part (`IntakeIndex`: idempotency keys, positions, a row
+ * per payload a batch has been through) that a log engine's queue (`PartitionedIntakeQueue` of
+ * `trailwire/core`) keeps beside its log; its migrations are `POSTGRES_INDEX_*`.
+ */
+export { openPostgresIntakeIndex, POSTGRES_INDEX_COMPONENT, POSTGRES_INDEX_MIGRATIONS } from './intake-index.ts';
 export {
   applyPostgresMigrations,
   POSTGRES_QUEUE_COMPONENT,

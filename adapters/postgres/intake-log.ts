@@ -112,17 +112,19 @@ export async function openPostgresIntakeLog(host: PostgresQueueHost): Promise<In
         client.release(error instanceof Error ? error : true);
         throw explainPostgresFailure(error);
       }
-      return rows.map((row): LoggedIntake => ({
-        id: row.id,
-        partnerId: row.partner_id,
-        product: row.product,
-        vin: row.vin,
-        payload: row.payload,
-        receivedAt: row.received_at,
-        idempotencyKey: row.idempotency_key,
-        partition,
-        seq: row.seq,
-      }));
+      return rows.map((row) => toLoggedIntake(row, partition));
+    },
+    async at({ partition, seq }) {
+      const row = (await pool.query<LogRow>(`SELECT ${LOG_COLUMNS} FROM ${s}.intake_log l WHERE l.part = $1 AND l.seq = $2`, [partition, seq])).rows[0];
+      return row ? toLoggedIntake(row, partition) : null;
+    },
+    async pending() {
+      const counts = new Array<number>(INTAKE_PARTITIONS).fill(0);
+      const rows = await pool.query<{ part: number; n: number }>(
+        `SELECT w.part, (SELECT count(*) FROM ${s}.intake_log l WHERE l.part = w.part AND l.seq > w.watermark)::int AS n FROM ${s}.intake_partitions w`,
+      );
+      for (const { part, n } of rows.rows) counts[part] = n;
+      return counts;
     },
     async commit(partition, seq) {
       // The batch row keeps the processed time the queue's status reads derive.
@@ -167,5 +169,19 @@ export async function openPostgresIntakeLog(host: PostgresQueueHost): Promise<In
       leases.clear();
       if (open) await (await open.catch(() => undefined))?.end().catch(() => {});
     },
+  };
+}
+
+function toLoggedIntake(row: LogRow, partition: number): LoggedIntake {
+  return {
+    id: row.id,
+    partnerId: row.partner_id,
+    product: row.product,
+    vin: row.vin,
+    payload: row.payload,
+    receivedAt: row.received_at,
+    idempotencyKey: row.idempotency_key,
+    partition,
+    seq: row.seq,
   };
 }

@@ -16,6 +16,20 @@ import { QUEUE_COMPONENT, QUEUE_MIGRATIONS } from './intake-queue.ts';
 import { applyMigrations } from './migrations.ts';
 import { storageFaultError } from './storage-faults.ts';
 
+function toLoggedIntake(row: LogRow): LoggedIntake {
+  return {
+    id: row.id,
+    partnerId: row.partner_id,
+    product: row.product,
+    vin: row.vin,
+    payload: row.payload,
+    receivedAt: row.received_at,
+    idempotencyKey: row.idempotency_key,
+    partition: 0,
+    seq: row.seq,
+  };
+}
+
 /** Leased partitions per database file, across the instances of this process. */
 const leasedFiles = new Map<unknown, Set<number>>();
 
@@ -27,6 +41,8 @@ export function openSqliteIntakeLog(db: Database.Database): IntakeLog {
       'INSERT INTO intake_log (id, partner_id, product, vin, payload, received_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
     read: db.prepare<[number, number], LogRow>(`SELECT ${LOG_COLUMNS} FROM intake_log l WHERE l.seq > ? ORDER BY l.seq LIMIT ?`),
+    at: db.prepare<[number], LogRow>(`SELECT ${LOG_COLUMNS} FROM intake_log l WHERE l.seq = ?`),
+    pending: db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM intake_log WHERE seq > ?'),
     committed: db.prepare<[], { seq: number | null }>('SELECT max(last_seq) AS seq FROM intake_batches'),
     commit: db.prepare<[number, number]>('INSERT OR IGNORE INTO intake_batches (last_seq, processed_at) VALUES (?, ?)'),
   };
@@ -55,17 +71,14 @@ export function openSqliteIntakeLog(db: Database.Database): IntakeLog {
       return seqs.map((seq) => ({ partition: 0, seq }));
     },
     async read(_partition, after, limit) {
-      return sql.read.all(after, limit).map((row): LoggedIntake => ({
-        id: row.id,
-        partnerId: row.partner_id,
-        product: row.product,
-        vin: row.vin,
-        payload: row.payload,
-        receivedAt: row.received_at,
-        idempotencyKey: row.idempotency_key,
-        partition: 0,
-        seq: row.seq,
-      }));
+      return sql.read.all(after, limit).map(toLoggedIntake);
+    },
+    async at({ partition, seq }) {
+      const row = partition === 0 ? sql.at.get(seq) : undefined;
+      return row ? toLoggedIntake(row) : null;
+    },
+    async pending() {
+      return [sql.pending.get(committed())!.n];
     },
     async commit(_partition, seq) {
       // A row per commit, as the queue's batches write them; an older position adds nothing that counts.

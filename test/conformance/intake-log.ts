@@ -2,7 +2,8 @@
  * The conformance suite every `IntakeLog` passes (SQLite, PostgreSQL, NATS JetStream): appends answer
  * positions and read back with every field, in order; a VIN keeps one partition; reads start after a
  * position and stop at a limit; groups appended at once keep their order; a commit moves forward
- * only; and, for a log that processes share, a partition leased to one instance at a time and
+ * only, and
+ * what is pending follows the commits; and, for a log that processes share, a partition leased to one instance at a time and
  * taken over once its holder lets go or closes. A test file calls `runIntakeLogConformance(...)`
  * once per implementation, naming a reason for any skipped case.
  */
@@ -80,6 +81,9 @@ export function runIntakeLogConformance(options: IntakeLogConformanceOptions): v
         given.map((intake, i) => ({ ...intake, ...positions[i]! })),
         'every field, at its position, in order',
       );
+      assert.deepEqual(await log.at(positions[1]!), read[1], 'read at its position');
+      assert.equal(await log.at({ partition, seq: positions[2]!.seq + 1000 }), null, 'nothing where nothing was appended');
+      assert.equal((await log.pending())[partition], 3, 'three pending in the partition');
     });
 
     caseOf('a VIN keeps one partition', async (log) => {
@@ -142,6 +146,9 @@ export function runIntakeLogConformance(options: IntakeLogConformanceOptions): v
       assert.deepEqual((await log.read(partition, positions[1]!.seq, 10)).map((logged) => logged.id), [given[2]!.id], 'what follows the commit is still there');
       const other = Array.from({ length: log.partitions }, (_, p) => p).find((p) => p !== partition);
       if (other !== undefined) assert.equal(await log.committed(other), 0, 'other partitions keep theirs');
+      assert.equal((await log.pending())[partition], 1, 'one pending after the commit');
+      await log.commit(partition, positions[2]!.seq);
+      assert.deepEqual(await log.pending(), new Array(log.partitions).fill(0), 'none once all is committed');
     });
 
     const sharing: IntakeLogCase = 'instances share the log and lease partitions one at a time';

@@ -77,10 +77,14 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
     idempotencyKey: null,
     ...overrides,
   });
-  /** Enqueues one at a time, so arrival order is the order given. */
+  /**
+   * Enqueues one at a time, so arrival order is the order given; answers the items with the ids the
+   * queue gave them (a log engine's id carries the payload's position).
+   */
   const enqueueAll = async (queue: IntakeQueue, items: NewIntake[]) => {
-    for (const entry of items) await queue.enqueue(entry);
-    return items;
+    const enqueued: NewIntake[] = [];
+    for (const entry of items) enqueued.push({ ...entry, id: (await queue.enqueue(entry)).record.id });
+    return enqueued;
   };
   const statusOf = async (queue: IntakeQueue, id: string) => (await queue.get(id))?.status;
   /** Opens a batch and answers its ids (the batch stays open). */
@@ -107,27 +111,27 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       const given = item({ idempotencyKey: 'key-1', payload: '{"text":"é ✓ \\u0000"}' });
       const { record, created } = await queue.enqueue(given);
       assert.equal(created, true);
-      const expected: IntakeRecord = { ...given, status: 'queued', attempts: 0, nextAttemptAt: T0, processedAt: null, error: null };
+      assert.ok(record.id.startsWith(given.id), "the id given, or the queue's own that begins with it");
+      const expected: IntakeRecord = { ...given, id: record.id, status: 'queued', attempts: 0, nextAttemptAt: T0, processedAt: null, error: null };
       assert.deepEqual(record, expected);
-      assert.deepEqual(await queue.get(given.id), expected, 'read back with every field');
+      assert.deepEqual(await queue.get(record.id), expected, 'read back with every field');
       assert.equal(await queue.get('no-such-intake'), null);
       assert.equal(await queue.depth(), 1);
       const { batch } = await open(queue, 10, T0);
       assert.deepEqual(
         batch?.entries.map(({ seq, ...entry }) => (assert.ok(Number.isSafeInteger(seq)), entry)),
-        [{ id: given.id, partnerId: given.partnerId, product: given.product, vin: given.vin, payload: given.payload, receivedAt: T0, attempts: 0 }],
+        [{ id: record.id, partnerId: given.partnerId, product: given.product, vin: given.vin, payload: given.payload, receivedAt: T0, attempts: 0 }],
         'handed out with every field',
       );
       await queue.abandonBatch(batch!);
     });
 
     caseOf('idempotency keys', async (queue) => {
-      const first = item({ idempotencyKey: 'order-7' });
-      await queue.enqueue(first);
+      const [first] = await enqueueAll(queue, [item({ idempotencyKey: 'order-7' })]);
       const repeat = await queue.enqueue(item({ idempotencyKey: 'order-7', receivedAt: T0 + IDEMPOTENCY_WINDOW_MS - 1 }));
       assert.equal(repeat.created, false);
-      assert.equal(repeat.record.id, first.id, 'the original record answers');
-      assert.equal(repeat.record.payload, first.payload, 'with its payload, to compare');
+      assert.equal(repeat.record.id, first!.id, 'the original record answers');
+      assert.equal(repeat.record.payload, first!.payload, 'with its payload, to compare');
       assert.equal(await queue.depth(), 1, 'nothing more is stored');
       const otherPartner = await queue.enqueue(item({ idempotencyKey: 'order-7', partnerId: 'partner-2' }));
       assert.equal(otherPartner.created, true, 'keys are per partner');
@@ -150,9 +154,8 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.deepEqual(pick(await queue.get(a!.id)), { status: 'processed', attempts: 1, processedAt: T0 + 7, error: null, nextAttemptAt: T0 });
       assert.equal(await statusOf(queue, c!.id), 'queued');
       assert.equal(await queue.depth(), 1);
-      const d = item({ vin: VIN_A });
-      await queue.enqueue(d);
-      assert.deepEqual(await processAll(queue), [c!.id, d.id]);
+      const [d] = await enqueueAll(queue, [item({ vin: VIN_A })]);
+      assert.deepEqual(await processAll(queue), [c!.id, d!.id]);
       assert.equal(await queue.nextBatch(10, T0), null, 'nothing left: no batch');
       assert.equal(await queue.depth(), 0);
     });
@@ -257,10 +260,9 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.equal(await statusOf(queue, retried!.id), 'queued', 'nor retries');
       assert.equal(await statusOf(queue, queued!.id), 'queued', 'nor what is still to do');
       assert.deepEqual(await processAll(queue, T0 + 99_999), [retried!.id, queued!.id]);
-      const fresh = item({ vin: VIN_A, receivedAt: T0 + 2 });
-      await queue.enqueue(fresh);
-      assert.equal(await statusOf(queue, fresh.id), 'queued', 'a payload after a trim is queued, not taken for processed');
-      assert.deepEqual(await processAll(queue, T0 + 99_999), [fresh.id]);
+      const [fresh] = await enqueueAll(queue, [item({ vin: VIN_A, receivedAt: T0 + 2 })]);
+      assert.equal(await statusOf(queue, fresh!.id), 'queued', 'a payload after a trim is queued, not taken for processed');
+      assert.deepEqual(await processAll(queue, T0 + 99_999), [fresh!.id]);
     });
 
     const sharing: IntakeQueueCase = 'instances sharing a log keep each VIN in order';
@@ -295,9 +297,10 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
  */
 async function processConcurrently(queues: readonly [IntakeQueue, IntakeQueue], item: (overrides: Partial<NewIntake>) => NewIntake): Promise<void> {
   const vins = [VIN_A, VIN_B, VIN_C];
-  const items = Array.from({ length: 60 }, (_, i) => item({ vin: vins[i % vins.length]! }));
+  const given = Array.from({ length: 60 }, (_, i) => item({ vin: vins[i % vins.length]! }));
   // One at a time, alternating instances: arrival order is the order given.
-  for (const [i, entry] of items.entries()) await queues[i % 2]!.enqueue(entry);
+  const items: NewIntake[] = [];
+  for (const [i, entry] of given.entries()) items.push({ ...entry, id: (await queues[i % 2]!.enqueue(entry)).record.id });
   const order = new Map(vins.map((vin) => [vin, items.filter((entry) => entry.vin === vin).map((entry) => entry.id)]));
   const processed = new Map<string, string[]>(vins.map((vin) => [vin, []]));
   const working = new Map<string, string>();

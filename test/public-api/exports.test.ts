@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 const CORE = [
   'AdminService', 'AuthService', 'CursorCodec', 'DEFAULT_FAILOVER_RETRY_INTERVAL_MS', 'DEFAULT_INTAKE_WORKER_OPTIONS', 'DEFAULT_LIMITS', 'ERROR_CODES', 'ERROR_DESCRIPTIONS',
   'EXAMPLE_RECEIVED_AT', 'EXAMPLE_VIN', 'FailoverWindowCounter', 'FixedWindowLimiter', 'HEADINGS', 'HTTP_STATUS_BY_CODE', 'IDEMPOTENCY_WINDOW_MS', 'INTAKE_STATUSES',
-  'IntakeService', 'IntakeWorker', 'JSON_SCHEMA_DIALECT', 'LiveHub', 'MAX_READING_LEAD_MS', 'MAX_WINDOW_SECONDS', 'ManualClock', 'MemoryLiveBus',
+  'IntakeService', 'IntakeWorker', 'PartitionedIntakeQueue', 'JSON_SCHEMA_DIALECT', 'LiveHub', 'MAX_READING_LEAD_MS', 'MAX_WINDOW_SECONDS', 'ManualClock', 'MemoryLiveBus',
   'MemoryWindowCounter', 'PRODUCT_NAME_PATTERN', 'ProductRegistry', 'ReadService', 'SigningKeyRing', 'TAKE_DEFAULT', 'TAKE_MAX',
   'TokenService', 'TrailwireError', 'cardinalHeading', 'checkCanonicalTelemetry', 'createProductRegistry', 'createTrailwire',
   'defineProduct', 'deriveTrailerStatus', 'invalidField', 'isProduct', 'isTrailwireError', 'loadProductModule', 'parseRfc3339',
@@ -37,6 +37,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeLog', 'openSqliteIntakeQueue',
     'openSqliteStore', 'readableByOthers', 'resolveSqliteStoreOptions',
   ],
+  './nats': ['DEFAULT_JETSTREAM_INTAKE_LOG_OPTIONS', 'JetStreamIntakeLog', 'openJetStreamIntakeLog', 'resolveJetStreamIntakeLogOptions'],
   './server': ['DEFAULT_DB_FILE', 'startServer'],
   './products': ['builtInProducts', 'cargosafe', 'gpsBasic', 'tpms'],
   './products/gps-basic': ['EARLIEST_TIMESTAMP', 'KM_PER_MILE', 'LATEST_TIMESTAMP_EXCLUSIVE', 'default', 'kphToMph'],
@@ -47,7 +48,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './postgres': [
     'DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS', 'DEFAULT_POSTGRES_STORE_OPTIONS', 'POSTGRES_QUEUE_COMPONENT', 'POSTGRES_QUEUE_MIGRATIONS',
     'INTAKE_PARTITIONS', 'POSTGRES_STORE_COMPONENT', 'POSTGRES_STORE_MIGRATIONS', 'PostgresIntakeQueue', 'applyPostgresMigrations', 'createPostgresPool',
-    'openPostgresIntakeLog', 'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
+    'openPostgresIntakeIndex', 'openPostgresIntakeLog', 'POSTGRES_INDEX_COMPONENT', 'POSTGRES_INDEX_MIGRATIONS', 'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
     'withTransaction', 'writeOrExplain',
   ],
   './redis': [

@@ -1,0 +1,366 @@
+/**
+ * The intake queue of a log engine (issue 30): the core's `IntakeQueue` made of an `IntakeLog`
+ * (`intake-log.ts`, e.g. NATS JetStream) and an `IntakeIndex` (`intake-index.ts`, PostgreSQL).
+ * SQLite's and PostgreSQL's own queues keep both parts in one database; this one is for a log that
+ * lives elsewhere, and it passes the same intake-queue conformance suite.
+ *
+ * - Enqueue. A turn's payloads are appended to the log as one group (`TurnBatcher`): each answers
+ *   once the log acknowledged it, so a 202 follows a durable append. Its queue id carries its
+ *   position, `<id>.<partition>.<seq>`, so a status lookup needs no row written at intake. A payload
+ *   with an `Idempotency-Key` claims the key in the index first (atomically: contract 4), and the
+ *   claim names its id once appended; a repeat while the first is in flight waits for it.
+ * - Batches. A batch leases partitions with work (at most `maxPartitionsPerBatch`, so that another
+ *   process finds work beside this one), reads each from the index's committed position — due
+ *   retries first, then the log — and takes the oldest `limit`, each VIN's in order; a log payload
+ *   whose VIN waits for a retry is held back behind it. A lease is held only while its batch is
+ *   open: a process that dies loses it, and what its batch had read was never committed, so the
+ *   next holder reads it again.
+ * - Commit. The index writes a row per payload of the batch (processed, retry, dead letter, held)
+ *   and moves each partition's position past what was read, in one transaction; only then does the
+ *   log let go of what the positions cover (its retention) and the leases go. A crash between the
+ *   two leaves the log holding more than it must, never less.
+ * - Status. A row in the index says it; without one, a payload after the partition's position is
+ *   `queued` (read from the log), and one at or before it was trimmed.
+ */
+import { storeUnavailable, type TrailwireError, isTrailwireError } from './errors.ts';
+import type { IndexedIntake, IntakeIndex, KeyHolder } from './intake-index.ts';
+import type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from './intake-log.ts';
+import {
+  type EnqueueResult,
+  IDEMPOTENCY_WINDOW_MS,
+  type IntakeBatch,
+  type IntakeEntry,
+  type IntakeOutcome,
+  type IntakeQueue,
+  type IntakeRecord,
+  type NewIntake,
+  queuedRecord,
+} from './intake-queue.ts';
+import { TurnBatcher } from './turn-batcher.ts';
+
+export interface PartitionedIntakeQueueOptions {
+  /** Partitions one batch leases at most. Default half the log's (at least one). */
+  maxPartitionsPerBatch?: number;
+  /** How long an idempotency key's append may stay in flight before a repeat takes the key over (its process died). Default 30,000 ms. */
+  staleKeyMs?: number;
+  /** How long a repeat of a key waits for the first's append before its 503. Default 5,000 ms. */
+  keyWaitMs?: number;
+}
+
+/** A payload's queue id: its log id and position. */
+export function queueIdOf(logged: { id: string } & LogPosition): string {
+  return `${logged.id}.${logged.partition}.${logged.seq}`;
+}
+
+function parseQueueId(id: string): ({ id: string } & LogPosition) | null {
+  const parts = id.split('.');
+  if (parts.length !== 3) return null;
+  const [logId, partition, seq] = [parts[0]!, Number(parts[1]), Number(parts[2])];
+  return Number.isSafeInteger(partition) && Number.isSafeInteger(seq) && partition >= 0 && seq > 0 ? { id: logId, partition, seq } : null;
+}
+
+interface PendingAppend {
+  item: NewIntake;
+  resolve: (position: LogPosition) => void;
+  reject: (error: unknown) => void;
+}
+
+/** What a batch entry came from: the log (a first attempt) or the index (a retry). */
+type Source = { from: 'log'; logged: LoggedIntake } | { from: 'index'; row: IndexedIntake };
+
+interface PartitionedBatch extends IntakeBatch {
+  readonly owner: PartitionedIntakeQueue;
+  entries: IntakeEntry[];
+  readonly leases: PartitionLease[];
+  readonly sources: Map<number, Source>;
+  /** Log payloads read and held back (their VIN waits for a retry): parked at the commit. */
+  readonly heldBack: LoggedIntake[];
+  /** Per partition read past its position: the position after the commit. */
+  readonly positions: Map<number, number>;
+}
+
+export class PartitionedIntakeQueue implements IntakeQueue {
+  private readonly turn = new TurnBatcher<PendingAppend>((group) => void this.appendGroup(group));
+  private readonly open = new Set<PartitionedBatch>();
+  /** Keys this process is appending: a repeat waits for their ids. */
+  private readonly inFlightKeys = new Map<string, Promise<string | null>>();
+  private readonly maxPartitionsPerBatch: number;
+  private readonly staleKeyMs: number;
+  private readonly keyWaitMs: number;
+  /** Where the next batch starts looking, so that every partition's work gets its turn. */
+  private nextPartition = 0;
+
+  constructor(
+    private readonly log: IntakeLog,
+    private readonly index: IntakeIndex,
+    options: PartitionedIntakeQueueOptions = {},
+  ) {
+    this.maxPartitionsPerBatch = options.maxPartitionsPerBatch ?? Math.max(1, Math.floor(log.partitions / 2));
+    this.staleKeyMs = options.staleKeyMs ?? 30_000;
+    this.keyWaitMs = options.keyWaitMs ?? 5_000;
+  }
+
+  async enqueue(item: NewIntake): Promise<EnqueueResult> {
+    const key = item.idempotencyKey;
+    if (key === null) {
+      const position = await this.append(item);
+      return { record: { ...queuedRecord(item), id: queueIdOf({ id: item.id, ...position }) }, created: true };
+    }
+    const holder = await this.index.claimKey(item, IDEMPOTENCY_WINDOW_MS, this.staleKeyMs);
+    if (holder) return { record: await this.holderRecord(item.partnerId, key, holder), created: false };
+    const flight = this.append(item).then(
+      (position) => queueIdOf({ id: item.id, ...position }),
+      () => null,
+    );
+    const keyOf = `${item.partnerId}\n${key}`;
+    this.inFlightKeys.set(keyOf, flight);
+    try {
+      const id = await flight;
+      await this.index.settleKey(item.partnerId, key, id);
+      if (id === null) await this.append(item); // rethrows the refusal, as its client is to get it
+      return { record: { ...queuedRecord(item), id: id! }, created: true };
+    } finally {
+      this.inFlightKeys.delete(keyOf);
+    }
+  }
+
+  async findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null> {
+    const holder = await this.index.findKey(partnerId, idempotencyKey);
+    // In flight: the enqueue that follows finds it again and waits for it.
+    if (!holder || holder.receivedAt <= since || holder.id === null) return null;
+    return this.holderRecord(partnerId, idempotencyKey, holder);
+  }
+
+  async get(id: string): Promise<IntakeRecord | null> {
+    const at = parseQueueId(id);
+    if (!at) return null;
+    const row = await this.index.row(at.partition, at.seq);
+    if (row) return row.id === at.id ? this.recordOfRow(row) : null;
+    if (at.seq <= (await this.index.position(at.partition))) return null;
+    const logged = await this.log.at(at);
+    if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: this.inOpenBatch(at.seq) ? 'processing' : 'queued' };
+    // Committed between the two reads: its row is there now.
+    const committed = await this.index.row(at.partition, at.seq);
+    return committed?.id === at.id ? this.recordOfRow(committed) : null;
+  }
+
+  async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
+    for (;;) {
+      const batch = await this.openBatch(limit, now);
+      if (!batch || batch.entries.length > 0) return batch;
+      // Everything read was held back: park it, move the positions, and read on.
+      await this.record(batch, new Map(), now);
+    }
+  }
+
+  async commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
+    const open = this.ownBatch(batch);
+    this.open.delete(open);
+    try {
+      // A lease lost meanwhile (this process stalled past its time): another may hold the partition now.
+      if (open.leases.some((lease) => !lease.held)) throw storeUnavailable('a partition lease of this batch was lost before its commit; the batch is read again', undefined, 1);
+      await this.record(open, outcomes, now);
+    } catch (error) {
+      await this.letGo(open);
+      throw error;
+    }
+  }
+
+  async abandonBatch(batch: IntakeBatch): Promise<void> {
+    const open = batch as PartitionedBatch;
+    if (open.owner !== this) throw new Error('PartitionedIntakeQueue: not a batch of this queue');
+    if (!this.open.delete(open)) return;
+    await this.letGo(open);
+  }
+
+  async listFailed(limit: number): Promise<IntakeRecord[]> {
+    return (await this.index.listFailed(limit)).map((row) => this.recordOfRow(row));
+  }
+
+  async requeue(id: string, at: number): Promise<boolean> {
+    const position = parseQueueId(id);
+    if (!position) return false;
+    const row = await this.index.row(position.partition, position.seq);
+    return row?.id === position.id && (await this.index.requeue(position.partition, position.seq, at));
+  }
+
+  async purgeProcessed(before: number, limit: number): Promise<number> {
+    return this.index.purge(before, before - IDEMPOTENCY_WINDOW_MS, limit);
+  }
+
+  async depth(): Promise<number> {
+    const [pending, retries] = await Promise.all([this.log.pending(), this.index.retries()]);
+    return pending.reduce((sum, n) => sum + n, 0) + retries;
+  }
+
+  /** Ends the open batches (stop the worker first); the log and index are their opener's to close. */
+  async close(): Promise<void> {
+    for (const batch of [...this.open]) await this.abandonBatch(batch);
+  }
+
+  // --- appends --------------------------------------------------------------------------------
+
+  private append(item: NewIntake): Promise<LogPosition> {
+    return new Promise((resolve, reject) => this.turn.push({ item, resolve, reject }));
+  }
+
+  private async appendGroup(group: PendingAppend[]): Promise<void> {
+    let answers: Array<LogPosition | TrailwireError>;
+    try {
+      answers = await this.log.append(group.map((pending) => pending.item));
+    } catch (error) {
+      for (const pending of group) pending.reject(error);
+      return;
+    }
+    group.forEach((pending, i) => {
+      const answer = answers[i]!;
+      if (isTrailwireError(answer)) pending.reject(answer);
+      else pending.resolve(answer);
+    });
+  }
+
+  /** The record a repeat of a key answers: its holder's, compared by the caller with the repeat. */
+  private async holderRecord(partnerId: string, key: string, holder: KeyHolder): Promise<IntakeRecord> {
+    let id = holder.id;
+    if (id === null) id = await this.waitForKey(partnerId, key);
+    const record = await this.get(id);
+    // The VIN and body the key was first used with, which the index keeps after the log let them go.
+    const base = { partnerId, product: holder.product, vin: holder.vin, payload: holder.payload, receivedAt: holder.receivedAt, idempotencyKey: key };
+    return record ? { ...record, ...base, id } : { ...queuedRecord({ ...base, id }), status: 'processed', attempts: 1 };
+  }
+
+  /** The id of a key whose append is in flight (here or in another process), once it has one. */
+  private async waitForKey(partnerId: string, key: string): Promise<string> {
+    const local = this.inFlightKeys.get(`${partnerId}\n${key}`);
+    const id = local ? await local : null;
+    if (id !== null) return id;
+    for (const deadline = Date.now() + this.keyWaitMs; Date.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const holder = await this.index.findKey(partnerId, key);
+      if (holder?.id) return holder.id;
+    }
+    throw storeUnavailable('an earlier request with this Idempotency-Key is still being stored; retry with the same key shortly', undefined, 1);
+  }
+
+  // --- batches --------------------------------------------------------------------------------
+
+  private async openBatch(limit: number, now: number): Promise<PartitionedBatch | null> {
+    const [pending, due] = await Promise.all([this.log.pending(), this.index.partitionsWithDueRetries(now)]);
+    const start = this.nextPartition;
+    this.nextPartition = (start + 1) % this.log.partitions;
+    const candidates = Array.from({ length: this.log.partitions }, (_, i) => (start + i) % this.log.partitions).filter((p) => pending[p]! > 0 || due.has(p));
+    if (candidates.length === 0) return null;
+    const batch: PartitionedBatch = { owner: this, entries: [], leases: [], sources: new Map(), heldBack: [], positions: new Map() };
+    type Candidate = { rank: number; seq: number; source: Source; partition: number };
+    const found: Candidate[] = [];
+    const waiting = new Map<string, number>();
+    try {
+      for (const partition of candidates) {
+        if (batch.leases.length >= this.maxPartitionsPerBatch) break;
+        const lease = await this.log.lease(partition);
+        if (!lease) continue;
+        batch.leases.push(lease);
+        const state = await this.index.partitionState(partition, now, limit);
+        for (const [vin, n] of state.waiting) waiting.set(`${partition}\n${vin}`, n);
+        for (const row of state.due) found.push({ rank: 0, seq: row.seq, source: { from: 'index', row }, partition });
+        for (const logged of await this.log.read(partition, state.position, limit)) found.push({ rank: 1, seq: logged.seq, source: { from: 'log', logged }, partition });
+      }
+    } catch (error) {
+      await this.letGo(batch);
+      throw error;
+    }
+    // The oldest `limit`, due retries first; a log payload whose VIN has a retry waiting outside them is held back.
+    const picked = found.sort((a, b) => a.rank - b.rank || a.seq - b.seq).slice(0, limit);
+    for (const { source } of picked) if (source.from === 'index') waiting.set(`${source.row.partition}\n${source.row.vin}`, waiting.get(`${source.row.partition}\n${source.row.vin}`)! - 1);
+    const entries: IntakeEntry[] = [];
+    for (const { source, partition, seq } of picked) {
+      if (source.from === 'log') {
+        batch.positions.set(partition, Math.max(batch.positions.get(partition) ?? 0, seq));
+        if ((waiting.get(`${partition}\n${source.logged.vin}`) ?? 0) > 0) {
+          batch.heldBack.push(source.logged);
+          continue;
+        }
+      }
+      batch.sources.set(seq, source);
+      const of = source.from === 'log' ? source.logged : source.row;
+      entries.push({
+        seq,
+        id: queueIdOf(of),
+        partnerId: of.partnerId,
+        product: of.product,
+        vin: of.vin,
+        payload: source.from === 'log' ? source.logged.payload : source.row.payload ?? '',
+        receivedAt: of.receivedAt,
+        attempts: source.from === 'log' ? 0 : source.row.attempts,
+      });
+    }
+    batch.entries = entries;
+    // Partitions that gave nothing to this batch go at once.
+    const used = new Set(picked.map((candidate) => candidate.partition));
+    for (const lease of batch.leases.filter((held) => !used.has(held.partition))) await lease.release();
+    batch.leases.splice(0, batch.leases.length, ...batch.leases.filter((held) => used.has(held.partition)));
+    if (batch.leases.length === 0) return null;
+    this.open.add(batch);
+    return batch;
+  }
+
+  /** Writes the batch's rows and positions (one index transaction), then lets the log go of what they cover, then the leases. */
+  private async record(batch: PartitionedBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
+    this.open.delete(batch);
+    const rows: IndexedIntake[] = [];
+    const fresh = (logged: LoggedIntake): IndexedIntake => ({ ...logged, state: 'retry', attempts: 0, nextAttemptAt: logged.receivedAt, error: null, processedAt: null });
+    for (const entry of batch.entries) {
+      const source = batch.sources.get(entry.seq)!;
+      const base: IndexedIntake = source.from === 'log' ? fresh(source.logged) : source.row;
+      const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
+      const attempts = entry.attempts + 1;
+      if (outcome.kind === 'processed') rows.push({ ...base, payload: null, state: 'done', attempts, error: null, processedAt: now });
+      else if (outcome.kind === 'retry') rows.push({ ...base, state: 'retry', attempts, nextAttemptAt: outcome.nextAttemptAt, error: outcome.error, processedAt: null });
+      else if (outcome.kind === 'failed') rows.push({ ...base, state: 'failed', attempts, error: outcome.error, processedAt: now });
+      // Held: a retry stays as it was; a first attempt is parked behind its VIN's retry.
+      else if (source.from === 'log') rows.push(base);
+    }
+    for (const logged of batch.heldBack) rows.push(fresh(logged));
+    try {
+      await this.index.commit(rows, batch.positions);
+      // The log's retention follows; a failure here only keeps more in the log until the next commit.
+      await Promise.all([...batch.positions].map(([partition, seq]) => this.log.commit(partition, seq).catch(() => {})));
+    } finally {
+      await this.letGo(batch);
+    }
+  }
+
+  private async letGo(batch: PartitionedBatch): Promise<void> {
+    this.open.delete(batch);
+    await Promise.all(batch.leases.map((lease) => lease.release().catch(() => {})));
+  }
+
+  private ownBatch(batch: IntakeBatch): PartitionedBatch {
+    const open = batch as PartitionedBatch;
+    if (open.owner !== this || !this.open.has(open)) throw new Error('PartitionedIntakeQueue: not a batch open on this queue');
+    return open;
+  }
+
+  private inOpenBatch(seq: number): boolean {
+    for (const batch of this.open) if (batch.sources.has(seq)) return true;
+    return false;
+  }
+
+  private recordOfRow(row: IndexedIntake): IntakeRecord {
+    const base = {
+      id: queueIdOf(row),
+      partnerId: row.partnerId,
+      product: row.product,
+      vin: row.vin,
+      payload: row.payload ?? '',
+      receivedAt: row.receivedAt,
+      idempotencyKey: row.idempotencyKey,
+      attempts: row.attempts,
+      nextAttemptAt: row.nextAttemptAt,
+      error: row.error,
+    };
+    if (row.state === 'retry') return { ...base, status: this.inOpenBatch(row.seq) ? 'processing' : 'queued', processedAt: null };
+    if (row.state === 'failed') return { ...base, status: 'failed', processedAt: row.processedAt };
+    return { ...base, status: 'processed', processedAt: row.processedAt, error: null };
+  }
+}
