@@ -289,4 +289,71 @@ describe('the live fleet page', { skip: skipWithoutChromium, timeout: 120_000 },
       await page.close();
     }
   });
+  it('at phone width (390 px) nothing runs past the right edge, connected or with a trailer selected', async () => {
+    const page = await browser.newPage({ viewport: { width: 390, height: 844 }, reducedMotion: 'reduce' });
+    const overflow = () => page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth }));
+    try {
+      await page.goto(`${server.url}/`);
+      let { scrollWidth, innerWidth } = await overflow();
+      assert.ok(scrollWidth <= innerWidth, `before connecting: ${scrollWidth} px wide in a ${innerWidth} px window`);
+      await page.fill('#api-key', server.key('customers'));
+      await page.click('#connect');
+      await page.waitForSelector('li.trailer');
+      await page.waitForSelector('#forget', { state: 'visible' });
+      ({ scrollWidth, innerWidth } = await overflow());
+      assert.ok(scrollWidth <= innerWidth, `connected: ${scrollWidth} px wide in a ${innerWidth} px window`);
+      // The key field, the buttons and the map fit inside the window.
+      for (const selector of ['#api-key', '#connect', '#forget', '#map', '#fleets']) {
+        const box = (await page.locator(selector).boundingBox())!;
+        assert.ok(box.x >= 0 && box.x + box.width <= innerWidth, `${selector} spans ${box.x}..${box.x + box.width} px`);
+      }
+      await page.locator('li.trailer').nth(1).click();
+      await page.waitForFunction(() => /fixes in the last 24 h/.test(document.querySelector('#selection')!.textContent!));
+      ({ scrollWidth, innerWidth } = await overflow());
+      assert.ok(scrollWidth <= innerWidth, `a trailer selected: ${scrollWidth} px wide in a ${innerWidth} px window`);
+      console.log(`screenshot: ${await screenshot(page, 'live-390px')}`);
+    } finally {
+      await page.close();
+    }
+  });
+
+  it("each trailer says how old its last fix is, and one from hours ago is marked stale (its speed is not current) until a fresh fix arrives", async () => {
+    // The demo seeded three hours ago (its server's clock behind), then the clock set right: every
+    // trailer's last fix is three hours old.
+    const clock = { skewMs: -3 * 3_600_000, now: () => Date.now() + clock.skewMs };
+    const old = await startDemoServer({ core: { clock } });
+    clock.skewMs = 0;
+    const { page } = await openWithKey(old.key('customers'), true, old.url);
+    try {
+      await page.waitForSelector('#connection[data-state="live"]');
+      const rows = () =>
+        page.locator('li.trailer').evaluateAll((items) =>
+          items.map((item) => ({ id: (item as HTMLElement).dataset.trailerId!, stale: (item as HTMLElement).dataset.stale, where: item.querySelector('.where')!.textContent! })),
+        );
+      const before = await rows();
+      assert.equal(before.length, 12);
+      for (const row of before) {
+        assert.equal(row.stale, 'true', row.where);
+        assert.match(row.where, /^stale last fix 3 h ago · then \d+ mph [NESW]{1,2}$/, 'the age comes first, the speed as what it was then');
+      }
+      assert.equal(await page.locator('li.trailer .stale-mark').count(), 12);
+      const marker = page.locator(`path.trailer-marker[data-trailer-id="${before[0]!.id}"]`);
+      assert.equal(await marker.getAttribute('data-stale'), 'true', 'the map draws it faded too');
+      console.log(`screenshot: ${await screenshot(page, 'live-stale-fixes')}`);
+
+      // A fix now: that trailer is current again, the others stay stale.
+      const row = page.locator(`li.trailer[data-trailer-id="${before[0]!.id}"]`);
+      const [lat, long] = [Number(await row.getAttribute('data-lat')) + 0.1, Number(await row.getAttribute('data-long')) + 0.1];
+      await postFix((await row.locator('.vin').innerText()).trim(), lat, long, old);
+      await page.waitForFunction((id) => document.querySelector(`li.trailer[data-trailer-id="${id}"]`)!.getAttribute('data-stale') === 'false', before[0]!.id, { timeout: 10_000 });
+      const after = await rows();
+      const fresh = after.find((candidate) => candidate.id === before[0]!.id)!;
+      assert.match(fresh.where, /^56 mph (NE|N|E) · just now$/, 'a fresh fix: its speed and "just now", no mark');
+      assert.equal(after.filter((candidate) => candidate.stale === 'true').length, 11);
+      assert.equal(await marker.getAttribute('data-stale'), 'false');
+    } finally {
+      await page.close();
+      await old.close();
+    }
+  });
 });

@@ -52,7 +52,7 @@ function publicDir(): string {
 /** The HTML pages (templates, filled in by the middleware) and the assets, by URL path below the pages' root. */
 export function pageFileTable(): { html: { live: string; docs: string }; assets: Map<string, string> } {
   const own = publicDir();
-  const ownAssets = ['live.css', 'docs.css', 'live.js', 'docs.js', 'live/api.js', 'live/sse.js', 'live/live-stream.js', 'live/fleet-map.js', 'live/fleet-list.js'];
+  const ownAssets = ['live.css', 'docs.css', 'live.js', 'docs.js', 'live/api.js', 'live/sse.js', 'live/live-stream.js', 'live/fleet-map.js', 'live/fleet-list.js', 'live/fix-age.js'];
   return {
     html: { live: join(own, 'live.html'), docs: join(own, 'docs.html') },
     assets: new Map<string, string>([

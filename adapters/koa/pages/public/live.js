@@ -1,3 +1,4 @@
+// @ts-check
 // The live fleet page: a customer key pasted into the form (kept in this module's memory, never in
 // storage or cookies) → a token → the customer's fleets and trailers in the side panel and on the map
 // → live updates over `GET /api/v1/live` moving them → on selection, the trailer's last 24 h track.
@@ -5,13 +6,25 @@
 import { ApiError, createApiClient } from './live/api.js';
 import { createFleetList } from './live/fleet-list.js';
 import { createFleetMap } from './live/fleet-map.js';
+import { fixAge } from './live/fix-age.js';
 import { startLiveStream } from './live/live-stream.js';
 
-const meta = (name) => document.querySelector(`meta[name="${name}"]`)?.content ?? '';
+/** How often the fix ages on the page are said again, so "just now" does not stay for an hour. */
+const AGE_REFRESH_MS = 30_000;
+
+/** @param {string} name */
+const meta = (name) => /** @type {HTMLMetaElement | null} */ (document.querySelector(`meta[name="${name}"]`))?.content ?? '';
 const base = meta('trailwire-base');
-const $ = (id) => document.getElementById(id);
+/**
+ * An element the page's HTML has.
+ * @template {HTMLElement} [E=HTMLElement]
+ * @param {string} id
+ * @returns {E}
+ */
+const $ = (id) => /** @type {E} */ (document.getElementById(id));
 
 const form = $('key-form');
+/** @type {HTMLInputElement} */
 const keyInput = $('api-key');
 const forgetButton = $('forget');
 const notice = $('notice');
@@ -19,27 +32,52 @@ const connection = $('connection');
 const selection = $('selection');
 
 // The panel's first words (how to connect), shown again whenever no key is connected.
-const hint = $('fleets').firstElementChild;
+const hint = /** @type {Element} */ ($('fleets').firstElementChild);
 const map = createFleetMap($('map'), { base, tilesUrl: meta('trailwire-map-tiles') || undefined, onSelect: select });
 const list = createFleetList($('fleets'), { onSelect: select });
 
-/** The session of one key: its API client, its trailers, its stream. */
+/**
+ * The session of one key: its API client, its trailers, its stream.
+ * @typedef {{
+ *   api: ReturnType<typeof createApiClient>,
+ *   fleets?: Fleet[],
+ *   trailers: Map<string, Trailer>,
+ *   selected: string | undefined,
+ *   stream: { stop(): void } | undefined,
+ *   trackLength?: number,
+ *   reloading?: Promise<void> | undefined,
+ *   renewing?: boolean,
+ *   interrupted?: boolean,
+ * }} Session
+ */
+/** @type {Session | undefined} */
 let session;
 
+/**
+ * @param {'info' | 'warning' | 'error'} kind
+ * @param {string} [text]
+ */
 function say(kind, text) {
   notice.hidden = !text;
   notice.dataset.kind = kind;
   notice.textContent = text ?? '';
 }
 
+/**
+ * @param {string} state
+ * @param {string} text
+ */
 function setConnection(state, text) {
   connection.dataset.state = state;
   connection.textContent = text;
 }
 
-/** The words for an API failure, by what the person can do about it. */
+/**
+ * The words for an API failure, by what the person can do about it.
+ * @param {unknown} error
+ */
 function explain(error) {
-  if (!(error instanceof ApiError)) return `The server could not be reached (${error.message}).`;
+  if (!(error instanceof ApiError)) return `The server could not be reached (${error instanceof Error ? error.message : String(error)}).`;
   if (error.status === 401) return 'That key was not accepted: it is unknown, mistyped, or was rotated. Paste a current customer key (twc_…).';
   if (error.status === 403) return 'That token is not a customer token: the live map needs a customer key (twc_…).';
   if (error.status === 429) return `Too many attempts; try again in ${error.retryAfterSeconds ?? 'a few'} seconds.`;
@@ -68,6 +106,7 @@ function disconnect() {
   setConnection('idle', 'not connected');
 }
 
+/** @param {string} key */
 async function connect(key) {
   disconnect();
   const api = createApiClient(base, key);
@@ -85,6 +124,7 @@ async function connect(key) {
   // Signed in: the key now lives only inside `api`; the field is cleared so it is not left on screen.
   keyInput.value = '';
   forgetButton.hidden = false;
+  /** @type {Session} */
   session = { api, trailers: new Map(), selected: undefined, stream: undefined };
   const current = session;
   try {
@@ -104,8 +144,11 @@ async function connect(key) {
  * renders the panel and fits the map; otherwise it updates rows and markers in place, as after a
  * reconnect, when updates missed while the stream was down are caught up from the read API.
  */
+/** @param {Session} current */
 async function loadFleet(current) {
+  /** @type {Fleet[]} */
   const fleets = await current.api.list('/api/v1/fleets?take=500');
+  /** @type {Map<number, Trailer[]>} */
   const trailersByFleet = new Map();
   await Promise.all(fleets.map(async (fleet) => trailersByFleet.set(fleet.id, await current.api.list(`/api/v1/trailers/${fleet.id}?take=500`))));
   if (session !== current) return;
@@ -113,7 +156,7 @@ async function loadFleet(current) {
   const first = current.fleets === undefined;
   const sameTrailers =
     !first &&
-    fleets.length === current.fleets.length &&
+    fleets.length === current.fleets?.length &&
     all.length === current.trailers.size &&
     all.every((trailer) => current.trailers.get(trailer.id)?.fleetId === trailer.fleetId);
   current.fleets = fleets;
@@ -127,6 +170,10 @@ async function loadFleet(current) {
   if (first) map.fitTrailers();
 }
 
+/**
+ * @param {Session} current
+ * @param {Trailer} trailer
+ */
 function applyUpdate(current, trailer) {
   if (session !== current) return;
   const known = current.trailers.has(trailer.id);
@@ -143,13 +190,21 @@ function applyUpdate(current, trailer) {
   }
 }
 
-/** Reads the fleet again, once at a time; a failure is left to the next update or reconnect. */
+/**
+ * Reads the fleet again, once at a time; a failure is left to the next update or reconnect.
+ * @param {Session} current
+ */
 function refresh(current) {
   current.reloading ??= loadFleet(current)
     .catch(() => {})
     .finally(() => (current.reloading = undefined));
 }
 
+/**
+ * @param {Session} current
+ * @param {string} state
+ * @param {any} detail
+ */
 function streamState(current, state, detail) {
   if (session !== current) return;
   if (state === 'connecting') setConnection('connecting', 'connecting to live updates');
@@ -175,35 +230,59 @@ function streamState(current, state, detail) {
   }
 }
 
+/** @param {string} trailerId */
 async function select(trailerId) {
   const current = session;
   const trailer = current?.trailers.get(trailerId);
-  if (!trailer) return;
+  if (!current || !trailer) return;
   current.selected = trailerId;
   list.select(trailerId);
   describeSelection(trailer, undefined);
   try {
     const to = new Date();
     const from = new Date(to.getTime() - 24 * 3600_000);
+    /** @type {TrailerFix[]} */
     const fixes = await current.api.list(`/api/v1/trailers/telemetry/gps/${encodeURIComponent(trailerId)}?take=500&from=${from.toISOString()}&to=${to.toISOString()}`);
     if (session !== current || current.selected !== trailerId) return;
     current.trackLength = fixes.length;
     map.showTrack(trailerId, fixes);
-    describeSelection(current.trailers.get(trailerId), fixes.length);
+    describeSelection(current.trailers.get(trailerId) ?? trailer, fixes.length);
   } catch (error) {
     if (session === current) say('error', `The track could not be loaded: ${explain(error)}`);
   }
 }
 
+/**
+ * The footer line of the selected trailer.
+ * @param {Trailer} trailer
+ * @param {number | undefined} fixes the length of its track, while loading undefined
+ */
 function describeSelection(trailer, fixes) {
   selection.hidden = false;
   const t = trailer.telemetry;
-  const where = t ? `${t.lat.toFixed(4)}, ${t.long.toFixed(4)} · ${Math.round(t.speed)} mph ${t.heading} · ${new Date(t.timestamp).toLocaleString()}` : 'no position yet';
+  const age = t ? fixAge(t.timestamp, Date.now()) : undefined;
+  const motion = t ? `${Math.round(t.speed)} mph ${t.heading}` : '';
+  const where = t && age
+    ? `${t.lat.toFixed(4)}, ${t.long.toFixed(4)} · ${age.stale ? `stale: last fix ${age.text}, then ${motion}` : `${motion} · ${age.text}`} (${new Date(t.timestamp).toLocaleString()})`
+    : 'no position yet';
   const devices = `${trailer.faultedDevices} faulted, ${trailer.warningDevices} warning devices`;
   const track = fixes === undefined ? 'loading the last 24 h…' : `${fixes} fixes in the last 24 h`;
   selection.textContent = `${trailer.unitId ?? trailer.vin} (${trailer.vin}) · ${trailer.status.name} · ${devices} · ${where} · track: ${track}`;
   selection.dataset.trailerId = trailer.id;
 }
+
+// Ages move on while nothing arrives: say them again now and then, and mark the fixes that went stale.
+setInterval(() => {
+  const current = session;
+  if (!current) return;
+  const now = Date.now();
+  for (const trailer of current.trailers.values()) {
+    list.update(trailer, now);
+    map.showTrailer(trailer, now);
+  }
+  const selected = current.selected === undefined ? undefined : current.trailers.get(current.selected);
+  if (selected) describeSelection(selected, current.trackLength);
+}, AGE_REFRESH_MS);
 
 // The outlines load beside the rest; a page without them still works, and says why they are missing.
 map.outlinesDrawn.catch((error) => say('error', `The base map could not be drawn: ${error.message}`));

@@ -1,11 +1,22 @@
+// @ts-check
 // The map: Leaflet drawing the world's countries and the US states from the TopoJSON shipped with
 // the package (no tiles, nothing fetched elsewhere), raster tiles underneath only when the operator
 // configured a tile URL, one circle per trailer at its latest position in its status colour, and
-// the selected trailer's track.
+// the selected trailer's track. A trailer whose last fix is stale is drawn faded, and its tooltip says
+// how old the fix is.
+import { fixAge } from './fix-age.js';
+
 const L = window.L;
 
+/** @type {Record<string, string>} */
 export const STATUS_COLOURS = { OK: '#2e8540', Warning: '#e8a400', Faulted: '#c81e1e' };
 
+/**
+ * A TopoJSON file of the package's outlines as GeoJSON features.
+ * @param {string} base
+ * @param {string} file
+ * @param {string} object
+ */
 async function outline(base, file, object) {
   const response = await fetch(`${base}/assets/map/${file}`);
   if (!response.ok) throw new Error(`${file}: HTTP ${response.status}`);
@@ -20,6 +31,7 @@ async function outline(base, file, object) {
  * -180; drawn as they are, each jump is a stripe across the whole map. Shifting the rest of such a
  * ring by 360° keeps it continuous (Leaflet draws longitudes beyond 180 where they belong).
  */
+/** @param {{ type: string, coordinates: any } | null} geometry */
 function unwrapAntimeridian(geometry) {
   const polygons = geometry?.type === 'Polygon' ? [geometry.coordinates] : geometry?.type === 'MultiPolygon' ? geometry.coordinates : [];
   for (const polygon of polygons)
@@ -34,7 +46,11 @@ function unwrapAntimeridian(geometry) {
     }
 }
 
-/** A map in `element`; `onSelect(trailerId)` when a trailer's circle is clicked. */
+/**
+ * A map in `element`; `onSelect(trailerId)` when a trailer's circle is clicked.
+ * @param {HTMLElement} element
+ * @param {{ base: string, tilesUrl?: string | undefined, onSelect(trailerId: string): void }} options
+ */
 export function createFleetMap(element, { base, tilesUrl, onSelect }) {
   // A person who asked for reduced motion gets jumps instead of animated pans and zooms.
   const calm = window.matchMedia('(prefers-reduced-motion: reduce)').matches;
@@ -50,11 +66,18 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
   };
   const outlinesDrawn = drawOutlines();
 
+  /** @type {Map<string, any>} Leaflet circle markers by trailer id */
   const markers = new Map();
+  /** @type {any} the selected trailer's Leaflet polyline */
   let track;
 
-  /** Puts a trailer's circle at its latest position in its status colour (a trailer never located has none). */
-  function showTrailer(trailer) {
+  /**
+   * Puts a trailer's circle at its latest position in its status colour, faded when the fix is stale
+   * at `now` (a trailer never located has none).
+   * @param {Trailer} trailer
+   * @param {number} [now] epoch ms; default the browser's clock
+   */
+  function showTrailer(trailer, now = Date.now()) {
     const position = trailer.telemetry;
     if (!position) return;
     const colour = STATUS_COLOURS[trailer.status.name] ?? '#555';
@@ -70,9 +93,12 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
       marker.getElement()?.setAttribute('data-trailer-id', trailer.id);
       markers.set(trailer.id, marker);
     } else marker.setLatLng([position.lat, position.long]);
-    marker.setStyle({ fillColor: colour });
+    const age = fixAge(position.timestamp, now);
+    marker.setStyle({ fillColor: colour, fillOpacity: age.stale ? 0.4 : 0.95, dashArray: age.stale ? '3 3' : null });
+    marker.getElement()?.setAttribute('data-stale', String(age.stale));
     const tooltip = marker.getTooltip();
-    tooltip.getContent().textContent = `${trailer.unitId ?? trailer.vin} · ${trailer.status.name} · ${Math.round(position.speed)} mph ${position.heading}`;
+    const motion = `${Math.round(position.speed)} mph ${position.heading}`;
+    tooltip.getContent().textContent = `${trailer.unitId ?? trailer.vin} · ${trailer.status.name} · ${age.stale ? `stale: last fix ${age.text}, then ${motion}` : `${motion} · ${age.text}`}`;
     if (tooltip.isOpen()) tooltip.update();
   }
 
@@ -81,7 +107,11 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
     if (points.length > 0) map.fitBounds(L.latLngBounds(points).pad(0.3), { maxZoom: 8 });
   }
 
-  /** Draws a track (GPS records, oldest first) and zooms to it; `selectedId` is raised above the others. */
+  /**
+   * Draws a track (GPS records, oldest first) and zooms to it; `selectedId` is raised above the others.
+   * @param {string} selectedId
+   * @param {TrailerFix[]} fixes
+   */
   function showTrack(selectedId, fixes) {
     track?.remove();
     for (const [id, marker] of markers) marker.setRadius(id === selectedId ? 10 : 7);
@@ -93,7 +123,10 @@ export function createFleetMap(element, { base, tilesUrl, onSelect }) {
     map.fitBounds(track.getBounds().pad(0.2), { maxZoom: 11 });
   }
 
-  /** A new fix of the selected trailer extends its track. */
+  /**
+   * A new fix of the selected trailer extends its track.
+   * @param {TrailerFix} fix
+   */
   function extendTrack(fix) {
     track?.addLatLng([fix.lat, fix.long]);
   }

@@ -1,13 +1,21 @@
+// @ts-check
 // Server-Sent Events read from a fetch response body (EventSource cannot send an Authorization
 // header). Parsing follows the WHATWG event-stream rules the page needs: `event:`, `data:` and `id:` fields
 // (several data lines join with "\n"), comments (`:`) ignored, an event dispatched at a blank line,
 // CR, LF or CRLF line ends.
 
-/** Yields `{ event, data, id }` for each event of the stream until it ends (`id`: the last event id so far, as EventSource keeps it). */
+/**
+ * Yields `{ event, data, id }` for each event of the stream until it ends (`id`: the last event id so far, as EventSource keeps it).
+ * @param {ReadableStream<Uint8Array>} body
+ * @returns {AsyncGenerator<{ event: string, data: string, id: string }>}
+ */
 export async function* readEventStream(body) {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  // The cast: TypeScript's DOM types say a TextDecoderStream takes any BufferSource, and pipeThrough
+  // wants one that takes exactly the body's Uint8Array; the two fit at run time.
+  const reader = body.pipeThrough(/** @type {ReadableWritablePair<string, Uint8Array>} */ (/** @type {unknown} */ (new TextDecoderStream()))).getReader();
   let buffer = '';
   let event = '';
+  /** @type {string[]} */
   let data = [];
   let id = '';
   try {
