@@ -46,6 +46,8 @@ describe('CORS', () => {
       assert.equal(response.headers.get('access-control-allow-methods'), method, path);
       assert.match(response.headers.get('access-control-allow-headers') ?? '', /Authorization/);
       assert.match(response.headers.get('access-control-allow-headers') ?? '', /X-API-KEY/);
+      // EventSource and the live page resume the event stream with it.
+      assert.match(response.headers.get('access-control-allow-headers') ?? '', /Last-Event-ID/);
       assert.match(response.headers.get('vary') ?? '', /Origin/);
     }
   });
