@@ -14,7 +14,8 @@
 import type { Faker } from '@faker-js/faker';
 import { cardinalHeading } from '../core/heading.ts';
 import type { GpsFix } from '../core/model.ts';
-import { bearingBetween, citiesOf, legsFrom, milesBetween, type Leg, type Place, type Region } from './demo-geography.ts';
+import { citiesOf, type Region } from './demo-geography.ts';
+import { RouteCursor } from './demo-roads.ts';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -207,67 +208,6 @@ function nextSpeed(faker: Faker, previous: number, cruise: number, slowing: bool
   if (previous === 0 || slowing) return faker.number.float({ min: 35, max: 45 });
   const drifted = (previous < 55 ? cruise : previous) + faker.number.float({ min: -3, max: 3 });
   return Math.min(70, Math.max(55, Math.min(cruise + 4, Math.max(cruise - 5, drifted))));
-}
-
-/** A trailer's place on its corridor: the leg it drives and how far along it is. */
-class RouteCursor {
-  private leg!: Leg;
-  /** Miles from the leg's start to each point of its path. */
-  private milestones: number[] = [];
-  private miles = 0;
-
-  private constructor(leg: Leg, miles: number) {
-    this.enter(leg);
-    this.miles = miles;
-  }
-
-  /** A random point of a random corridor of the region, away from its cities. */
-  static somewhereIn(faker: Faker, region: Region): RouteCursor {
-    const leg = faker.helpers.arrayElement(legsFrom(faker.helpers.arrayElement(citiesOf(region))));
-    const cursor = new RouteCursor(leg, 0);
-    cursor.miles = faker.number.float({ min: 0.05, max: 0.9 }) * cursor.length();
-    return cursor;
-  }
-
-  remainingMiles(): number {
-    return this.length() - this.miles;
-  }
-
-  /** Where the trailer is, and the bearing of the road there. */
-  position(): Place & { bearing: number } {
-    const path = this.leg.path;
-    let i = 1;
-    while (i < path.length - 1 && this.milestones[i]! < this.miles) i++;
-    const from = path[i - 1]!;
-    const to = path[i]!;
-    const span = this.milestones[i]! - this.milestones[i - 1]!;
-    const f = span === 0 ? 0 : Math.min(1, Math.max(0, (this.miles - this.milestones[i - 1]!) / span));
-    return { lat: from.lat + (to.lat - from.lat) * f, long: from.long + (to.long - from.long) * f, bearing: bearingBetween(from, to) };
-  }
-
-  /** Drives on; true when this reached the leg's city (and stopped there). */
-  advance(miles: number): boolean {
-    this.miles = Math.min(this.length(), this.miles + miles);
-    return this.miles >= this.length();
-  }
-
-  /** From the city reached, onto another corridor; back the same way only from a dead end. */
-  turnOntoNextLeg(faker: Faker): void {
-    const onward = legsFrom(this.leg.to);
-    const others = onward.filter((leg) => leg.corridor !== this.leg.corridor);
-    this.enter(faker.helpers.arrayElement(others.length > 0 ? others : onward));
-    this.miles = 0;
-  }
-
-  private enter(leg: Leg): void {
-    this.leg = leg;
-    this.milestones = [0];
-    for (let i = 1; i < leg.path.length; i++) this.milestones.push(this.milestones[i - 1]! + milesBetween(leg.path[i - 1]!, leg.path[i]!));
-  }
-
-  private length(): number {
-    return this.milestones.at(-1)!;
-  }
 }
 
 function note(activities: Activity[], kind: ActivityKind, t: number): void {

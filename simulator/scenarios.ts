@@ -59,6 +59,11 @@ export interface PlanOptions {
   marginMs?: number;
   /** Server clock minus client clock, ms (windows are the server's). Default 0. */
   clockOffsetMs?: number;
+  /**
+   * Whether VIN `vinIndex` reports `product` at all (a deployment's trailer has only the devices it
+   * has). Default: every VIN every product of the mix.
+   */
+  reports?: (product: SimulatedProduct, vinIndex: number) => boolean;
 }
 
 /**
@@ -132,6 +137,7 @@ export function planSends(options: PlanOptions): SendPlan {
       if (lastAt - firstAt < Math.min(200, windowMs / 4)) continue;
       const coverage = (to - from) / windowMs;
       for (let vinIndex = 0; vinIndex < options.vins; vinIndex++) {
+        if (options.reports && !options.reports(product, vinIndex)) continue;
         const intent = definition.intent(product, vinIndex);
         const share = ((options.rate * fraction * limit.windowSeconds) / options.vins) * coverage;
         const planned = sendsFor(intent, share, limit.requests, draw, definition.overBy?.(limit.requests));

@@ -45,6 +45,8 @@ export interface SimulateOptions {
   /** Embedded: server option overrides (tests make the server disagree with the simulator). */
   embeddedServer?: Partial<ServerOptions>;
   onProgress?: (progress: SimulationProgress) => void;
+  /** Told each step before the traffic as it starts (connecting, reading, subscribing), so a person sees what is going on from the first second. */
+  onStage?: (text: string) => void;
 }
 
 export interface SimulateResult {
@@ -56,6 +58,7 @@ export interface SimulateResult {
 export async function simulate(options: SimulateOptions): Promise<SimulateResult> {
   validate(options);
   const traffic = new TrafficGenerator(options.seed);
+  if (!options.remote) options.onStage?.('starting an embedded Trailwire on a temporary SQLite file');
   const embedded = options.remote
     ? undefined
     : await startEmbedded(
@@ -85,6 +88,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
           unregisteredVins: options.remote!.unregisteredVins,
           limits: options.limits,
           heartbeatIntervalMs: options.heartbeatMs,
+          onStage: options.onStage,
         },
         traffic,
       ));
@@ -102,6 +106,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
         heartbeatSlackMs: options.heartbeatSlackMs,
         processingWaitMs: (options.processingWaitS ?? 30) * 1000,
         onProgress: options.onProgress,
+        onStage: options.onStage,
       },
       traffic,
     );

@@ -62,6 +62,8 @@ export interface SimulationOptions {
   maxInFlight?: number;
   /** Called about twice a second while the traffic runs, and while the statuses of its accepted payloads are read after it. */
   onProgress?: (progress: SimulationProgress) => void;
+  /** Told each step before the traffic as it starts. */
+  onStage?: (text: string) => void;
 }
 
 export interface SimulationProgress {
@@ -110,6 +112,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     new TrailwireClient({ baseUrl: target.baseUrl, authUrl: target.authUrl, audience, apiKey });
   const partners = new Map(products.map((product) => [product, clientOf('partners', target.partnerKeys[product]!)] as const));
   const customers = target.customers.map((customer) => clientOf('customers', customer.apiKey));
+  options.onStage?.(`authenticating ${partners.size} partner${partners.size === 1 ? '' : 's'} and ${customers.length} customer${customers.length === 1 ? '' : 's'}`);
   await Promise.all([...partners.values(), ...customers].map((client) => client.accessToken()));
 
   // Subscribers first, so that they listen before the first payload is processed.
@@ -171,6 +174,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
   }
 
   async function drive(): Promise<RunRecord> {
+    if (options.subscribers > 0) options.onStage?.(`opening ${options.subscribers} LiveFeed subscriber${options.subscribers === 1 ? '' : 's'} at ${target.grpcTarget}`);
     await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
 
     // The plan, started at a window boundary when asked (so a short run still has whole windows).
@@ -190,6 +194,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
       limits: target.limits,
       marginMs: settings.windowMarginMs,
       clockOffsetMs: target.clockOffsetMs,
+      reports: (product, vinIndex) => traffic.reports(product, vinIndex),
     });
 
     const sends: SendRecord[] = [];
@@ -213,6 +218,10 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     }
 
     const meter = new ProgressMeter();
+    options.onStage?.(
+      `sending ${plan.sends.length} payloads for ${target.vins.length} trailer${target.vins.length === 1 ? '' : 's'} over ${Math.round(options.durationMs / 1000)} s` +
+        (startAt - Date.now() > 500 ? `, from the next window boundary in ${((startAt - Date.now()) / 1000).toFixed(1)} s` : ''),
+    );
     await sleepUntil(startAt);
     trafficRunning = true;
     const progressTimer = options.onProgress

@@ -101,6 +101,11 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
     let progress: ReturnType<typeof progressPrinter> | undefined;
     try {
       const options = optionsOf(args);
+      // Said at once, before the simulator's modules load (a second or two), and then each step as it
+      // starts: a run against a deployment reads and subscribes for seconds before its first payload.
+      const stage = args.json ? undefined : (text: string) => process.stderr.write(`  ${text}…\n`);
+      if (!args.json)
+        process.stderr.write(`Trailwire simulation: ${args.scenario} (${options.remote ? `remote, ${options.remote.target}` : 'embedded'}, seed ${args.seed}, ${args.duration} s)\n`);
       // Loaded here, not at the top: `trailwire --help` and the other commands do not pay for the simulator.
       const [{ simulate }, { progressPrinter }, { renderHtmlReport }, { formatReportTable }] = await Promise.all([
         import('../../simulator/simulate.ts'),
@@ -109,7 +114,7 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
         import('../../simulator/report.ts'),
       ]);
       progress = !args.json && process.stderr.isTTY ? progressPrinter(process.stderr) : undefined;
-      const { report } = await simulate({ ...options, onProgress: progress?.update });
+      const { report } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
       progress?.done();
       if (args.report) writeFileSync(args.report, renderHtmlReport(report));
       process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + (args.report ? `\nHTML report: ${args.report}\n` : ''));

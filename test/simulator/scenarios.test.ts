@@ -77,6 +77,15 @@ describe('send plans', () => {
     }
   });
 
+  it("leave out the (product, VIN) pairs that do not report (a deployment's trailer without that device)", () => {
+    const reports = (product: string, vinIndex: number) => !(product === 'cargosafe' && vinIndex % 2 === 1);
+    const { sends, groups } = plan('steady', { reports });
+    assert.ok(groups.some((group) => group.product === 'cargosafe'));
+    for (const group of groups) assert.ok(reports(group.product, group.vinIndex), `${group.product} for VIN ${group.vinIndex}`);
+    for (const send of sends) assert.ok(reports(send.product, send.vinIndex));
+    assert.ok(sends.some((send) => send.product === 'tpms' && send.vinIndex % 2 === 1), 'the other products still go');
+  });
+
   it('an over intent sends past the limit even when the rate share is small', () => {
     assert.equal(sendsFor('over', 0.2, 8, () => 0), 10);
     assert.equal(sendsFor('over', 30, 8, () => 0), 30);

@@ -13,6 +13,10 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { startServer, type RunningServer } from '../../adapters/server/index.ts';
 import { withCheckDigit } from '../../core/vin.ts';
+import { builtInProducts } from '../../products/index.ts';
+import { milesBetween, type Place } from '../../simulator/demo-geography.ts';
+import { RouteCursor } from '../../simulator/demo-roads.ts';
+import { seedDemo, type DemoSeed } from '../../simulator/demo-seed.ts';
 import { runTrailwire, TRAILWIRE_BIN } from '../support/cli.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -102,6 +106,77 @@ describe('trailwire simulate', () => {
       const unassigned = await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'unassigned' } });
       assert.deepEqual(unassigned, [], 'no VIN nobody registered, no clock probe');
       assert.equal((await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'all' } })).length, before.length);
+    });
+  });
+  describe("remote, against the demo, as the serve banner's command runs it (issue 31, finding 2)", () => {
+    let server: RunningServer;
+    let demo: DemoSeed;
+    before(async () => {
+      server = await startServer({ db: join(dir, 'demo.db'), port: 0, grpcPort: 0, host: '127.0.0.1', logger: pino({ level: 'silent' }) });
+      demo = await seedDemo(server.trailwire, { products: builtInProducts.map((product) => product.name), seed: 31 });
+    });
+    after(() => server.close());
+
+    /** The demo customer's trailers as its read API shows them, with their device and unit counts. */
+    async function snapshot() {
+      const key = demo.principals.find((p) => p.name === 'Demo Logistics')!.apiKey;
+      const auth = await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': key } });
+      const headers = { authorization: `Bearer ${((await auth.json()) as { access_token: string }).access_token}` };
+      const get = async (path: string) => ((await (await fetch(`${server.url}${path}`, { headers })).json()) as { data: any[] }).data;
+      const trailers = [...(await get('/api/v1/trailers/1?take=100')), ...(await get('/api/v1/trailers/2?take=100'))];
+      const devices = new Map<string, number>();
+      for (const trailer of trailers) devices.set(trailer.id, (await get(`/api/v1/devices/${trailer.id}?take=100`)).length);
+      return { trailers, devices, units: (await get('/api/v1/cargosafe?take=100')).length, get };
+    }
+    const offRoadMiles = (place: Place) => milesBetween(place, RouteCursor.nearest(place, 0, Infinity)!.position());
+
+    it('continues each trailer from where it is along the demo roads, keeps every status, adds nothing, and talks from the first second', async () => {
+      const before = await snapshot();
+      const everyTrailer = (await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'all' } })).length;
+      const partnerKeys = demo.principals.filter((p) => p.audience === 'partners').map((p) => `${p.product}=${p.apiKey}`).join(',');
+      const env = { ...process.env, NO_COLOR: '1', TRAILWIRE_PARTNER_KEY: partnerKeys, TRAILWIRE_CUSTOMER_KEY: demo.principals.find((p) => p.name === 'Demo Logistics')!.apiKey };
+      // The banner's command, shortened.
+      const child = spawn(process.execPath, [BIN, 'simulate', '--target', server.url, '--grpc', `127.0.0.1:${server.grpcPort}`, '--duration', '6', '--rate', '5'], { cwd: ROOT, env });
+      let stdout = '';
+      let stderr = '';
+      let firstWordsAt: number | undefined;
+      child.stdout.on('data', (chunk) => (stdout += chunk));
+      child.stderr.on('data', (chunk) => {
+        firstWordsAt ??= Date.now();
+        stderr += chunk;
+      });
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      assert.equal(code, 0, stdout + stderr);
+      assert.match(stdout, /No violations\./);
+      // What it is doing, said before it does it: every step before the first payload is sent.
+      const steps = stderr.split('\n').filter(Boolean);
+      assert.match(steps[0]!, /^Trailwire simulation: steady \(remote, http:\/\/127\.0\.0\.1:\d+, seed 1, 6 s\)$/);
+      const order = [/reading the fleets and trailers/, /reading the sensors of the 12 trailers/, /reading the server's clock/, /authenticating/, /opening 4 LiveFeed subscribers/, /sending \d+ payloads for 12 trailers/];
+      assert.deepEqual(steps.slice(1, 1 + order.length).map((line, i) => order[i]!.test(line)), order.map(() => true), stderr);
+
+      const after = await snapshot();
+      assert.equal((await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'all' } })).length, everyTrailer, 'no trailer created');
+      assert.deepEqual(await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'unassigned' } }), [], 'no VIN nobody registered, no clock probe');
+      assert.equal(after.units, before.units, 'no cargosafe unit added');
+      let moved = 0;
+      let earliestFix = Infinity;
+      for (const trailer of after.trailers) {
+        const was = before.trailers.find((candidate) => candidate.id === trailer.id)!;
+        assert.equal(trailer.status.name, was.status.name, `${trailer.unitId}: its status is its own`);
+        assert.equal(after.devices.get(trailer.id), before.devices.get(trailer.id), `${trailer.unitId}: no sensor added`);
+        if (trailer.telemetry.timestamp === was.telemetry.timestamp) continue;
+        moved++;
+        assert.ok(milesBetween(trailer.telemetry, was.telemetry) < 1, `${trailer.unitId} jumped ${milesBetween(trailer.telemetry, was.telemetry)} miles`);
+        // Its track since the demo's last fix keeps to the demo's roads.
+        const track = await after.get(`/api/v1/trailers/telemetry/gps/${trailer.id}?take=500&from=${new Date(Date.parse(was.telemetry.timestamp) + 1).toISOString()}`);
+        assert.ok(track.length > 0);
+        for (const fix of track) {
+          assert.ok(offRoadMiles(fix) < 0.05, `${trailer.unitId}: a fix ${offRoadMiles(fix)} miles off the demo roads`);
+          earliestFix = Math.min(earliestFix, Date.parse(fix.timestamp));
+        }
+      }
+      assert.ok(moved >= 6, `${moved} of 12 trailers got a fix`);
+      assert.ok(firstWordsAt! < earliestFix, 'it spoke before its first payload was due');
     });
   });
 });

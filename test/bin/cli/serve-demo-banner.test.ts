@@ -53,7 +53,7 @@ it('serve --demo prints each demo customer id with its fleets, as the store has 
 
   // The simulator command, with the demo keys filled in: every product's partner key and the first customer's.
   const keys = Object.fromEntries([...banner.matchAll(/^  (?:customer  (Demo Logistics)|partner   ([a-z-]+)) +(tw[pc]_\S+)$/gm)].map((m) => [m[1] ?? m[2], m[3]]));
-  const simulate = /^  TRAILWIRE_PARTNER_KEY=(\S+) TRAILWIRE_CUSTOMER_KEY=(\S+) npx trailwire simulate --target (\S+) --grpc (\S+)$/m.exec(banner);
+  const simulate = /^  TRAILWIRE_PARTNER_KEY=(\S+) TRAILWIRE_CUSTOMER_KEY=(\S+) npx trailwire simulate --target (\S+) --grpc (\S+) --duration 60 --rate 5$/m.exec(banner);
   assert.ok(simulate, `the banner prints the simulator command:\n${banner}`);
   assert.deepEqual(simulate[1]!.split(',').sort(), ['cargosafe', 'gps-basic', 'tpms'].map((product) => `${product}=${keys[product]}`));
   assert.equal(simulate[2], keys['Demo Logistics']);
