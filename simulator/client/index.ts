@@ -23,7 +23,8 @@ export {
 /**
  * `subscribeLiveFeed({ target, token }, handlers)` (`LiveFeedOptions`, `LiveFeedHandlers`) streams
  * `LiveUpdate`s (each a `LiveTrailer` in the read API's spelling) and heartbeats, reconnecting with
- * backoff (a fresh token after UNAUTHENTICATED, giving up after PERMISSION_DENIED), and answers a
+ * backoff (a fresh token after UNAUTHENTICATED, giving up after PERMISSION_DENIED) and resuming after
+ * the last position received (`onResumeReset` when it left the server's window), and answers a
  * `LiveFeedSubscription` (`pause`, `resume`, `close`); each `LiveFeedDisconnect` is reported.
  * `subscribeWithClient(client, { target }, handlers)` takes its tokens from a customer `TrailwireClient`.
  */

@@ -6,16 +6,30 @@
  * the server said UNAUTHENTICATED (the key was rotated, the token expired). PERMISSION_DENIED (a
  * partner token) is not retried: reconnecting cannot cure it.
  *
+ * The client keeps its place (contract 8, "no gaps"): it remembers the last position the server
+ * gave it (on an update, or on a heartbeat once the stream has caught up) and every stream after
+ * the first asks to resume after it, so a reconnection receives what was missed, in order. When the
+ * position has left the server's replay window the server says so (`onResumeReset`) and sends a
+ * snapshot of every trailer instead. An update at or before the remembered position is not handed
+ * on twice.
+ *
  * A stream lives no longer than its token (contract 8), so the client renews ahead of `exp`: shortly
- * before the token expires it fetches a fresh one and opens a second stream, and once that stream
- * has answered (its first heartbeat comes at once) it cancels the old one. Make before break: no
- * update falls in a gap, so the subscriber never loses its place; around the switch an update may
- * arrive twice, which changes nothing since every update carries the trailer's full state. The caller may pause and resume
- * reading, which is how a slow consumer looks to the server (HTTP/2 flow control fills up).
+ * before the token expires it fetches a fresh one and opens a second stream, resuming after the last
+ * position received, and once that stream has answered (its first heartbeat comes at once) it
+ * cancels the old one. Make before break, and the resume is what makes it exact: the new stream's
+ * first heartbeat says only that it hears updates from now on, not that the old stream's earlier
+ * messages have all arrived — two streams of one connection are not ordered with each other, and a
+ * cancelled call's messages still on their way are dropped — so an update published just before the
+ * new stream was subscribed, still in flight on the old one, would be lost at the switch. The new
+ * stream's replay carries it; what the old stream delivered meanwhile is not repeated. (A server
+ * that keeps no replay window gives no positions: the switch is then as exact as the two streams'
+ * timing.) The caller may pause and resume reading, which is how a slow consumer looks to the server
+ * (HTTP/2 flow control fills up).
  */
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { comparePositions, isPosition } from '../../core/live-replay.ts';
 import { TrailwireClient } from './http-client.ts';
 
 /** The trailer of a live update, as the read API spells it. */
@@ -38,6 +52,8 @@ export interface LiveUpdate {
   /** When the server created the update, epoch ms. */
   ts: number;
   trailer: LiveTrailer;
+  /** Set on the updates of a snapshot (after `onResumeReset`): the trailer's current state rather than a change. */
+  snapshot?: true;
 }
 
 /** Why a connection ended: the gRPC status, or `null` when the client closed it. */
@@ -51,6 +67,11 @@ export interface LiveFeedDisconnect {
 export interface LiveFeedHandlers {
   onUpdate?(update: LiveUpdate): void;
   onHeartbeat?(): void;
+  /**
+   * The position the client resumed from had left the server's replay window: updates may have been
+   * missed, and a snapshot of every trailer (updates with `snapshot: true`) follows in their place.
+   */
+  onResumeReset?(): void;
   /** A connection attempt starts: the token is in hand and the Subscribe call is being made. */
   onConnecting?(attempt: number): void;
   onDisconnect?(disconnect: LiveFeedDisconnect): void;
@@ -82,6 +103,11 @@ export interface LiveFeedOptions {
   jitterMs?: number;
   /** Reconnections before giving up. Default: unlimited. */
   maxReconnects?: number;
+  /**
+   * Resume after this position on the first stream (a `position` saved from an earlier
+   * subscription): what was published since arrives first. Default: none (updates from now on).
+   */
+  resumeAfter?: string;
   /** Default: insecure (plain HTTP/2), as on a local or in-cluster address. */
   credentials?: grpc.ChannelCredentials;
   /** gRPC channel options. Default: `grpc.use_local_subchannel_pool` (a connection per subscription). */
@@ -97,6 +123,8 @@ export interface LiveFeedSubscription {
   readonly reconnects: number;
   /** How many times a stream was renewed before its token expired. */
   readonly renewals: number;
+  /** The last position received (everything up to it was handed on), or null: what a new stream resumes after. */
+  readonly position: string | null;
   /** Stops reading from the stream (the server sees a slow consumer). */
   pause(): void;
   resume(): void;
@@ -126,6 +154,8 @@ function liveFeedClientClass(): grpc.ServiceClientConstructor {
 
 /** Subscribes to the LiveFeed; updates and heartbeats go to `handlers` until `close()`. */
 export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHandlers): LiveFeedSubscription {
+  if (options.resumeAfter !== undefined && !isPosition(options.resumeAfter))
+    throw new TypeError(`subscribeLiveFeed: \`resumeAfter\` must be a position received on the stream (\`<ms>-<seq>\`), got ${String(options.resumeAfter)}`);
   const settings = {
     reconnectBaseMs: 250,
     reconnectMaxMs: 10_000,
@@ -152,6 +182,8 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
   let reconnects = 0;
   let renewals = 0;
   let failures = 0;
+  /** The last position received: every update up to it was handed on. */
+  let position: string | null = settings.resumeAfter ?? null;
   let timer: NodeJS.Timeout | undefined;
   let renewTimer: NodeJS.Timeout | undefined;
 
@@ -177,7 +209,10 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     handlers.onConnecting?.(reconnects);
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${token}`);
-    const current = (client as unknown as { Subscribe(request: object, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown> }).Subscribe({}, metadata);
+    // Resume after the last position received: a reconnection misses nothing, and a renewal's replay
+    // carries whatever was still in flight on the stream it replaces.
+    const request = position === null ? {} : { resume_after: position };
+    const current = (client as unknown as { Subscribe(request: object, metadata: grpc.Metadata): grpc.ClientReadableStream<unknown> }).Subscribe(request, metadata);
     if (renewing) renewal = current;
     else call = current;
     if (paused) current.pause();
@@ -185,8 +220,7 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
       if (retired.has(current)) return;
       if (current === renewal) switchTo(current);
       failures = 0;
-      if (message.is_heartbeat) handlers.onHeartbeat?.();
-      else if (message.live_update) handlers.onUpdate?.(liveUpdateOf(message.live_update));
+      receive(message);
     });
     let ended = false;
     const onEnd = (code: grpc.status, details: string) => {
@@ -215,6 +249,31 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
       if (status.code === grpc.status.OK) onEnd(status.code, status.details);
     });
     scheduleRenewal(current, token);
+  };
+
+  /** Hands one message of the current stream on, keeping the position and passing over repeats. */
+  const receive = (message: RawResponse) => {
+    if (message.is_heartbeat) {
+      advanceTo(message.position);
+      handlers.onHeartbeat?.();
+    } else if (message.resume_reset) {
+      handlers.onResumeReset?.();
+    } else if (message.snapshot_end) {
+      advanceTo(message.position);
+    } else if (message.live_update) {
+      // A renewal replays from where the client stood when it was opened; what the old stream
+      // delivered after that comes again, and is passed over.
+      if (message.position !== undefined && position !== null && comparePositions(message.position, position) <= 0) return;
+      advanceTo(message.position);
+      const update = liveUpdateOf(message.live_update);
+      if (message.is_snapshot) update.snapshot = true;
+      handlers.onUpdate?.(update);
+    }
+  };
+
+  const advanceTo = (next: string | undefined) => {
+    if (next === undefined || !isPosition(next)) return;
+    if (position === null || comparePositions(next, position) > 0) position = next;
   };
 
   /** Makes the renewal the current stream and cancels the one it replaces. */
@@ -271,6 +330,9 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     get renewals() {
       return renewals;
     },
+    get position() {
+      return position;
+    },
     pause() {
       paused = true;
       call?.pause();
@@ -322,6 +384,10 @@ interface RawTimestamp {
 
 interface RawResponse {
   is_heartbeat?: boolean;
+  position?: string;
+  is_snapshot?: boolean;
+  snapshot_end?: boolean;
+  resume_reset?: boolean;
   live_update?: {
     fleet_id?: number;
     fleet_name?: string;

@@ -9,9 +9,14 @@ import { startGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
 import { startServer, type RunningServer } from '../../../adapters/server/index.ts';
 import { TrailwireClient } from '../../../simulator/client/http-client.ts';
 import { subscribeLiveFeed, subscribeWithClient, type LiveUpdate } from '../../../simulator/client/live-feed-client.ts';
+import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from '../../../adapters/grpc/proto.ts';
+import { liveUpdateResponseOf } from '../../../adapters/grpc/live-update-message.ts';
 import { ManualClock, systemClock } from '../../../core/clock.ts';
+import { TrailwireError } from '../../../core/errors.ts';
+import { sampleEvent } from '../../conformance/live-bus.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
 import { customerWithToken, startTestApp } from '../../support/test-app.ts';
+import { until } from '../../support/until.ts';
 
 describe('LiveFeed client', () => {
   let server: RunningServer;
@@ -34,15 +39,6 @@ describe('LiveFeed client', () => {
 
   const target = () => `127.0.0.1:${server.grpcPort}`;
 
-  /** Resolves when `predicate` holds, polling; fails after `ms`. */
-  async function until(predicate: () => boolean, ms = 3000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!predicate()) {
-      if (Date.now() > deadline) throw new Error('timed out');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
-
   function publish(vin: string, ts: number) {
     return server.trailwire.live.publish({
       customerId: customer.id,
@@ -61,9 +57,9 @@ describe('LiveFeed client', () => {
     let heartbeats = 0;
     const subscription = subscribeWithClient(client, { target: target() }, { onUpdate: (u) => updates.push(u), onHeartbeat: () => heartbeats++ });
     try {
-      await until(() => heartbeats >= 2);
+      await until(() => heartbeats >= 2, 'two heartbeats');
       await publish('1HGCM82633A004352', 1_767_268_800_123);
-      await until(() => updates.length === 1);
+      await until(() => updates.length === 1, 'the update');
       assert.deepEqual(updates[0], {
         fleetId: fleet.id,
         fleetName: 'Reefers',
@@ -90,16 +86,51 @@ describe('LiveFeed client', () => {
       { onHeartbeat: () => heartbeats++, onUpdate: (u) => updates.push(u), onDisconnect: (d) => disconnects.push(`${d.code}:${d.willReconnect}`) },
     );
     try {
-      await until(() => heartbeats >= 1);
+      await until(() => heartbeats >= 1, 'the first heartbeat');
       await client.rotateKey();
       customer.apiKey = client.currentApiKey;
-      await until(() => disconnects.length === 1);
+      await until(() => disconnects.length === 1, 'the disconnection');
       assert.deepEqual(disconnects, ['16:true']); // UNAUTHENTICATED, and it connects again
       const before = heartbeats;
-      await until(() => subscription.connected && heartbeats > before);
+      await until(() => subscription.connected && heartbeats > before, 'a heartbeat of the new stream');
       await publish('1HGCM82633A004352', 1_767_268_900_000);
-      await until(() => updates.length === 1);
+      await until(() => updates.length === 1, 'the update');
       assert.equal(subscription.reconnects, 1);
+    } finally {
+      subscription.close();
+    }
+  });
+
+  it('a reconnection resumes after the last position received: what was published while away arrives, once, in order', async () => {
+    const client = new TrailwireClient({ baseUrl: server.url, audience: 'customers', apiKey: customer.apiKey });
+    const updates: LiveUpdate[] = [];
+    let heartbeats = 0;
+    const subscription = subscribeWithClient(
+      client,
+      { target: target(), reconnectBaseMs: 50, jitterMs: 0 },
+      {
+        onUpdate: (u) => updates.push(u),
+        onHeartbeat: () => heartbeats++,
+        // Published while no stream of the client is open: only the replay window can give them back.
+        onDisconnect: () => {
+          void publish('1HGCM82633A004352', 1_767_269_000_002);
+          void publish('1HGCM82633A004352', 1_767_269_000_003);
+        },
+      },
+    );
+    try {
+      await until(() => heartbeats >= 1, 'the first heartbeat');
+      await publish('1HGCM82633A004352', 1_767_269_000_001);
+      await until(() => updates.length === 1, 'the update');
+      const before = subscription.position;
+      assert.match(before ?? '', /^\d+-\d+$/, 'the client keeps the position of what it received');
+      server.trailwire.live.endCustomer(customer.id, new TrailwireError('unavailable', 'A rolling restart.'));
+      await until(() => updates.length === 3 && subscription.connected, 'the updates missed while away');
+      await publish('1HGCM82633A004352', 1_767_269_000_004);
+      await until(() => updates.length === 4, 'the live update after the resume');
+      assert.deepEqual(updates.map((u) => u.ts), [1_767_269_000_001, 1_767_269_000_002, 1_767_269_000_003, 1_767_269_000_004]);
+      assert.equal(subscription.reconnects, 1);
+      assert.ok(updates.every((u) => u.snapshot === undefined), 'a resume inside the window sends no snapshot');
     } finally {
       subscription.close();
     }
@@ -111,7 +142,7 @@ describe('LiveFeed client', () => {
     let gaveUp: Error | undefined;
     const subscription = subscribeLiveFeed({ target: target(), token: () => client.accessToken(), reconnectBaseMs: 10 }, { onGiveUp: (e) => (gaveUp = e) });
     try {
-      await until(() => gaveUp !== undefined);
+      await until(() => gaveUp !== undefined, 'giving up');
       assert.match(gaveUp!.message, /PERMISSION_DENIED/);
       assert.equal(subscription.reconnects, 0);
     } finally {
@@ -169,6 +200,54 @@ describe('LiveFeed client: a stream lives no longer than its token', () => {
     } finally {
       await grpcServer.shutdown();
       await app.close();
+    }
+  });
+
+  it('the renewal resumes after the last position: an update still in flight on the old stream at the switch is not lost, and none arrives twice', async () => {
+    // A LiveFeed of the test's own, scripting what each stream carries. The first stream sends
+    // update 5-0, then 6-0 is published — but the switch cancels the first stream before 6-0 reaches
+    // the client (as a loaded machine does: two streams of one connection are not ordered with each
+    // other, and a cancelled call drops what is still on its way). The renewal, asked to resume
+    // after 5-0, replays 5-0's successor 6-0 and, as a server would when 5-0 was the old stream's
+    // last, nothing before it; it also repeats 5-0 here to show a repeat is passed over.
+    const requests: Array<{ resume_after?: string }> = [];
+    const server = new grpc.Server();
+    const update = (n: number, position: string) => encodeLiveUpdateResponse(liveUpdateResponseOf({ ...sampleEvent(n), position }));
+    server.addService(liveFeedServiceDefinition, {
+      Subscribe: (call: grpc.ServerWritableStream<{ resume_after?: string }, Buffer>) => {
+        requests.push(call.request);
+        call.write(encodeLiveUpdateResponse({ is_heartbeat: true }));
+        if (requests.length === 1) call.write(update(5, '1700000000005-0'));
+        else {
+          call.write(update(5, '1700000000005-0'));
+          call.write(update(6, '1700000000006-0'));
+        }
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+    // Unsigned tokens: the scripted server reads none; the client reads only `exp`. The client's
+    // clock stands 40 ms before the first token's `exp`, so it renews at once (half the life left).
+    const exp = 2_000_000_000;
+    const tokenOf = (expSeconds: number) => `e30.${Buffer.from(JSON.stringify({ exp: expSeconds })).toString('base64url')}.sig`;
+    let minted = 0;
+    const received: LiveUpdate[] = [];
+    const token = async () => {
+      if (minted++ === 0) return tokenOf(exp);
+      // The renewal's token comes once the first stream's update is in: the switch happens after it.
+      await until(() => received.length === 1, 'the first stream\'s update');
+      return tokenOf(exp + 3600);
+    };
+    const subscription = subscribeLiveFeed({ target: `127.0.0.1:${port}`, token, now: () => exp * 1000 - 40, renewBeforeMs: 1_000 }, { onUpdate: (u) => received.push(u) });
+    try {
+      await until(() => received.length === 2 && subscription.renewals === 1, 'both updates and the switch to the renewal');
+      assert.deepEqual(requests.map((request) => request.resume_after), [undefined, '1700000000005-0'], 'the renewal asks to resume after the last position received');
+      assert.deepEqual(received.map((u) => u.ts), [5, 6], 'every update once, in order');
+      assert.equal(subscription.position, '1700000000006-0');
+    } finally {
+      subscription.close();
+      server.forceShutdown();
     }
   });
 
