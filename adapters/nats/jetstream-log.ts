@@ -93,10 +93,51 @@ export function resolveJetStreamIntakeLogOptions(options: JetStreamIntakeLogOpti
   return settings;
 }
 
+/** The settings a `--intake-log` URL may carry as query parameters, by name. */
+const URL_PARAMETERS = {
+  stream: 'stream',
+  subjects: 'subjectPrefix',
+  partitions: 'partitions',
+  replicas: 'replicas',
+  'max-bytes': 'maxBytes',
+  'max-messages': 'maxMessages',
+  'lease-ttl-ms': 'leaseTtlMs',
+} as const satisfies Record<string, keyof JetStreamIntakeLogOptions>;
+
+/**
+ * The options of an intake-log URL: `nats://host:4222[,host2:4222...][?stream=S&replicas=3...]`
+ * (servers of one cluster comma-separated; the parameters of `URL_PARAMETERS`). An unknown parameter
+ * is refused, naming it.
+ */
+export function jetStreamOptionsOfUrl(url: string): JetStreamIntakeLogOptions {
+  const [address = '', query = ''] = url.split('?', 2);
+  const scheme = /^([a-z]+):\/\//i.exec(address)?.[1] ?? 'nats';
+  const servers = address
+    .replace(/^[a-z]+:\/\//i, '')
+    .replace(/\/$/, '')
+    .split(',')
+    .filter((host) => host !== '')
+    .map((host) => `${scheme}://${host}`);
+  const options: JetStreamIntakeLogOptions = { servers };
+  for (const [name, value] of new URLSearchParams(query)) {
+    const field = URL_PARAMETERS[name as keyof typeof URL_PARAMETERS];
+    if (!field)
+      throw new TrailwireError('validation_failed', `the intake log URL has an unknown parameter ${JSON.stringify(name)}; known: ${Object.keys(URL_PARAMETERS).join(', ')}`);
+    (options as unknown as Record<string, unknown>)[field] = field === 'stream' || field === 'subjectPrefix' ? value : Number(value);
+  }
+  return options;
+}
+
 /** Opens the log: connects, creates or checks the stream and its buckets. `close()` it. */
 export async function openJetStreamIntakeLog(options: JetStreamIntakeLogOptions, connection: Partial<ConnectionOptions> = {}): Promise<JetStreamIntakeLog> {
   const settings = resolveJetStreamIntakeLogOptions(options);
-  const nc = await connect({ servers: [...settings.servers], name: 'trailwire', maxReconnectAttempts: -1, ...connection });
+  let nc: NatsConnection;
+  try {
+    nc = await connect({ servers: [...settings.servers], name: 'trailwire', maxReconnectAttempts: -1, ...connection });
+  } catch (error) {
+    // Unreachable: a server waits for it at start (store_unavailable is what it retries).
+    throw storeUnavailable(`NATS at ${settings.servers.join(', ')} cannot be reached: ${(error as Error).message}`, error, 1);
+  }
   try {
     const jsm = await jetstreamManager(nc);
     await ensureStream(jsm, settings);
@@ -218,6 +259,15 @@ export class JetStreamIntakeLog implements IntakeLog {
       if (partition >= 0 && partition < this.partitions) counts[partition] = count;
     }
     return counts;
+  }
+
+  /** Throws (naming the fault) while the stream cannot be reached: a `/readyz` check. */
+  async probe(): Promise<void> {
+    try {
+      await this.jsm.streams.info(this.settings.stream);
+    } catch (error) {
+      throw storeUnavailable(`the intake log (JetStream stream ${this.settings.stream}) cannot be reached: ${(error as Error).message}`, error, 1);
+    }
   }
 
   async lease(partition: number): Promise<PartitionLease | null> {

@@ -11,7 +11,10 @@
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeBackend } from '../../core/intake-queue.ts';
 import type { TrailwireStore } from '../../core/store.ts';
-import { openPostgresIntakeQueue, openPostgresStore } from '../postgres/index.ts';
+import type { IntakeLog } from '../../core/intake-log.ts';
+import { PartitionedIntakeQueue } from '../../core/partitioned-intake-queue.ts';
+import { jetStreamOptionsOfUrl, openJetStreamIntakeLog } from '../nats/index.ts';
+import { openPostgresIntakeIndex, openPostgresIntakeQueue, openPostgresStore, type PostgresStore } from '../postgres/index.ts';
 import { openSqliteIntake, openSqliteStore, type SqliteDurability, type SqliteIntakeOptions } from '../sqlite/index.ts';
 import { DEFAULT_DB_FILE } from './defaults.ts';
 
@@ -26,6 +29,11 @@ export interface StoreBackendOptions {
   databaseUrl?: string;
   /** The PostgreSQL schema holding Trailwire's tables. Default `public`. */
   databaseSchema?: string;
+  /**
+   * A `nats://` URL: the intake log lives in NATS JetStream (stream `TRAILWIRE_INTAKE`), beside the
+   * PostgreSQL of `databaseUrl`, which keeps its index and the store. Default: none (the log in the database).
+   */
+  intakeLog?: string;
   /** How this process takes part in intake. Default: it processes (a CLI command passes `{ process: false }`). */
   intake?: BackendIntakeOptions;
 }
@@ -67,6 +75,8 @@ export async function openStoreBackend(options: StoreBackendOptions = {}): Promi
   const url = options.databaseUrl || `sqlite:${options.db ?? DEFAULT_DB_FILE}`;
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url)?.[1]?.toLowerCase() ?? '';
   const open = BACKENDS[scheme];
+  if (options.intakeLog !== undefined && !/^postgres(ql)?$/.test(scheme))
+    throw new TrailwireError('validation_failed', `an intake log (${redactUrl(options.intakeLog)}) needs a PostgreSQL --database-url, which keeps its index and the store`);
   if (!open)
     throw new TrailwireError(
       'validation_failed',
@@ -93,8 +103,15 @@ async function openSqliteBackend(url: string, options: StoreBackendOptions): Pro
   }
 }
 
+/** The intake logs that live outside the database, by URL scheme: the log of `--intake-log`. */
+const INTAKE_LOGS: Readonly<Record<string, (url: string) => Promise<IntakeLog & { probe(): Promise<void> }>>> = {
+  nats: (url) => openJetStreamIntakeLog(jetStreamOptionsOfUrl(url)),
+  tls: (url) => openJetStreamIntakeLog(jetStreamOptionsOfUrl(url)),
+};
+
 async function openPostgresBackend(url: string, options: StoreBackendOptions): Promise<StoreBackend> {
   const store = await openPostgresStore({ connectionString: url, schema: options.databaseSchema });
+  if (options.intakeLog !== undefined) return openLogEngineBackend(store, url, options.intakeLog);
   let wake: () => void = () => {};
   try {
     // Only a processing process listens for other processes' enqueues (the queue's own session).
@@ -112,6 +129,51 @@ async function openPostgresBackend(url: string, options: StoreBackendOptions): P
       },
       description: `postgres ${redactUrl(url)}`,
     };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+/**
+ * PostgreSQL beside a log engine (issue 30): the log of `--intake-log`, PostgreSQL's index beside it
+ * and the store, composed into the core's queue. The core's worker processes it; another process's
+ * enqueue is found by its idle poll (a quarter of a second).
+ */
+async function openLogEngineBackend(store: PostgresStore, url: string, logUrl: string): Promise<StoreBackend> {
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(logUrl)?.[1]?.toLowerCase() ?? '';
+  const openLog = INTAKE_LOGS[scheme];
+  try {
+    if (!openLog)
+      throw new TrailwireError(
+        'validation_failed',
+        `the intake log URL ${redactUrl(logUrl)} names no known log; use one of ${Object.keys(INTAKE_LOGS).map((known) => `${known}:`).join(', ')}`,
+      );
+    const log = await openLog(logUrl);
+    try {
+      const index = await openPostgresIntakeIndex(store);
+      const queue = new PartitionedIntakeQueue(log, index);
+      return {
+        store,
+        intake: {
+          queue,
+          processesItself: false,
+          counts: { processed: 0, failed: 0 },
+          readinessChecks: { 'intake-log': () => log.probe() },
+          start: async () => {},
+          stop: async () => {
+            await queue.close();
+            await index.close();
+            await log.close();
+          },
+          onEnqueuedElsewhere: () => {},
+        },
+        description: `postgres ${redactUrl(url)} + intake log ${redactUrl(logUrl)}`,
+      };
+    } catch (error) {
+      await log.close();
+      throw error;
+    }
   } catch (error) {
     await store.close();
     throw error;

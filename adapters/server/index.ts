@@ -43,6 +43,12 @@ export interface ServerOptions {
   /** The PostgreSQL schema of Trailwire's tables. Default `public`. */
   databaseSchema?: string;
   /**
+   * A `nats://` URL: the intake log lives in NATS JetStream (stream `TRAILWIRE_INTAKE`, created when
+   * missing, checked when present), processing partitioned by VIN across every process given the
+   * same URL; needs `databaseUrl` (PostgreSQL keeps the log's index and the store). Default: none.
+   */
+  intakeLog?: string;
+  /**
    * A `redis://` URL: limits, live updates and key rotations shared by every process given the same
    * URL. Needed as soon as more than one process serves the same fleet. Default: none (in-process).
    */
@@ -203,7 +209,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   let backend: StoreBackend;
   try {
     backend = options.databaseUrl
-      ? await openWhenReachable(() => openStoreBackend(backendOptions), { what: `PostgreSQL at ${redactUrl(options.databaseUrl)}`, timeoutMs: startupTimeoutMs, logger })
+      ? await openWhenReachable(() => openStoreBackend(backendOptions), { what: `PostgreSQL at ${redactUrl(options.databaseUrl)}${options.intakeLog ? ` and the intake log at ${redactUrl(options.intakeLog)}` : ''}`, timeoutMs: startupTimeoutMs, logger })
       : await openStoreBackend(backendOptions);
   } catch (error) {
     await shared?.close();

@@ -43,7 +43,7 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 /**
- * The store options (`--db`, `--database-url`, `--database-schema`, `--redis-url`, `--product-module`)
+ * The store options (`--db`, `--database-url`, `--database-schema`, `--intake-log`, `--redis-url`, `--product-module`)
  * belong to the commands that open the store: `simulate` opens none (embedded, it makes a temporary
  * file; remote, it talks HTTP), so its `--help` does not list them and its command line refuses them
  * (issue 31, finding 6). Declared in a group's builder, they reach every action of the group.
@@ -69,6 +69,10 @@ function storeOptions(parser: Argv<TopArguments>) {
     .option('database-schema', {
       type: 'string',
       describe: "PostgreSQL schema of Trailwire's tables, with --database-url (env TRAILWIRE_DATABASE_SCHEMA). Default: public",
+    })
+    .option('intake-log', {
+      type: 'string',
+      describe: 'nats:// URL: the intake log lives in NATS JetStream, with --database-url holding its index and the store (env TRAILWIRE_INTAKE_LOG)',
     })
     .option('redis-url', {
       type: 'string',

@@ -15,13 +15,19 @@ export interface StoreArguments {
   db: string;
   'database-url'?: string;
   'database-schema'?: string;
+  'intake-log'?: string;
   'redis-url'?: string;
   'product-module': string[];
 }
 
 /** The backend options of the global options. */
-export function backendOptionsOf(args: StoreArguments): { db: string; databaseUrl?: string; databaseSchema?: string } {
-  return { db: args.db, databaseUrl: args['database-url'] || undefined, databaseSchema: args['database-schema'] || undefined };
+export function backendOptionsOf(args: StoreArguments): { db: string; databaseUrl?: string; databaseSchema?: string; intakeLog?: string } {
+  return {
+    db: args.db,
+    databaseUrl: args['database-url'] || undefined,
+    databaseSchema: args['database-schema'] || undefined,
+    intakeLog: args['intake-log'] || undefined,
+  };
 }
 
 /** Runs `work` with a core over the configured backend, closing it afterwards. */

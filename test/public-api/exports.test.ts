@@ -37,7 +37,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeLog', 'openSqliteIntakeQueue',
     'openSqliteStore', 'readableByOthers', 'resolveSqliteStoreOptions',
   ],
-  './nats': ['DEFAULT_JETSTREAM_INTAKE_LOG_OPTIONS', 'JetStreamIntakeLog', 'openJetStreamIntakeLog', 'resolveJetStreamIntakeLogOptions'],
+  './nats': ['DEFAULT_JETSTREAM_INTAKE_LOG_OPTIONS', 'JetStreamIntakeLog', 'jetStreamOptionsOfUrl', 'openJetStreamIntakeLog', 'resolveJetStreamIntakeLogOptions'],
   './server': ['DEFAULT_DB_FILE', 'startServer'],
   './products': ['builtInProducts', 'cargosafe', 'gpsBasic', 'tpms'],
   './products/gps-basic': ['EARLIEST_TIMESTAMP', 'KM_PER_MILE', 'LATEST_TIMESTAMP_EXCLUSIVE', 'default', 'kphToMph'],

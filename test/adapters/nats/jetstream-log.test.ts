@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { openJetStreamIntakeLog, resolveJetStreamIntakeLogOptions, type JetStreamIntakeLogOptions } from '../../../adapters/nats/index.ts';
+import { jetStreamOptionsOfUrl, openJetStreamIntakeLog, resolveJetStreamIntakeLogOptions, type JetStreamIntakeLogOptions } from '../../../adapters/nats/index.ts';
 import { isTrailwireError, TrailwireError } from '../../../core/errors.ts';
 import { runIntakeLogConformance } from '../../conformance/intake-log.ts';
 import { newIntake } from '../../support/fixtures.ts';
@@ -103,5 +103,21 @@ describe('JetStream intake log', { skip: NATS_SKIP }, () => {
       await a.close();
       await b.close();
     }
+  });
+});
+
+describe('jetStreamOptionsOfUrl', () => {
+  it('reads the servers of a cluster and the settings a URL carries', () => {
+    assert.deepEqual(jetStreamOptionsOfUrl('nats://a:4222,b:4222,c:4222?stream=S&replicas=3&partitions=32&max-bytes=1000'), {
+      servers: ['nats://a:4222', 'nats://b:4222', 'nats://c:4222'],
+      stream: 'S',
+      replicas: 3,
+      partitions: 32,
+      maxBytes: 1000,
+    });
+    assert.deepEqual(jetStreamOptionsOfUrl('nats://127.0.0.1:4222'), { servers: ['nats://127.0.0.1:4222'] });
+  });
+  it('refuses an unknown parameter, naming it', () => {
+    assert.throws(() => jetStreamOptionsOfUrl('nats://a:4222?replica=3'), /unknown parameter "replica"/);
   });
 });
