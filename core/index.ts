@@ -164,7 +164,9 @@ export type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from './int
  */
 export type { IndexedIntake, IntakeIndex, KeyHolder, PartitionState } from './intake-index.ts';
 export { PartitionedIntakeQueue, type PartitionedIntakeQueueOptions } from './partitioned-intake-queue.ts';
-/** Cross-process fan-out: a `LiveBus` carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
+/** The publish/subscribe seam every cross-process path rides on: a `Channel` of messages (`ChannelListener`); the live bus and the rotation feed are channels. */
+export type { Channel, ChannelListener } from './channel.ts';
+/** Cross-process fan-out: a `LiveBus` (a `Channel` of live updates) carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
 export { type LiveBus, type LiveBusListener, MemoryLiveBus } from './live-hub.ts';
 /**
  * Key rotations across processes: a `RotationFeed` carries `RotationNotice`s (`RotationNoticeListener`)

@@ -31,7 +31,7 @@
  * nothing is sent twice. A subscription may also be filtered to some fleets or trailers.
  */
 import { TrailwireError } from './errors.ts';
-import { MemoryChannel } from './memory-channel.ts';
+import { type Channel, type ChannelListener, MemoryChannel } from './channel.ts';
 import { comparePositions, LIVE_REPLAY_DEFAULTS, type LiveReplayOptions, ReplayRing, resolveReplayOptions } from './live-replay.ts';
 import type { Clock } from './clock.ts';
 import { systemClock } from './clock.ts';
@@ -55,23 +55,21 @@ export interface LiveTrailerEvent {
   snapshot?: true;
 }
 
-export type LiveBusListener = (event: LiveTrailerEvent) => void;
+export type LiveBusListener = ChannelListener<LiveTrailerEvent>;
 
 /**
- * The seam for cross-process fan-out. Every implementation passes `test/conformance/live-bus.ts`:
- * each event published reaches every current listener (of every process sharing the bus), events
- * of one publisher arrive in publish order, and an unsubscribed or closed bus delivers nothing more.
+ * The seam for cross-process fan-out: a `Channel` of live updates (`core/channel.ts`: every event
+ * published reaches every current listener of every process sharing the bus, one publisher's events
+ * in publish order, nothing after unsubscribe or close), which may keep a replay window. Every
+ * implementation passes `test/conformance/channel.ts` and the replay cases of
+ * `test/conformance/live-bus.ts`.
  */
-export interface LiveBus {
+export interface LiveBus extends Channel<LiveTrailerEvent> {
   /**
    * Hands an event to every listener; resolves once the bus has accepted it. A bus with a replay
    * window sets `position` on the event its listeners receive.
    */
   publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void>;
-  /** Adds a listener; answers the function that removes it. */
-  subscribe(listener: LiveBusListener): () => void;
-  /** Stops delivery to every listener and releases the bus's resources. */
-  close(): Promise<void>;
   /**
    * Present on a bus that keeps a replay window: the events published after `position`, oldest
    * first and with their positions, or null when `position` is not resumable (it left the window,

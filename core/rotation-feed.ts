@@ -6,7 +6,8 @@
  * `RotationNotice` on a `RotationFeed`, and every process sharing the feed notes the new version and
  * ends the customer's streams. `MemoryRotationFeed` is the in-process default (one process needs
  * nothing more); a networked feed (Redis, `trailwire/redis`) carries notices between processes.
- * Every implementation passes `test/conformance/rotation-feed.ts`.
+ * Every implementation passes `test/conformance/channel.ts` (the contract it shares with the live bus)
+ * and `test/conformance/rotation-feed.ts` (a rotation on one process honoured by another).
  *
  * The window. The notice is published once the rotation is committed in the store, so another
  * process learns of it one publish round trip later, and until then still accepts the old tokens:
@@ -26,7 +27,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { TrailwireError } from './errors.ts';
-import { MemoryChannel } from './memory-channel.ts';
+import { type Channel, type ChannelListener, MemoryChannel } from './channel.ts';
 import type { RotationSource } from './live-hub.ts';
 import type { Audience } from './model.ts';
 import type { KeyVersions } from './tokens.ts';
@@ -41,22 +42,13 @@ export interface RotationNotice {
   origin: string;
 }
 
-export type RotationNoticeListener = (notice: RotationNotice) => void;
+export type RotationNoticeListener = ChannelListener<RotationNotice>;
 
 /**
- * The seam that carries rotation notices between processes. Like `LiveBus`: each notice published
- * reaches every current listener of every process sharing the feed (the publisher's own included),
- * one publisher's notices arrive in publish order, and an unsubscribed listener or a closed feed
- * receives nothing more.
+ * The seam that carries rotation notices between processes: a `Channel` of notices
+ * (`core/channel.ts`), the same contract as the live bus's, held to it by the same suite.
  */
-export interface RotationFeed {
-  /** Hands a notice to every listener; resolves once the feed has accepted it. */
-  publish(notice: RotationNotice): Promise<void>;
-  /** Adds a listener; answers the function that removes it. */
-  subscribe(listener: RotationNoticeListener): () => void;
-  /** Stops delivery to every listener and releases the feed's resources. Idempotent. */
-  close(): Promise<void>;
-}
+export type RotationFeed = Channel<RotationNotice>;
 
 /**
  * The in-process feed: listeners are called synchronously in `publish`; one that throws does not

@@ -1,6 +1,6 @@
 /**
- * One Redis pub/sub channel of JSON messages, the common part of `RedisLiveBus` and
- * `RedisRotationFeed` (both are "publish, subscribe, close" seams of the core). Messages are
+ * One Redis pub/sub channel of JSON messages: the core's `Channel` over Redis (`core/channel.ts`),
+ * the common part of `RedisLiveBus` and `RedisRotationFeed`. Messages are
  * published on the caller's connection and received on a subscriber connection this channel opens
  * (`redis.duplicate()`: a connection in subscriber mode can run no other command) and closes.
  *
@@ -18,6 +18,7 @@
  */
 import { once } from 'node:events';
 import type { Redis } from 'ioredis';
+import type { Channel } from '../../core/channel.ts';
 import { TrailwireError } from '../../core/errors.ts';
 
 /** The options a Redis seam's `open…` function takes (each seam documents its own defaults). */
@@ -42,7 +43,7 @@ export interface JsonChannelSettings {
 }
 
 /** The base of `RedisLiveBus` and `RedisRotationFeed`; open one with `openJsonChannel`. */
-export class JsonChannel<Message> {
+export class JsonChannel<Message> implements Channel<Message> {
   private readonly listeners = new Set<(message: Message) => void>();
   protected closing: Promise<void> | undefined;
 

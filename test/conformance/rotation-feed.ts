@@ -1,13 +1,11 @@
 /**
  * The conformance suite every `RotationFeed` passes (the in-process `MemoryRotationFeed`, the Redis
- * feed): every notice reaches every listener of every participant sharing the feed, with all fields
- * intact; one publisher's notices keep their order; a throwing listener stops no other; unsubscribe;
- * close. Then the property the feed exists for, over two `Trailwire`s on one store: a rotation on
+ * feed). A rotation feed is a `Channel` of notices, so the channel suite (`channel.ts`, the one the
+ * live bus passes too) runs first — every notice to every listener of every participant with all
+ * fields intact, publish order per publisher, a throwing listener stopping no other, unsubscribe,
+ * close — then the property the feed exists for, over two `Trailwire`s on one store: a rotation on
  * one is honoured by the other. A test file calls `runRotationFeedConformance(...)` once per
  * implementation, naming a reason for any skipped case.
- *
- * A networked feed delivers asynchronously, so cases wait for deliveries (never for a fixed time);
- * absence of a delivery is shown by a later notice that does arrive (one publisher's order holds).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -15,14 +13,9 @@ import { TrailwireError } from '../../core/errors.ts';
 import type { LiveSink, LiveTrailerEvent } from '../../core/live-hub.ts';
 import type { RotationFeed, RotationNotice } from '../../core/rotation-feed.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
+import { type ChannelCase, runChannelConformance } from './channel.ts';
 
-export type RotationFeedCase =
-  | 'delivers to every listener'
-  | 'keeps publish order'
-  | 'a throwing listener does not stop the others'
-  | 'unsubscribe'
-  | 'close'
-  | 'a rotation on one process is honoured by another';
+export type RotationFeedCase = ChannelCase | 'a rotation on one process is honoured by another';
 
 export interface RotationFeedConformanceOptions {
   /** Names the implementation in the test titles. */
@@ -47,83 +40,23 @@ export interface RotationFeedConformanceOptions {
   skip?: Partial<Record<RotationFeedCase, string>>;
 }
 
-/** Registers the suite's cases with `node:test`. */
+/** Registers the suite's cases with `node:test`: the channel suite's, then the rotation across processes. */
 export function runRotationFeedConformance(options: RotationFeedConformanceOptions): void {
   const timeoutMs = options.deliveryTimeoutMs ?? 2_000;
+  runChannelConformance<RotationNotice, RotationFeed>({
+    name: `RotationFeed: ${options.name}`,
+    openChannels: options.openFeeds,
+    checksListenerErrors: true,
+    sample: sampleNotice,
+    numberOf: (notice) => notice.keyVersion,
+    deliveryTimeoutMs: options.deliveryTimeoutMs,
+    skip: options.skip,
+  });
   const caseOf = (name: RotationFeedCase, body: () => Promise<void>) => {
     it(name, { skip: options.skip?.[name] ?? false }, body);
   };
 
-  async function withFeeds(count: number, body: (feeds: RotationFeed[], reported: unknown[]) => Promise<void>): Promise<void> {
-    const reported: unknown[] = [];
-    const feeds = await options.openFeeds(count, (error) => reported.push(error));
-    try {
-      await body(feeds, reported);
-    } finally {
-      await Promise.all([...new Set(feeds)].map((feed) => feed.close()));
-    }
-  }
-
-  describe(`RotationFeed conformance: ${options.name}`, () => {
-    caseOf('delivers to every listener', () =>
-      withFeeds(2, async ([publisher, peer]) => {
-        const listeners = [collect(publisher!), collect(publisher!), collect(peer!)];
-        const notice = sampleNotice(1);
-        await publisher!.publish(notice);
-        for (const listener of listeners) assert.deepEqual((await listener.next(1, timeoutMs))[0], notice);
-      }),
-    );
-
-    caseOf('keeps publish order', () =>
-      withFeeds(2, async ([publisher, peer]) => {
-        const remote = collect(peer!);
-        const local = collect(publisher!);
-        const notices = Array.from({ length: 50 }, (_, index) => sampleNotice(index + 1));
-        await Promise.all(notices.map((notice) => publisher!.publish(notice)));
-        const expected = notices.map((notice) => notice.keyVersion);
-        assert.deepEqual((await remote.next(50, timeoutMs)).map((notice) => notice.keyVersion), expected);
-        assert.deepEqual((await local.next(50, timeoutMs)).map((notice) => notice.keyVersion), expected);
-      }),
-    );
-
-    caseOf('a throwing listener does not stop the others', () =>
-      withFeeds(2, async ([publisher, peer], reported) => {
-        const failure = new Error('listener bug');
-        peer!.subscribe(() => {
-          throw failure;
-        });
-        const after = collect(peer!);
-        await publisher!.publish(sampleNotice(1));
-        await publisher!.publish(sampleNotice(2));
-        assert.deepEqual((await after.next(2, timeoutMs)).map((notice) => notice.keyVersion), [1, 2]);
-        assert.deepEqual(reported, [failure, failure], 'each error is reported, once per notice');
-      }),
-    );
-
-    caseOf('unsubscribe', () =>
-      withFeeds(2, async ([publisher, peer]) => {
-        const leaving = collect(peer!);
-        const staying = collect(peer!);
-        await publisher!.publish(sampleNotice(1));
-        await leaving.next(1, timeoutMs);
-        await staying.next(1, timeoutMs);
-        leaving.stop();
-        leaving.stop(); // a second call is harmless
-        await publisher!.publish(sampleNotice(2));
-        assert.deepEqual((await staying.next(1, timeoutMs)).map((notice) => notice.keyVersion), [2]);
-        assert.equal(leaving.received.length, 1, 'an unsubscribed listener receives nothing more');
-      }),
-    );
-
-    caseOf('close', async () => {
-      const [feed] = await options.openFeeds(1);
-      const listener = collect(feed!);
-      await feed!.close();
-      await assert.rejects(feed!.publish(sampleNotice(1)), (error: unknown) => error instanceof TrailwireError && error.code === 'unavailable');
-      await feed!.close(); // idempotent
-      assert.equal(listener.received.length, 0);
-    });
-
+  describe(`RotationFeed across processes: ${options.name}`, () => {
     caseOf('a rotation on one process is honoured by another', async () => {
       const { a, b, close } = await options.openTwoProcesses();
       try {
@@ -186,44 +119,6 @@ class RecordingSink implements LiveSink {
       check();
     });
   }
-}
-
-interface Collector {
-  received: RotationNotice[];
-  next(count: number, timeoutMs: number): Promise<RotationNotice[]>;
-  stop(): void;
-}
-
-function collect(feed: RotationFeed): Collector {
-  const received: RotationNotice[] = [];
-  let taken = 0;
-  let waiter: (() => void) | undefined;
-  const stop = feed.subscribe((notice) => {
-    received.push(notice);
-    waiter?.();
-  });
-  return {
-    received,
-    stop,
-    next(count, timeoutMs) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiter = undefined;
-          reject(new Error(`expected ${count} more notices within ${timeoutMs} ms, got ${received.length - taken}`));
-        }, timeoutMs);
-        const check = () => {
-          if (received.length - taken < count) return;
-          clearTimeout(timer);
-          waiter = undefined;
-          const batch = received.slice(taken, taken + count);
-          taken += count;
-          resolve(batch);
-        };
-        waiter = check;
-        check();
-      });
-    },
-  };
 }
 
 /** A notice whose `keyVersion` is `n`. */
