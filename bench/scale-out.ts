@@ -2,7 +2,8 @@
  * Scale-out benchmark (the scale-out issue): intake 202/s and queue drain, in the same run, for
  * Trailwire on SQLite in one process (`sqlite-1`, processing in its thread, the default), on
  * PostgreSQL + Redis in one process (`pg-redis-1`) and on PostgreSQL + Redis in two processes sharing
- * one schema and one key prefix (`pg-redis-2`). Every setup gets the same load: 50 connections in
+ * one schema and one key prefix (`pg-redis-2`), and the same with the intake log on NATS JetStream
+ * (`pg-nats-1`, `pg-nats-2`: one stream of their own, PostgreSQL keeping the index). Every setup gets the same load: 50 connections in
  * all from this process (for `pg-redis-2` one autocannon run whose connections alternate between the
  * two servers, 25 each, so that its latency percentiles are those of all requests), the same warm-up
  * and duration, each request a new GPS fix of one of 1,000 VINs, gps-basic's per-VIN limit raised.
@@ -11,14 +12,16 @@
  *
  * For each setup: 202/s, latency, processed/s (payloads processed over the load time plus the time
  * to catch up), the deepest the shared queue got, how far behind it was when the load ended and how
- * long it took to drain, and 202/s beside sqlite-1. Run alone with `npm run bench -- scale-out`
+ * long it took to drain, 202/s beside sqlite-1, and the CPU time each payload cost Trailwire's processes
+ * and the services (PostgreSQL, NATS, Redis: their processes' CPU from /proc, over the load and the
+ * drain), from which docs/performance.md sizes a deployment. Run alone with `npm run bench -- scale-out`
  * (BENCH_SECONDS=10 by default). Needs PostgreSQL and Redis: BENCH_DATABASE_URL and BENCH_REDIS_URL,
  * by default the local ones (postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -26,6 +29,8 @@ import { createInterface } from 'node:readline';
 // @ts-expect-error -- untyped module
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
@@ -33,7 +38,7 @@ import type { QueueState, ScaleOutServerConfig } from './lib/scale-out-server.ts
 
 const SERVER = new URL('./lib/scale-out-server.ts', import.meta.url).pathname;
 
-export const SCALE_OUT_BENCH_SETUPS = ['sqlite-1', 'pg-redis-1', 'pg-redis-2'] as const;
+export const SCALE_OUT_BENCH_SETUPS = ['sqlite-1', 'pg-redis-1', 'pg-redis-2', 'pg-nats-1', 'pg-nats-2'] as const;
 type Setup = (typeof SCALE_OUT_BENCH_SETUPS)[number];
 
 export interface ScaleOutBenchOptions {
@@ -49,8 +54,10 @@ export interface ScaleOutBenchOptions {
   setups?: readonly Setup[];
   /** PostgreSQL for the `pg-redis-*` setups. Default `BENCH_DATABASE_URL`, else postgres://postgres@127.0.0.1:5432/test. */
   databaseUrl?: string;
-  /** Redis for the `pg-redis-*` setups. Default `BENCH_REDIS_URL`, else redis://127.0.0.1:6379. */
+  /** Redis for the `pg-*` setups. Default `BENCH_REDIS_URL`, else redis://127.0.0.1:6379. */
   redisUrl?: string;
+  /** NATS (JetStream) for the `pg-nats-*` setups' intake log. Default `BENCH_NATS_URL`, else nats://127.0.0.1:4222. */
+  natsUrl?: string;
   /** Longest wait for the queue to drain after the load, in seconds, before the run fails. Default 120. */
   drainTimeoutSeconds?: number;
 }
@@ -132,6 +139,54 @@ function freshSharedState(databaseUrl: string, redisUrl: string) {
   };
 }
 
+/** A fresh JetStream stream for a `pg-nats-*` setup, and how to delete it with its KV buckets. */
+function freshStream(natsUrl: string) {
+  const tag = randomBytes(5).toString('hex');
+  const stream = `TW_BENCH_${tag}`;
+  return {
+    intakeLog: `${natsUrl}?stream=${stream}&subjects=tw-bench.${tag}`,
+    async drop() {
+      const nc = await connect({ servers: natsUrl });
+      try {
+        const jsm = await jetstreamManager(nc);
+        for (const name of [stream, `KV_${stream}_LEASES`, `KV_${stream}_POSITIONS`]) await jsm.streams.delete(name).catch(() => {});
+      } finally {
+        await nc.close();
+      }
+    },
+  };
+}
+
+/**
+ * CPU time (µs) used so far by the machine's processes of each service the setups share, read from
+ * /proc (Linux): their cost per payload, beside Trailwire's own. Zeros elsewhere.
+ */
+function serviceCpuMicros(): Record<'postgres' | 'nats' | 'redis', number> {
+  const totals = { postgres: 0, nats: 0, redis: 0 };
+  const ticks = 1_000_000 / 100; // USER_HZ is 100 on Linux
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
+  } catch {
+    return totals;
+  }
+  for (const pid of entries) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const micros = (Number(fields[11]) + Number(fields[12])) * ticks;
+    if (name === 'postgres') totals.postgres += micros;
+    else if (name === 'nats-server') totals.nats += micros;
+    else if (name === 'redis-server') totals.redis += micros;
+  }
+  return totals;
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
@@ -143,6 +198,7 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
   const setups = options.setups ?? SCALE_OUT_BENCH_SETUPS;
   const databaseUrl = options.databaseUrl ?? process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   const redisUrl = options.redisUrl ?? process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const natsUrl = options.natsUrl ?? process.env.BENCH_NATS_URL ?? 'nats://127.0.0.1:4222';
   const drainTimeoutMs = (options.drainTimeoutSeconds ?? 120) * 1000;
   // Position 9 is the check digit, so the running number sits after it: every VIN is distinct.
   const vins = benchVins(options.vins ?? 1000, '1SCAL');
@@ -192,7 +248,7 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
   process.once('SIGTERM', onSignal);
   try {
     for (const setup of setups) {
-      const processes = setup === 'pg-redis-2' ? 2 : 1;
+      const processes = setup.endsWith('-2') ? 2 : 1;
       let configs: ScaleOutServerConfig[];
       if (setup === 'sqlite-1') {
         const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-scale-out-'));
@@ -201,11 +257,14 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
       } else {
         const shared = freshSharedState(databaseUrl, redisUrl);
         cleanups.push(() => shared.drop());
+        const stream = setup.startsWith('pg-nats') ? freshStream(natsUrl) : undefined;
+        if (stream) cleanups.push(() => stream.drop());
         configs = Array.from({ length: processes }, (_, i) => ({
           databaseUrl,
           databaseSchema: shared.schema,
           redisUrl,
           redisKeyPrefix: shared.redisKeyPrefix,
+          intakeLog: stream?.intakeLog,
           provision: i === 0,
         }));
       }
@@ -223,17 +282,22 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
       await load(urls, token, warmup);
       await drained(first, performance.now());
       const before = await Promise.all(servers.map((server) => server.ask('reset')));
+      const servicesBefore = serviceCpuMicros();
       const result = await load(urls, token, duration);
       const loadEnded = performance.now();
       const depthAtLoadEnd = (await first.ask('state')).depth;
       const drainSeconds = await drained(first, loadEnded);
       const after = await Promise.all(servers.map((server) => server.ask('state')));
+      const servicesAfter = serviceCpuMicros();
 
       const accepted = result['2xx'] as number;
       const seconds = result.duration as number;
       const processedBy = after.map((state, i) => state.processed - before[i]!.processed);
       const processed = processedBy.reduce((sum, n) => sum + n, 0);
       const failed = after.reduce((sum, state, i) => sum + state.failed - before[i]!.failed, 0);
+      // CPU per payload accepted and processed (intake, processing, status sampling included), for sizing.
+      const trailwireCpu = after.reduce((sum, state, i) => sum + state.cpuMicros - before[i]!.cpuMicros, 0);
+      const perPayload = (micros: number) => round(micros / Math.max(1, accepted), 1);
       raw[setup] = { processes, requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, accepted, processedBy, failed, before, after };
       rows.push({
         setup,
@@ -246,6 +310,10 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
         'max depth': after[0]!.maxDepth,
         'behind at end': depthAtLoadEnd,
         'catch-up s': round(drainSeconds, 2),
+        'tw µs/payload': perPayload(trailwireCpu),
+        'pg µs/payload': perPayload(servicesAfter.postgres - servicesBefore.postgres),
+        'nats µs/payload': perPayload(servicesAfter.nats - servicesBefore.nats),
+        'redis µs/payload': perPayload(servicesAfter.redis - servicesBefore.redis),
       });
       // This setup's servers, schema and prefix go now, so the next setup has the machine to itself.
       await cleanUp();
@@ -283,8 +351,16 @@ const PG_DRAIN_TARGET_SECONDS = 5;
  * the same cores), not processing.
  */
 export function scaleOutVerdicts(rows: ReadonlyArray<Record<string, string | number>>): string[] {
+  // The JetStream log's rows (issue 30): processing keeps up when it drains within the same bound.
+  const logEngine = rows
+    .filter((candidate) => String(candidate.setup).startsWith('pg-nats'))
+    .map((candidate) =>
+      (candidate['catch-up s'] as number) < PG_DRAIN_TARGET_SECONDS
+        ? `${candidate.setup} keeps up: ${candidate['behind at end']} behind when the load ended, drained in ${candidate['catch-up s']} s (target < ${PG_DRAIN_TARGET_SECONDS} s)`
+        : `${candidate.setup} falls behind: ${candidate['behind at end']} behind when the load ended, ${candidate['catch-up s']} s to drain (target < ${PG_DRAIN_TARGET_SECONDS} s)`,
+    );
   const row = rows.find((candidate) => candidate.setup === 'pg-redis-1');
-  if (!row) return [];
+  if (!row) return logEngine;
   const [accepted, processed, behind, catchUp] = ['202/s', 'processed/s', 'behind at end', 'catch-up s'].map((column) => row[column] as number) as [number, number, number, number];
   const keptUp = catchUp < PG_DRAIN_TARGET_SECONDS;
   const lines = [
@@ -298,7 +374,7 @@ export function scaleOutVerdicts(rows: ReadonlyArray<Record<string, string | num
       `pg-redis-1 processed ${processed}/s, below ${PG_PROCESSED_TARGET}: the load itself got only ${accepted} 202/s accepted in this run, and processing kept up with all of it, so intake on these shared cores is the limit, not processing`,
     );
   } else lines.push(`pg-redis-1 processed ${processed}/s (target >= ${PG_PROCESSED_TARGET}): processing is the limit`);
-  return lines;
+  return [...lines, ...logEngine];
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runScaleOutBench({ durationSeconds: Number(process.env.BENCH_SECONDS ?? 10) });

@@ -258,13 +258,17 @@ export class PartitionedIntakeQueue implements IntakeQueue {
       for (const partition of candidates) {
         if (batch.leases.length >= this.maxPartitionsPerBatch) break;
         const lease = await this.log.lease(partition);
-        if (!lease) continue;
-        batch.leases.push(lease);
-        const state = await this.index.partitionState(partition, now, limit);
-        for (const [vin, n] of state.waiting) waiting.set(`${partition}\n${vin}`, n);
-        for (const row of state.due) found.push({ rank: 0, seq: row.seq, source: { from: 'index', row }, partition });
-        for (const logged of await this.log.read(partition, state.position, limit)) found.push({ rank: 1, seq: logged.seq, source: { from: 'log', logged }, partition });
+        if (lease) batch.leases.push(lease);
       }
+      // The leased partitions are read side by side: each is a few round trips to the index and the log.
+      await Promise.all(
+        batch.leases.map(async ({ partition }) => {
+          const state = await this.index.partitionState(partition, now, limit);
+          for (const [vin, n] of state.waiting) waiting.set(`${partition}\n${vin}`, n);
+          for (const row of state.due) found.push({ rank: 0, seq: row.seq, source: { from: 'index', row }, partition });
+          for (const logged of await this.log.read(partition, state.position, limit)) found.push({ rank: 1, seq: logged.seq, source: { from: 'log', logged }, partition });
+        }),
+      );
     } catch (error) {
       await this.letGo(batch);
       throw error;

@@ -1,8 +1,8 @@
 /**
  * A Trailwire server under test for the scale-out benchmark, run in its own process. Its one
  * argument is a JSON `ScaleOutServerConfig`: the real service (`startServer`) either on a SQLite file
- * (processing in its thread, the default) or on a PostgreSQL schema + a Redis key prefix, which
- * several of these processes can share. gps-basic's per-VIN limit is raised so that the limiter never
+ * (processing in its thread, the default) or on a PostgreSQL schema + a Redis key prefix (and, with
+ * `intakeLog`, a JetStream stream), which several of these processes can share. gps-basic's per-VIN limit is raised so that the limiter never
  * answers 429 during the run. The process told to `provision` creates the bench partner and
  * authenticates it; the others serve the same fleet and accept its token.
  *
@@ -21,6 +21,8 @@ export interface ScaleOutServerConfig {
   databaseSchema?: string;
   redisUrl?: string;
   redisKeyPrefix?: string;
+  /** A `nats://` URL: the intake log on JetStream (with `databaseUrl`). */
+  intakeLog?: string;
   /** Create the bench partner and print its token. Exactly one process of a setup does. */
   provision: boolean;
 }
@@ -32,6 +34,8 @@ export interface QueueState {
   maxDepth: number;
   processed: number;
   failed: number;
+  /** CPU time this process has used since it started (user + system), in µs: its cost per payload. */
+  cpuMicros: number;
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as ScaleOutServerConfig;
@@ -41,6 +45,7 @@ const server = await startServer({
   databaseSchema: config.databaseSchema,
   redisUrl: config.redisUrl,
   redisKeyPrefix: config.redisKeyPrefix,
+  intakeLog: config.intakeLog,
   port: 0,
   grpcPort: 0,
   host: '127.0.0.1',
@@ -65,7 +70,8 @@ const sampler = setInterval(() => {
 const state = async (): Promise<QueueState> => {
   const depth = await queue.depth();
   maxDepth = Math.max(maxDepth, depth);
-  return { depth, maxDepth, ...server.intakeCounts };
+  const cpu = process.cpuUsage();
+  return { depth, maxDepth, ...server.intakeCounts, cpuMicros: cpu.user + cpu.system };
 };
 
 console.log(JSON.stringify({ url: server.url, token }));
