@@ -136,10 +136,11 @@ export class PartitionedIntakeQueue implements IntakeQueue {
     if (!at) return null;
     const row = await this.index.row(at.partition, at.seq);
     if (row) return row.id === at.id ? this.recordOfRow(row) : null;
-    if (at.seq <= (await this.index.position(at.partition))) return null;
-    const logged = await this.log.at(at);
-    if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: this.inOpenBatch(at.seq) ? 'processing' : 'queued' };
-    // Committed between the two reads: its row is there now.
+    if (at.seq > (await this.index.position(at.partition))) {
+      const logged = await this.log.at(at);
+      if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: this.inOpenBatch(at.seq) ? 'processing' : 'queued' };
+    }
+    // Committed since its row was looked for (the position moved past it, the log let it go): its row is there now.
     const committed = await this.index.row(at.partition, at.seq);
     return committed?.id === at.id ? this.recordOfRow(committed) : null;
   }
