@@ -3,8 +3,9 @@
  * each partition's committed position, and a row per payload that a batch has been through
  * (processed, to be retried, a dead letter), which is what status lookups read once the log has let
  * the payload go. `PartitionedIntakeQueue` (`partitioned-intake-queue.ts`) composes an index with an
- * `IntakeLog` into the core's `IntakeQueue`; PostgreSQL provides one (`adapters/postgres`). Its
- * behaviour is held by the intake-queue conformance suite, run on the composed queue.
+ * `IntakeLog` into the core's `IntakeQueue`; PostgreSQL provides one (`adapters/postgres`). Every
+ * implementation passes `test/conformance/intake-index.ts`, and the composed queue the intake-queue
+ * suite.
  *
  * A row keeps the payload itself only while it may be processed again (a retry, a dead letter that
  * may be re-queued): the log may have let it go by then.
