@@ -3,7 +3,7 @@
  * each partition's committed position, and a row per payload that a batch has been through
  * (processed, to be retried, a dead letter), which is what status lookups read once the log has let
  * the payload go. `PartitionedIntakeQueue` (`partitioned-intake-queue.ts`) composes an index with an
- * `IntakeLog` into the core's `IntakeQueue`; PostgreSQL provides one (`adapters/postgres`). Every
+ * `IntakeLog` into the core's `IntakeQueue`; SQLite and PostgreSQL provide one each. Every
  * implementation passes `test/conformance/intake-index.ts`, and the composed queue the intake-queue
  * suite.
  *

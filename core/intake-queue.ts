@@ -22,7 +22,10 @@
  * commit a position, lease a partition) and an index (idempotency keys, parked retries and dead
  * letters, status lookups: `findByIdempotencyKey`, `get`, `listFailed`, `requeue`,
  * `purgeProcessed`). SQLite and PostgreSQL keep both in one database and commit a batch's outcomes
- * with its log position at once; each also opens its log part alone, which passes the log suite.
+ * with its log position at once; each also opens its log part and its index part alone
+ * (`openSqliteIntakeLog`/`openSqliteIntakeIndex`, `openPostgresIntakeLog`/`openPostgresIntakeIndex`),
+ * which pass the log and index suites and compose, by `PartitionedIntakeQueue`, into a queue that
+ * passes this one — as NATS JetStream's log does beside PostgreSQL's index.
  */
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;

@@ -42,6 +42,11 @@ export { openSqliteIntakeQueue, SqliteIntakeQueue, type SqliteIntakeQueueOptions
  */
 export { openSqliteIntakeLog } from './intake-log.ts';
 /**
+ * `openSqliteIntakeIndex(store.db)`: the file's index part alone (`IntakeIndex`: keys, positions, a
+ * row per payload a batch has been through), for `PartitionedIntakeQueue` over `openSqliteIntakeLog`.
+ */
+export { openSqliteIntakeIndex } from './intake-index.ts';
+/**
  * `applyMigrations(db, component, migrations)` applies a component's pending `Migration`s in one
  * immediate transaction; `STORE_COMPONENT` / `STORE_MIGRATIONS` are the store's own.
  */
