@@ -1,8 +1,18 @@
 /**
- * LiveFeed fan-out benchmark (issue 4). Two runs, each against Trailwire and, in the same run, a bare
- * @grpc/grpc-js server streaming the same kind of pre-encoded messages to the same subscribers:
+ * LiveFeed fan-out benchmark (issue 4, issue 32). Four runs, each against Trailwire and, in the same
+ * run, a bare @grpc/grpc-js server streaming the same kind of pre-encoded messages to the same
+ * subscribers:
  *   (a) 5,000 subscribers over 500 customers, 500 updates/s in all;
- *   (b) 1,000 subscribers of one customer, 50 updates/s (50,000 messages/s).
+ *   (b) 1,000 subscribers of one customer, 50 updates/s (50,000 messages/s);
+ *   (saturation) 1,000 subscribers of one customer, the update rate stepped up until the
+ *     publish-to-receive p99 passes `SATURATION_P99_MS` or the server's memory grows by more than
+ *     `SATURATION_RSS_GROWTH_MB`: the most messages/s delivered before that, published in-process
+ *     on both servers (Trailwire through its live hub), so the fan-out is what is measured;
+ *   (storm) 1,000 subscribers of one customer, 20 updates/s flowing, all cancel and subscribe again
+ *     at once — Trailwire's resuming after the last position each received — and the time until
+ *     every one is live again (answered and, resuming, caught up with the newest position seen).
+ *     The cap on streams per customer is set to twice the subscribers: old and new streams overlap.
+ * `LIVEFEED_RUNS=saturation,storm` (names: a, b, saturation, storm) runs some only.
  * Trailwire's updates come through the real path: this process POSTs gps-basic payloads to the
  * intake, the worker processes them and the live hub fans them out. Reported per server:
  * intake-202-to-stream latency p50/p99 (Trailwire only), publish-to-stream latency (from the
@@ -205,8 +215,111 @@ export async function measure(mode: 'trailwire' | 'bare', run: LiveRun, seconds:
   };
 }
 
-/** Runs both fan-out runs (Trailwire beside bare grpc-js), prints them, writes bench/results/livefeed-*.json. */
-export async function runLiveFeedBench(options: { seconds?: number; clientProcesses?: number } = {}) {
+/** Starts one server and `clientProcesses` subscriber processes for `subscribers` streams of one customer; answers once every stream has answered. */
+async function startOneCustomer(mode: 'trailwire' | 'bare', subscribers: number, streamCap: number, clientProcesses: number, sampleEvery: number) {
+  const server = child(SERVER, [mode, '1', '50', String(streamCap)]);
+  const ready = JSON.parse(await server.next('its ready line')) as { port: number; tokens: string[] };
+  const rss = async () => {
+    server.send('rss');
+    return (JSON.parse(await server.next('its rss')) as { rss: number }).rss;
+  };
+  const rssStart = await rss();
+  const clients = Array.from({ length: clientProcesses }, () => child(CLIENTS, []));
+  const share = Math.ceil(subscribers / clientProcesses);
+  clients.forEach((client, i) => {
+    const tokens = Array.from({ length: Math.min(share, subscribers - i * share) }, () => ready.tokens[0]!);
+    client.send(JSON.stringify({ port: ready.port, tokens, perConnection: 50, sampleEvery }));
+  });
+  for (const client of clients) {
+    const line = await client.next("`ready` (every subscriber's first heartbeat)");
+    if (line !== 'ready') throw new Error(`subscribers did not start: ${line}`);
+  }
+  const stop = async () => {
+    for (const client of clients) client.process.kill();
+    server.send('close');
+    await once(server.process, 'exit');
+  };
+  return { server, clients, rss, rssStart, stop };
+}
+
+/** Publish-to-receive p99 beyond which the server has fallen behind: its latency ran away. */
+export const SATURATION_P99_MS = 1_000;
+/** Server memory growth beyond which its buffers run away (the bare server's, which never drops). */
+export const SATURATION_RSS_GROWTH_MB = 512;
+/** Updates per second of one customer, each to every subscriber: the steps of the saturation run (a step in four or more, so that the figure says more than a doubling). */
+export const SATURATION_RATES = [10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 80, 100, 120, 160, 200, 250, 320];
+
+/**
+ * The saturation run on one server: each step publishes at its rate for `seconds`, then the
+ * delivered messages/s, the p99 publish-to-receive latency of a sample (one update in 8) and the
+ * server's memory are read; the steps stop at the first whose latency or memory ran away.
+ */
+async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number, seconds: number, clientProcesses: number) {
+  const run = await startOneCustomer(mode, subscribers, subscribers, clientProcesses, 8);
+  const steps: Array<Record<string, string | number | boolean>> = [];
+  let saturation = 0;
+  try {
+    const rssIdle = await run.rss();
+    const mark = async () => {
+      const marks = [];
+      for (const client of run.clients) {
+        client.send('mark');
+        marks.push(JSON.parse(await client.next('its mark')) as { received: number; p99: number | null });
+      }
+      return { received: marks.reduce((sum, m) => sum + m.received, 0), p99: Math.max(...marks.map((m) => m.p99 ?? 0)) };
+    };
+    for (const rate of SATURATION_RATES) {
+      await mark();
+      run.server.send(`pace ${rate}`);
+      await run.server.next('pacing started');
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      run.server.send('pace 0');
+      const { published } = JSON.parse(await run.server.next('pacing stopped')) as { published: number };
+      // What was written by the end of the step lands within this; a backlog beyond it is the latency's.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const { received, p99 } = await mark();
+      const rssGrowthMb = ((await run.rss()) - rssIdle) / 2 ** 20;
+      const held = p99 < SATURATION_P99_MS && rssGrowthMb < SATURATION_RSS_GROWTH_MB;
+      const delivered = Math.round(received / seconds);
+      steps.push({ server: mode, 'upd/s': rate, 'offered msgs/s': Math.round((published * subscribers) / seconds), 'delivered msgs/s': delivered, 'p99 ms': round(p99, 1), 'RSS +MB': round(rssGrowthMb, 1), held });
+      if (!held) break;
+      saturation = Math.max(saturation, delivered);
+    }
+  } finally {
+    await run.stop();
+  }
+  return { saturation, steps };
+}
+
+/** The reconnect storm on one server: every subscriber cancels and subscribes again at once, while updates flow. */
+async function measureStorm(mode: 'trailwire' | 'bare', subscribers: number, clientProcesses: number) {
+  const run = await startOneCustomer(mode, subscribers, 2 * subscribers, clientProcesses, 1);
+  try {
+    run.server.send('pace 20');
+    await run.server.next('pacing started');
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const resume = mode === 'trailwire' ? 1 : 0;
+    for (const client of run.clients) client.send(`storm ${resume}`);
+    const answers = [];
+    for (const client of run.clients) answers.push(JSON.parse(await client.next('the end of its storm')) as { ms: number; firstMs: number; replayed: number });
+    run.server.send('pace 0');
+    await run.server.next('pacing stopped');
+    return {
+      ms: Math.max(...answers.map((a) => a.ms)),
+      row: {
+        server: mode,
+        'all live again ms': Math.max(...answers.map((a) => a.ms)),
+        'all answered ms': Math.max(...answers.map((a) => a.firstMs)),
+        'updates replayed': mode === 'trailwire' ? answers.reduce((sum, a) => sum + a.replayed, 0) : '-',
+      },
+    };
+  } finally {
+    await run.stop();
+  }
+}
+
+/** Runs the fan-out runs (Trailwire beside bare grpc-js), prints them, writes bench/results/livefeed-*.json. */
+export async function runLiveFeedBench(options: { seconds?: number; clientProcesses?: number; runs?: string[] } = {}) {
   try {
     return await runLiveFeedRuns(options);
   } catch (error) {
@@ -215,11 +328,13 @@ export async function runLiveFeedBench(options: { seconds?: number; clientProces
   }
 }
 
-async function runLiveFeedRuns(options: { seconds?: number; clientProcesses?: number }) {
+async function runLiveFeedRuns(options: { seconds?: number; clientProcesses?: number; runs?: string[] }) {
   const seconds = options.seconds ?? 10;
   const clientProcesses = options.clientProcesses ?? 4;
-  const results = [];
-  for (const run of LIVE_RUNS) {
+  const chosen = new Set(options.runs ?? ['a', 'b', 'saturation', 'storm']);
+  for (const name of chosen) if (!['a', 'b', 'saturation', 'storm'].includes(name)) throw new Error(`unknown livefeed run ${name}; choose from a, b, saturation, storm`);
+  const results: object[] = [];
+  for (const run of LIVE_RUNS.filter((_, i) => chosen.has(['a', 'b'][i]!))) {
     const trailwire = await measure('trailwire', run, seconds, clientProcesses);
     const bare = await measure('bare', run, seconds, clientProcesses);
     const ratio = round(trailwire.row['msgs/s'] / bare.row['msgs/s'], 2);
@@ -234,8 +349,31 @@ async function runLiveFeedRuns(options: { seconds?: number; clientProcesses?: nu
     console.log(`targets: ${Object.entries(targets).map(([name, met]) => `${name} ${met ? 'met' : 'MISSED'}`).join(', ')}`);
     results.push({ run, rows: [trailwire.row, bare.row], facts: { trailwire: trailwire.facts, bare: bare.facts }, trailwireOverBareMsgs: ratio, targets });
   }
+  if (chosen.has('saturation')) {
+    const stepSeconds = 4;
+    const trailwire = await measureSaturation('trailwire', 1000, stepSeconds, clientProcesses);
+    const bare = await measureSaturation('bare', 1000, stepSeconds, clientProcesses);
+    const ratio = bare.saturation > 0 ? round(trailwire.saturation / bare.saturation, 2) : Number.NaN;
+    printTable(`LiveFeed saturation, 1,000 subs / 1 customer, ${stepSeconds} s a step: Trailwire ${trailwire.saturation} msgs/s, bare ${bare.saturation}, Trailwire/bare = ${ratio}`, [...trailwire.steps, ...bare.steps]);
+    console.log(`targets: ≥ 0.8 of bare ${ratio >= 0.8 ? 'met' : 'MISSED'}`);
+    results.push({ run: 'saturation', stepSeconds, p99LimitMs: SATURATION_P99_MS, rssLimitMb: SATURATION_RSS_GROWTH_MB, trailwire, bare, trailwireOverBare: ratio, targets: { '≥ 0.8 of bare': ratio >= 0.8 } });
+  }
+  if (chosen.has('storm')) {
+    const trailwire = await measureStorm('trailwire', 1000, clientProcesses);
+    const bare = await measureStorm('bare', 1000, clientProcesses);
+    // A speed: bare's time over Trailwire's (1 = as fast as reconnecting to the bare server).
+    const ratio = round(bare.ms / trailwire.ms, 2);
+    printTable(`LiveFeed reconnect storm, 1,000 subs / 1 customer resubscribing at once, 20 upd/s: bare/Trailwire time = ${ratio}`, [trailwire.row, bare.row]);
+    console.log(`targets: ≥ 0.8 of bare ${ratio >= 0.8 ? 'met' : 'MISSED'}`);
+    results.push({ run: 'storm', rows: [trailwire.row, bare.row], bareOverTrailwireTime: ratio, targets: { '≥ 0.8 of bare': ratio >= 0.8 } });
+  }
   console.log(`results: ${writeResults('livefeed', { seconds, clientProcesses, results })}`);
   return results;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await runLiveFeedBench({ seconds: Number(process.env.BENCH_SECONDS ?? 10) });
+/** `LIVEFEED_RUNS`: the runs to make (a, b, saturation, storm; default all). */
+export function liveFeedRunsOf(value: string | undefined): string[] | undefined {
+  return value === undefined || value === '' ? undefined : value.split(',').map((name) => name.trim());
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await runLiveFeedBench({ seconds: Number(process.env.BENCH_SECONDS ?? 10), runs: liveFeedRunsOf(process.env.LIVEFEED_RUNS) });

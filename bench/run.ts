@@ -5,7 +5,7 @@
 import { runAcceptPathBench } from './accept-path.ts';
 import { runIntakeBench } from './intake.ts';
 import { runIntakeProcessingBench } from './intake-processing.ts';
-import { runLiveFeedBench } from './livefeed.ts';
+import { liveFeedRunsOf, runLiveFeedBench } from './livefeed.ts';
 import { runReadPagingBench } from './read-paging.ts';
 import { runScaleOutBench } from './scale-out.ts';
 
@@ -14,7 +14,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'accept-path': () => runAcceptPathBench(),
   intake: () => runIntakeBench(),
   'intake-processing': () => runIntakeProcessingBench(),
-  livefeed: () => runLiveFeedBench(),
+  livefeed: () => runLiveFeedBench({ runs: liveFeedRunsOf(process.env.LIVEFEED_RUNS) }),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 

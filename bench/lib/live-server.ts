@@ -9,9 +9,13 @@
  *
  * Arguments: `<mode> <customers> <trailersPerCustomer> <maxStreamsPerCustomer>`.
  * Protocol on stdio: prints `{port, url, partnerToken, tokens, vins}` when ready (`vins[c]` are the
- * VINs of customer c); `rss` answers `{rss}`; `publish <seconds> <rate>` (bare) publishes `rate`
- * updates per second spread round-robin over the customers and answers `{published, startedAt}`;
- * `stats` answers the live hub's counters and the event-loop delay since the last `rss`; `close` stops.
+ * VINs of customer c); `rss` answers `{rss}`; `publish <seconds> <rate>` publishes `rate` updates
+ * per second spread round-robin over the customers and answers `{published, startedAt}` (bare: the
+ * same bytes written to each stream; trailwire: through the live hub, `trailwire.live.publish`, as
+ * the intake worker does — the saturation and reconnect-storm runs measure the fan-out, not the
+ * intake); `pace <rate>` starts publishing in the background and answers `{started}`, `pace 0`
+ * stops it and answers `{published}`; `stats` answers the live hub's counters and the event-loop
+ * delay since the last `rss`; `close` stops.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -71,7 +75,21 @@ const server = await startServer({ db: file, port: 0, grpcPort: 0, host: '127.0.
 const { trailwire } = server;
 
 let port = server.grpcPort;
-let publish: ((customer: number, seq: number) => void) | undefined;
+
+/** The update a gps-basic fix of the trailer leaves: what the worker would publish for it. */
+function eventOf(customer: number, seq: number): LiveTrailerEvent {
+  const fleet = fleets[customer]!;
+  const now = Date.now();
+  const trailer: Trailer = {
+    ...trailers[customer]![seq % trailersPerCustomer]!,
+    statusDate: now,
+    telemetry: { timestamp: now, lat: 41.88, long: -87.63, speed: 55.3, heading: 'W' },
+  };
+  return { customerId: fleet.customerId, fleet: { id: fleet.id, name: fleet.name }, trailer, ts: now };
+}
+
+// Trailwire: through the hub (positions, the replay window, back-pressure, one encoding per event).
+let publish: (customer: number, seq: number) => void = (customer, seq) => void trailwire.live.publish(eventOf(customer, seq));
 if (mode === 'bare') {
   // The same bytes to the same streams, no auth, no hub, no back-pressure policy.
   const heartbeat = encodeLiveUpdateResponse(HEARTBEAT_MESSAGE);
@@ -92,19 +110,31 @@ if (mode === 'bare') {
     bare.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
   );
   publish = (customer, seq) => {
-    const fleet = fleets[customer]!;
-    const now = Date.now();
-    // The state a gps-basic fix leaves: what the worker would publish for it.
-    const trailer: Trailer = {
-      ...trailers[customer]![seq % trailersPerCustomer]!,
-      statusDate: now,
-      telemetry: { timestamp: now, lat: 41.88, long: -87.63, speed: 55.3, heading: 'W' },
-    };
-    const event: LiveTrailerEvent = { customerId: fleet.customerId, fleet: { id: fleet.id, name: fleet.name }, trailer, ts: now };
+    const event = eventOf(customer, seq);
     const bytes = encodeLiveUpdateResponse(liveUpdateResponseOf(event));
-    for (const call of streams.get(fleet.customerId) ?? []) call.write(bytes);
+    for (const call of streams.get(event.customerId) ?? []) call.write(bytes);
   };
 }
+
+/** Publishes `rate` updates a second in 10 ms ticks, round-robin over the customers, until stopped. */
+function startPacing(rate: number) {
+  let published = 0;
+  const started = performance.now();
+  const timer = setInterval(() => {
+    const due = Math.floor(((performance.now() - started) / 1000) * rate);
+    while (published < due) {
+      publish(published % customers, Math.floor(published / customers));
+      published++;
+    }
+  }, 10);
+  return {
+    stop() {
+      clearInterval(timer);
+      return published;
+    },
+  };
+}
+let pacing: ReturnType<typeof startPacing> | undefined;
 
 // Event-loop delay under load (reset by `rss`, read by `stats`): what stalls every stream at once.
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
@@ -120,7 +150,13 @@ for await (const line of createInterface({ input: process.stdin })) {
     const ms = (ns: number) => Math.round(ns / 1e4) / 100;
     console.log(JSON.stringify({ hub: trailwire.live.stats(), loopDelayMs: { p50: ms(loopDelay.percentile(50)), p99: ms(loopDelay.percentile(99)), max: ms(loopDelay.max) } }));
   }
-  if (command === 'publish' && publish) {
+  if (command === 'pace') {
+    const rate = Number(args[0]);
+    const published = pacing?.stop() ?? 0;
+    pacing = rate > 0 ? startPacing(rate) : undefined;
+    console.log(JSON.stringify(rate > 0 ? { started: performance.timeOrigin + performance.now() } : { published }));
+  }
+  if (command === 'publish') {
     const [seconds, rate] = args.map(Number) as [number, number];
     const emit = publish;
     let published = 0;
