@@ -246,7 +246,7 @@ async function startOneCustomer(mode: 'trailwire' | 'bare', subscribers: number,
 export const SATURATION_P99_MS = 1_000;
 /** Server memory growth beyond which its buffers run away (the bare server's, which never drops). */
 export const SATURATION_RSS_GROWTH_MB = 512;
-/** Updates per second of one customer, each to every subscriber: the steps of the saturation run (a step in four or more, so that the figure says more than a doubling). */
+/** Updates per second of one customer, each to every subscriber: the steps of the saturation run (a quarter apart or less up to 40, so that the figure says more than a doubling). */
 export const SATURATION_RATES = [10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 80, 100, 120, 160, 200, 250, 320];
 
 /**
