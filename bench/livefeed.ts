@@ -252,7 +252,9 @@ export const SATURATION_RATES = [10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 80, 100
 /**
  * The saturation run on one server: each step publishes at its rate for `seconds`, then the
  * delivered messages/s, the p99 publish-to-receive latency of a sample (one update in 8) and the
- * server's memory are read; the steps stop at the first whose latency or memory ran away.
+ * server's memory are read; the steps stop at the first whose latency or memory ran away twice in a
+ * row (a step that did is run again once: on a shared machine one other process's burst is enough
+ * to push a p99 past the limit for a step).
  */
 async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number, seconds: number, clientProcesses: number) {
   const run = await startOneCustomer(mode, subscribers, subscribers, clientProcesses, 8);
@@ -268,7 +270,8 @@ async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number
       }
       return { received: marks.reduce((sum, m) => sum + m.received, 0), p99: Math.max(...marks.map((m) => m.p99 ?? 0)) };
     };
-    for (const rate of SATURATION_RATES) {
+    for (let i = 0, retried = false; i < SATURATION_RATES.length; i++) {
+      const rate = SATURATION_RATES[i]!;
       await mark();
       run.server.send(`pace ${rate}`);
       await run.server.next('pacing started');
@@ -282,7 +285,13 @@ async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number
       const held = p99 < SATURATION_P99_MS && rssGrowthMb < SATURATION_RSS_GROWTH_MB;
       const delivered = Math.round(received / seconds);
       steps.push({ server: mode, 'upd/s': rate, 'offered msgs/s': Math.round((published * subscribers) / seconds), 'delivered msgs/s': delivered, 'p99 ms': round(p99, 1), 'RSS +MB': round(rssGrowthMb, 1), held });
+      if (!held && !retried) {
+        retried = true;
+        i--;
+        continue;
+      }
       if (!held) break;
+      retried = false;
       saturation = Math.max(saturation, delivered);
     }
   } finally {
@@ -291,26 +300,36 @@ async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number
   return { saturation, steps };
 }
 
-/** The reconnect storm on one server: every subscriber cancels and subscribes again at once, while updates flow. */
+/** Storms per server: the figure is their median (one storm's time moves with the machine's other work). */
+export const STORMS = 3;
+
+/** The reconnect storm on one server: every subscriber cancels and subscribes again at once, while updates flow; `STORMS` times. */
 async function measureStorm(mode: 'trailwire' | 'bare', subscribers: number, clientProcesses: number) {
   const run = await startOneCustomer(mode, subscribers, 2 * subscribers, clientProcesses, 1);
   try {
     run.server.send('pace 20');
     await run.server.next('pacing started');
-    await new Promise((resolve) => setTimeout(resolve, 2000));
-    const resume = mode === 'trailwire' ? 1 : 0;
-    for (const client of run.clients) client.send(`storm ${resume}`);
-    const answers = [];
-    for (const client of run.clients) answers.push(JSON.parse(await client.next('the end of its storm')) as { ms: number; firstMs: number; replayed: number });
+    const storms: Array<{ ms: number; firstMs: number; replayed: number }> = [];
+    for (let i = 0; i < STORMS; i++) {
+      // Two seconds of updates first: each stream has a position, and a resuming one misses some.
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      const resume = mode === 'trailwire' ? 1 : 0;
+      for (const client of run.clients) client.send(`storm ${resume}`);
+      const answers = [];
+      for (const client of run.clients) answers.push(JSON.parse(await client.next('the end of its storm')) as { ms: number; firstMs: number; replayed: number });
+      storms.push({ ms: Math.max(...answers.map((a) => a.ms)), firstMs: Math.max(...answers.map((a) => a.firstMs)), replayed: answers.reduce((sum, a) => sum + a.replayed, 0) });
+    }
     run.server.send('pace 0');
     await run.server.next('pacing stopped');
+    const median = [...storms].sort((a, b) => a.ms - b.ms)[Math.floor(STORMS / 2)]!;
     return {
-      ms: Math.max(...answers.map((a) => a.ms)),
+      ms: median.ms,
       row: {
         server: mode,
-        'all live again ms': Math.max(...answers.map((a) => a.ms)),
-        'all answered ms': Math.max(...answers.map((a) => a.firstMs)),
-        'updates replayed': mode === 'trailwire' ? answers.reduce((sum, a) => sum + a.replayed, 0) : '-',
+        'all live again ms (median)': median.ms,
+        'each storm ms': storms.map((storm) => storm.ms).join(', '),
+        'all answered ms': median.firstMs,
+        'updates replayed': mode === 'trailwire' ? median.replayed : '-',
       },
     };
   } finally {
@@ -363,7 +382,7 @@ async function runLiveFeedRuns(options: { seconds?: number; clientProcesses?: nu
     const bare = await measureStorm('bare', 1000, clientProcesses);
     // A speed: bare's time over Trailwire's (1 = as fast as reconnecting to the bare server).
     const ratio = round(bare.ms / trailwire.ms, 2);
-    printTable(`LiveFeed reconnect storm, 1,000 subs / 1 customer resubscribing at once, 20 upd/s: bare/Trailwire time = ${ratio}`, [trailwire.row, bare.row]);
+    printTable(`LiveFeed reconnect storm, 1,000 subs / 1 customer resubscribing at once, 20 upd/s, median of ${STORMS}: bare/Trailwire time = ${ratio}`, [trailwire.row, bare.row]);
     console.log(`targets: ≥ 0.8 of bare ${ratio >= 0.8 ? 'met' : 'MISSED'}`);
     results.push({ run: 'storm', rows: [trailwire.row, bare.row], bareOverTrailwireTime: ratio, targets: { '≥ 0.8 of bare': ratio >= 0.8 } });
   }
