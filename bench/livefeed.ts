@@ -219,10 +219,11 @@ export async function measure(mode: 'trailwire' | 'bare', run: LiveRun, seconds:
 async function startOneCustomer(mode: 'trailwire' | 'bare', subscribers: number, streamCap: number, clientProcesses: number, sampleEvery: number) {
   const server = child(SERVER, [mode, '1', '50', String(streamCap)]);
   const ready = JSON.parse(await server.next('its ready line')) as { port: number; tokens: string[] };
-  const rss = async () => {
+  const usage = async () => {
     server.send('rss');
-    return (JSON.parse(await server.next('its rss')) as { rss: number }).rss;
+    return JSON.parse(await server.next('its rss')) as { rss: number; cpuUs: number };
   };
+  const rss = async () => (await usage()).rss;
   const rssStart = await rss();
   const clients = Array.from({ length: clientProcesses }, () => child(CLIENTS, []));
   const share = Math.ceil(subscribers / clientProcesses);
@@ -239,7 +240,7 @@ async function startOneCustomer(mode: 'trailwire' | 'bare', subscribers: number,
     server.send('close');
     await once(server.process, 'exit');
   };
-  return { server, clients, rss, rssStart, stop };
+  return { server, clients, rss, usage, rssStart, stop };
 }
 
 /** Publish-to-receive p99 beyond which the server has fallen behind: its latency ran away. */
@@ -251,8 +252,9 @@ export const SATURATION_RATES = [10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 80, 100
 
 /**
  * The saturation run on one server: each step publishes at its rate for `seconds`, then the
- * delivered messages/s, the p99 publish-to-receive latency of a sample (one update in 8) and the
- * server's memory are read; the steps stop at the first whose latency or memory ran away twice in a
+ * delivered messages/s, the p99 publish-to-receive latency of a sample (one update in 8), the
+ * server's memory and its CPU time per message delivered (a figure the machine's other work moves
+ * less than a throughput) are read; the steps stop at the first whose latency or memory ran away twice in a
  * row (a step that did is run again once: on a shared machine one other process's burst is enough
  * to push a p99 past the limit for a step).
  */
@@ -273,6 +275,7 @@ async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number
     for (let i = 0, retried = false; i < SATURATION_RATES.length; i++) {
       const rate = SATURATION_RATES[i]!;
       await mark();
+      const cpuBefore = (await run.usage()).cpuUs;
       run.server.send(`pace ${rate}`);
       await run.server.next('pacing started');
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -281,10 +284,11 @@ async function measureSaturation(mode: 'trailwire' | 'bare', subscribers: number
       // What was written by the end of the step lands within this; a backlog beyond it is the latency's.
       await new Promise((resolve) => setTimeout(resolve, 500));
       const { received, p99 } = await mark();
-      const rssGrowthMb = ((await run.rss()) - rssIdle) / 2 ** 20;
+      const after = await run.usage();
+      const rssGrowthMb = (after.rss - rssIdle) / 2 ** 20;
       const held = p99 < SATURATION_P99_MS && rssGrowthMb < SATURATION_RSS_GROWTH_MB;
       const delivered = Math.round(received / seconds);
-      steps.push({ server: mode, 'upd/s': rate, 'offered msgs/s': Math.round((published * subscribers) / seconds), 'delivered msgs/s': delivered, 'p99 ms': round(p99, 1), 'RSS +MB': round(rssGrowthMb, 1), held });
+      steps.push({ server: mode, 'upd/s': rate, 'offered msgs/s': Math.round((published * subscribers) / seconds), 'delivered msgs/s': delivered, 'p99 ms': round(p99, 1), 'RSS +MB': round(rssGrowthMb, 1), 'server CPU µs/msg': round((after.cpuUs - cpuBefore) / Math.max(1, received), 2), held });
       if (!held && !retried) {
         retried = true;
         i--;

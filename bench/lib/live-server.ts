@@ -9,7 +9,7 @@
  *
  * Arguments: `<mode> <customers> <trailersPerCustomer> <maxStreamsPerCustomer>`.
  * Protocol on stdio: prints `{port, url, partnerToken, tokens, vins}` when ready (`vins[c]` are the
- * VINs of customer c); `rss` answers `{rss}`; `publish <seconds> <rate>` publishes `rate` updates
+ * VINs of customer c); `rss` answers `{rss, cpuUs}` (the process's CPU time so far); `publish <seconds> <rate>` publishes `rate` updates
  * per second spread round-robin over the customers and answers `{published, startedAt}` (bare: the
  * same bytes written to each stream; trailwire: through the live hub, `trailwire.live.publish`, as
  * the intake worker does — the saturation and reconnect-storm runs measure the fan-out, not the
@@ -143,7 +143,8 @@ console.log(JSON.stringify({ port, url: server.url, partnerToken, tokens, vins }
 for await (const line of createInterface({ input: process.stdin })) {
   const [command, ...args] = line.split(' ');
   if (command === 'rss') {
-    console.log(JSON.stringify({ rss: process.memoryUsage().rss }));
+    const cpu = process.cpuUsage();
+    console.log(JSON.stringify({ rss: process.memoryUsage().rss, cpuUs: cpu.user + cpu.system }));
     loopDelay.reset();
   }
   if (command === 'stats') {
