@@ -10,15 +10,20 @@
  *
  * The defaults are settings; the operator's per-partner overrides and the grants live in the store
  * (`PartnerPolicyStore`), so a `trailwire` command in another process changes them. A serving process
- * caches them for `refreshSeconds`, and caches which customer owns a VIN for longer: ownership changes
- * only by an operator's action, which the store's change feed reports here (`noteTrailerChange`) within
- * its poll interval. The window maths is `FixedWindowLimiter`'s; counting is the window counter's, so
- * with Redis the budgets hold across processes.
+ * caches them for `refreshSeconds`. Which customer owns a VIN it caches until the store's change feed
+ * says otherwise (`noteTrailerChange`, within the feed's poll interval): ownership changes only by an
+ * operator's action, which the feed reports whichever process made it, so a VIN reporting every few
+ * seconds costs one store read when first seen, not one a minute (`vinOwnerSeconds` only bounds what a
+ * missed note could cost). A VIN the store does not know is asked again after a minute, since
+ * processing (in any process) makes it a trailer. The window maths is `FixedWindowLimiter`'s; counting
+ * is the window counter's, so with Redis the budgets hold across processes.
  */
 import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import { FixedWindowLimiter, type RateLimitState, type WindowCounter } from './rate-limit.ts';
-import type { FleetAdminStore, PartnerPolicyStore, TrailerChange } from './store.ts';
+import type { PartnerPolicyStore, TrailerChange, VinOwner } from './store.ts';
+
+export type { VinOwner } from './store.ts';
 
 /** `createTrailwire`'s `partnerIntake` option; every field has a default. */
 export interface PartnerIntakeOptions {
@@ -39,8 +44,10 @@ export interface PartnerIntakeOptions {
   /** How long grants and per-partner overrides are cached, in seconds: how soon a change made elsewhere applies here. Default 5. */
   refreshSeconds?: number;
   /**
-   * How long the owner of a VIN is cached, in seconds, when the change feed says nothing. Default 60.
-   * The feed tells this process of assignments within its poll interval (a second by default).
+   * How long the owner of a VIN is cached, in seconds, when the change feed says nothing. Default
+   * 3600. The feed tells this process of every assignment within its poll interval (a second by
+   * default), so this only bounds how long a missed note could last; a VIN the store does not know
+   * is asked again after at most a minute.
    */
   vinOwnerSeconds?: number;
   /** VINs whose owner is cached at most; the oldest is forgotten first. Default 100,000. */
@@ -52,19 +59,18 @@ export const DEFAULT_PARTNER_INTAKE: Required<PartnerIntakeOptions> = {
   newVinsPerDay: 10_000,
   requireGrants: false,
   refreshSeconds: 5,
-  vinOwnerSeconds: 60,
+  vinOwnerSeconds: 3600,
   maxCachedVins: 100_000,
 };
 
 const DAY_SECONDS = 24 * 60 * 60;
 
-/** Who owns a VIN, as intake needs to know it. */
-export interface VinOwner {
-  /** Whether the store has a trailer of this VIN (registered or unassigned). */
-  known: boolean;
-  /** The customer whose fleet holds the trailer; null while it is unknown or unassigned. */
-  customerId: string | null;
-}
+/**
+ * How long "the store has no trailer of this VIN" is believed: processing makes the VIN a trailer
+ * within moments of its first payload, in whichever process takes it, and no feed tells of that.
+ * Until it is asked again, each payload of the VIN costs a look at the partner's new-VIN count.
+ */
+const UNKNOWN_VIN_SECONDS = 60;
 
 interface Cached<T> {
   value: T;
@@ -76,9 +82,10 @@ class ExpiringCache<T> {
   private readonly entries = new Map<string, Cached<T>>();
   private readonly loading = new Map<string, Promise<T>>();
 
+  /** @param ttlMs how long a value is fresh: one duration for every value, or one chosen per value */
   constructor(
     private readonly clock: Clock,
-    private readonly ttlMs: number,
+    private readonly ttlMs: number | ((value: T) => number),
     private readonly maxEntries: number,
     private readonly load: (key: string) => Promise<T>,
   ) {}
@@ -113,7 +120,8 @@ class ExpiringCache<T> {
   set(key: string, value: T): void {
     this.entries.delete(key);
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value, expiresAt: this.clock.now() + this.ttlMs });
+    const ttlMs = typeof this.ttlMs === 'number' ? this.ttlMs : this.ttlMs(value);
+    this.entries.set(key, { value, expiresAt: this.clock.now() + ttlMs });
   }
 
   forget(key: string): void {
@@ -137,9 +145,15 @@ export class PartnerIntakeRules {
   private readonly newVinCaps = new Map<number, FixedWindowLimiter>();
   /** Remembers, per partner and UTC day, the new VINs already counted, so a VIN counts once a day. */
   private readonly countedVins: FixedWindowLimiter;
+  /**
+   * What this process knows `countedVins` holds for today (`partner:VIN`): a VIN that is still new
+   * to the store (its trailer not yet made, or the owner cache not yet asked again) skips the
+   * lookup — a network round trip with Redis — on each of its payloads after the first.
+   */
+  private countedToday = { day: -1, subjects: new Set<string>() };
 
   constructor(
-    private readonly store: PartnerPolicyStore & Pick<FleetAdminStore, 'findTrailerByVin' | 'getFleetById'>,
+    private readonly store: PartnerPolicyStore,
     private readonly counter: WindowCounter,
     private readonly clock: Clock,
     options: PartnerIntakeOptions = {},
@@ -147,9 +161,10 @@ export class PartnerIntakeRules {
     this.settings = { ...DEFAULT_PARTNER_INTAKE, ...options };
     checkPartnerIntakeOptions(this.settings);
     const { refreshSeconds, vinOwnerSeconds, maxCachedVins } = this.settings;
-    this.owners = new ExpiringCache(clock, vinOwnerSeconds * 1000, maxCachedVins, (vin) => this.loadOwner(vin));
+    const unknownVinMs = Math.min(UNKNOWN_VIN_SECONDS, vinOwnerSeconds) * 1000;
+    this.owners = new ExpiringCache(clock, (owner) => (owner.known ? vinOwnerSeconds * 1000 : unknownVinMs), maxCachedVins, (vin) => store.vinOwner(vin));
     // Customers and partners are few next to VINs: a generous bound that only a flood of ids could reach.
-    this.grants = new ExpiringCache(clock, refreshSeconds * 1000, 100_000, async (customerId) =>
+    this.grants = new ExpiringCache<ReadonlySet<string>>(clock, refreshSeconds * 1000, 100_000, async (customerId) =>
       new Set((await store.listPartnerGrants({ customerId })).map((grant) => grant.partnerId)),
     );
     this.partners = new ExpiringCache(clock, refreshSeconds * 1000, 100_000, (partnerId) => this.loadPartner(partnerId));
@@ -194,13 +209,20 @@ export class PartnerIntakeRules {
    */
   async admitNewVin(partnerId: string, vin: string, at: number = this.clock.now()): Promise<void> {
     const subject = `${partnerId}:${vin}`;
-    if (!(await this.countedVins.peek(subject, at)).allowed) return;
-    const partner = this.partners.fresh(partnerId) ?? (await this.partners.get(partnerId));
-    const cap = this.newVinCapOf(partner.newVinsPerDay);
-    if (cap === null) throw this.noNewVins(at);
-    const state = await cap.consume(partnerId, at);
-    if (!state.allowed) throw cap.limitedError(state);
-    await this.countedVins.consume(subject, at);
+    const day = Math.floor(at / (DAY_SECONDS * 1000));
+    if (this.countedToday.day !== day) this.countedToday = { day, subjects: new Set() };
+    if (this.countedToday.subjects.has(subject)) return;
+    if ((await this.countedVins.peek(subject, at)).allowed) {
+      const partner = this.partners.fresh(partnerId) ?? (await this.partners.get(partnerId));
+      const cap = this.newVinCapOf(partner.newVinsPerDay);
+      if (cap === null) throw this.noNewVins(at);
+      const state = await cap.consume(partnerId, at);
+      if (!state.allowed) throw cap.limitedError(state);
+      await this.countedVins.consume(subject, at);
+    }
+    // Bounded like the owners: past the bound, the count itself (a lookup more per payload) still answers.
+    if (this.countedToday.subjects.size >= this.settings.maxCachedVins) this.countedToday.subjects.clear();
+    this.countedToday.subjects.add(subject);
   }
 
   /**
@@ -216,14 +238,6 @@ export class PartnerIntakeRules {
     if (ids.vin !== undefined) this.owners.forget(ids.vin);
     if (ids.customerId !== undefined) this.grants.forget(ids.customerId);
     if (ids.partnerId !== undefined) this.partners.forget(ids.partnerId);
-  }
-
-  private async loadOwner(vin: string): Promise<VinOwner> {
-    const trailer = await this.store.findTrailerByVin(vin);
-    if (trailer === null) return { known: false, customerId: null };
-    if (trailer.fleetId === null) return { known: true, customerId: null };
-    const fleet = await this.store.getFleetById(trailer.fleetId);
-    return { known: true, customerId: fleet?.customerId ?? null };
   }
 
   private async loadPartner(partnerId: string): Promise<PartnerSettings> {

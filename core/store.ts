@@ -243,6 +243,16 @@ export interface PartnerPolicyStore {
   setPartnerIntakeLimits(limits: PartnerIntakeLimits): Promise<void>;
   /** The partner's overrides, or null when it has none. */
   getPartnerIntakeLimits(partnerId: string): Promise<PartnerIntakeLimits | null>;
+  /** Who owns the trailer of `vin`, as intake's grant check needs it: one read, however the trailer is held. */
+  vinOwner(vin: string): Promise<VinOwner>;
+}
+
+/** Who owns a VIN, as intake needs to know it. */
+export interface VinOwner {
+  /** Whether the store has a trailer of this VIN (registered or unassigned). */
+  known: boolean;
+  /** The customer whose fleet holds the trailer; null while it is unknown or unassigned. */
+  customerId: string | null;
 }
 
 /** Customer-scoped reads: each answers only what `customerId` owns. */

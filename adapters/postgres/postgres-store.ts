@@ -44,6 +44,7 @@ import type {
   TrailerChange,
   TrailerScope,
   TrailwireStore,
+  VinOwner,
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
@@ -353,6 +354,11 @@ class PostgresTrailwireStore implements PostgresStore {
   async getPartnerIntakeLimits(partnerId: string): Promise<PartnerIntakeLimits | null> {
     const row = await queryRow<PartnerIntakeLimitsRow>(this.pool, this.sql.partnerIntakeLimits, [partnerId]);
     return row ? toPartnerIntakeLimits(row) : null;
+  }
+
+  async vinOwner(vin: string): Promise<VinOwner> {
+    const row = await queryRow<{ customer_id: string | null }>(this.pool, this.sql.vinOwner, [vin]);
+    return row === undefined ? { known: false, customerId: null } : { known: true, customerId: row.customer_id };
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -714,6 +720,7 @@ export function storeStatements(schema: string) {
     deletePartnerIntakeLimits: `DELETE FROM ${s}.partner_intake_limits WHERE partner_id = $1`,
     partnerIntakeLimits: `SELECT partner_id, intake_requests, intake_window_seconds, new_vins_per_day, updated_at
       FROM ${s}.partner_intake_limits WHERE partner_id = $1`,
+    vinOwner: `SELECT f.customer_id FROM ${s}.trailers t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.vin = $1`,
   };
   // Named per statement: `pg` prepares each once per connection and reuses it. A name must always
   // carry the same text on a connection, so other modules sharing the pool use their own prefix.

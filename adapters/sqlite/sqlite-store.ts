@@ -46,6 +46,7 @@ import type {
   TrailerChange,
   TrailerScope,
   TrailwireStore,
+  VinOwner,
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
@@ -392,6 +393,11 @@ class SqliteTrailwireStore implements SqliteStore {
   async getPartnerIntakeLimits(partnerId: string): Promise<PartnerIntakeLimits | null> {
     const row = this.sql.partnerIntakeLimits.get(partnerId);
     return row ? toPartnerIntakeLimits(row) : null;
+  }
+
+  async vinOwner(vin: string): Promise<VinOwner> {
+    const row = this.sql.vinOwner.get(vin);
+    return row === undefined ? { known: false, customerId: null } : { known: true, customerId: row.customer_id };
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -1006,6 +1012,7 @@ function preparePartnerPolicyStatements(db: Database.Database) {
     ),
     deletePartnerIntakeLimits: db.prepare<[string]>('DELETE FROM partner_intake_limits WHERE partner_id = ?'),
     partnerIntakeLimits: db.prepare<[string], PartnerIntakeLimitsRow>('SELECT * FROM partner_intake_limits WHERE partner_id = ?'),
+    vinOwner: db.prepare<[string], { customer_id: string | null }>('SELECT f.customer_id FROM trailers t LEFT JOIN fleets f ON f.id = t.fleet_id WHERE t.vin = ?'),
   };
 }
 

@@ -1210,4 +1210,17 @@ const STORE_CASES: StoreCase[] = [
       await assertRejectsWith(store.setPartnerIntakeLimits({ partnerId: uid('partner'), intake: null, newVinsPerDay: null, updatedAt: T0 }), 'not_found');
     },
   },
+  {
+    group: 'partner policies',
+    name: "a VIN's owner: unknown, unassigned, then the customer of the fleet it is assigned to",
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      assert.deepEqual(await store.vinOwner(vin()), { known: false, customerId: null });
+      const trailer = await newTrailer(store, null);
+      assert.deepEqual(await store.vinOwner(trailer.vin), { known: true, customerId: null });
+      await store.assignTrailer(trailer.id, fleet.id, 'T-1');
+      assert.deepEqual(await store.vinOwner(trailer.vin), { known: true, customerId: customer.id });
+    },
+  },
 ];
