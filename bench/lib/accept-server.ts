@@ -7,12 +7,12 @@
  *   SQLite store, with an intake queue that keeps nothing and answers at once, so that what is
  *   measured is the HTTP thread's own work per 202 and nothing of storage or processing.
  *
- * The load is the intake benchmark's (new GPS fixes of a 20,000-VIN fleet, one reused token), sent
+ * The load is the intake benchmark's (new GPS fixes of a fleet of `fleet` VINs, 20,000 by default, one reused token), sent
  * from this process by a client of raw sockets that keeps `connections` connections busy with
  * `pipelined` requests each: a client far cheaper than the server and the same for every server, in
  * the same process, so the process's CPU per request is steady to about a microsecond (a load
  * generator in another process adds the noise of two processes taking turns on the cores). Prints one
- * JSON line: `{ requests, statuses, cpuMicrosPerRequest, requestsPerSecond }`. With
+ * JSON line: `{ requests, statuses, cpuMicrosPerRequest, requestsPerSecond }`. Arguments: mode, requests, connections, pipelined, fleet. With
  * TRAILWIRE_BENCH_PAUSE_AFTER_WARMUP=1 it prints `warm` after the warm-up and waits for a line on
  * stdin before the measured load.
  */
@@ -33,7 +33,7 @@ import { builtInProducts } from '../../dist/products/index.js';
 import { benchVins, gpsFixBody } from './gps-load.ts';
 import { readJson } from './read-json.ts';
 
-const [mode = '', requestsArgument = '100000', connectionsArgument = '50', pipelinedArgument = '4'] = process.argv.slice(2);
+const [mode = '', requestsArgument = '100000', connectionsArgument = '50', pipelinedArgument = '4', fleetArgument = '20000'] = process.argv.slice(2);
 const requests = Number(requestsArgument);
 const connections = Number(connectionsArgument);
 const pipelined = Number(pipelinedArgument);
@@ -55,6 +55,7 @@ function instantQueue(): IntakeQueue {
   };
 }
 
+const vins = benchVins(Number(fleetArgument));
 const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-accept-'));
 let handler: Parameters<typeof createServer>[1];
 let token = 'none';
@@ -86,6 +87,12 @@ if (mode === 'koa') {
   handler = createTrailwireApp(trailwire, { logger: pino({ level: 'warn' }, pino.destination(2)) }).callback();
   const partner = await trailwire.auth.createPartner({ name: 'Bench', product: 'gps-basic' });
   token = (await trailwire.auth.authenticate('partners', partner.apiKey, 'bench')).token.accessToken;
+  // The fleet is a customer's registered trailers, and the customer has granted the partner: the
+  // accept path's usual case (contract 4, "Partner grants"), its owner and grant checks included.
+  const customer = await trailwire.auth.createCustomer({ name: 'Bench Haulage' });
+  const fleet = await trailwire.admin.createFleet({ customerId: customer.principal.id, name: 'Bench' });
+  for (const vin of vins) await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
+  await trailwire.admin.addGrant({ customerId: customer.principal.id, partnerId: partner.principal.id });
   close = () => trailwire.close();
 } else {
   console.error(`unknown mode ${JSON.stringify(mode)}`);
@@ -99,7 +106,6 @@ server.keepAliveTimeout = 120_000;
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
 const port = (server.address() as AddressInfo).port;
 
-const vins = benchVins(20_000);
 let sequence = 0;
 let timestamp = 1780315200;
 const nextRequest = () => {
