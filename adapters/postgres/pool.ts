@@ -174,6 +174,12 @@ export function quoteSchema(schema: string): string {
 export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
+  // A connection lost between the transaction's statements (the server stopped) emits 'error', which
+  // unheard would end the process: the next statement fails instead, and the connection is destroyed.
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
   try {
     await client.query('BEGIN');
     try {
@@ -186,7 +192,11 @@ export async function withTransaction<T>(pool: pg.Pool, work: (client: pg.PoolCl
       });
       throw error;
     }
+  } catch (error) {
+    // A connection lost mid-transaction is the database going away (503), not a bug (500).
+    throw explainPostgresFailure(error);
   } finally {
+    client.off('error', onError);
     client.release(broken);
   }
 }
