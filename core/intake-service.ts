@@ -11,6 +11,7 @@ import { MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock, IdGenerator } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord } from './intake-queue.ts';
+import { JsonShapeScan } from './json-shape.ts';
 import type { ProductRegistry } from './products.ts';
 import type { PartnerIntakeRules } from './partner-intake-rules.ts';
 import { FixedWindowLimiter, type RateLimitState, type WindowCounter } from './rate-limit.ts';
@@ -93,6 +94,23 @@ export class IntakeService {
    */
   admit(claims: AccessClaims): Promise<RateLimitState> {
     return this.options.rules.admit(claims.sub);
+  }
+
+  /**
+   * A scan that refuses, chunk by chunk as the transport reads it, the text of a large body
+   * (over `FULL_REPORT_MAX_CHARACTERS`) that the token's product cannot accept: an object or array
+   * with more members than its schema allows anywhere, or nesting deeper (`core/json-shape.ts`).
+   * Such a body is refused before it is parsed, or even read whole (issue 29: `JSON.parse` alone of
+   * 250 KB holding 24,000 unknown keys costs 12–25 ms of the event loop). Small bodies are not
+   * scanned, so an object that repeats a name, which the scan counts each time, is refused only in
+   * a body no product's payload is near the size of. Answers undefined when the schema bounds nothing
+   * or the token has no product (`accept` refuses it with the reason).
+   */
+  largeBodyScan(claims: AccessClaims): JsonShapeScan | undefined {
+    const productName = productOfScope(claims.scope);
+    if (productName === undefined || !this.options.products.has(productName)) return undefined;
+    const bounds = this.options.products.shapeBoundsOf(productName);
+    return bounds === null ? undefined : new JsonShapeScan(bounds);
   }
 
   /** Validates, limits and durably enqueues one payload (`body` is the parsed JSON). */

@@ -24,6 +24,7 @@ import {
   type JsonSchemaObject,
   type SchemaValidator,
 } from './json-schema.ts';
+import { jsonShapeBoundsOf, type JsonShapeBounds } from './json-shape.ts';
 import { HEADINGS } from './model.ts';
 
 /** A product name: lower case, digits and dashes, 2 to 41 characters (it appears in token scopes). */
@@ -376,6 +377,8 @@ export interface ProductRegistryOptions {
  */
 export class ProductRegistry {
   private readonly products = new Map<string, Product>();
+  /** The shape each product's schema allows, derived once (`core/json-shape.ts`); null where it bounds nothing. */
+  private readonly shapes = new Map<string, JsonShapeBounds | null>();
   private readonly limitOverrides: Record<string, Partial<IntakeLimit>>;
 
   constructor(options: ProductRegistryOptions = {}) {
@@ -398,6 +401,7 @@ export class ProductRegistry {
       throw new TypeError(`ProductRegistry.register: ${describeValue(product)} is not a product; create it with defineProduct({ ... })`);
     if (this.products.has(product.name)) throw new Error(`ProductRegistry.register: product "${product.name}" is already registered`);
     this.products.set(product.name, product);
+    this.shapes.set(product.name, jsonShapeBoundsOf(product.schema));
     return this;
   }
 
@@ -421,6 +425,15 @@ export class ProductRegistry {
   limitOf(name: string): IntakeLimit {
     const product = this.get(name);
     return { ...product.limit, ...this.limitOverrides[name] };
+  }
+
+  /**
+   * The most members, items and nesting any payload of the product can have, to refuse a body's
+   * text that breaks them before parsing it (`JsonShapeScan`); null when the schema bounds none.
+   */
+  shapeBoundsOf(name: string): JsonShapeBounds | null {
+    this.get(name);
+    return this.shapes.get(name)!;
   }
 
   /** Every problem of an untrusted intake body for the product (`[]` when valid); see `DescribeOptions`. */

@@ -5,7 +5,10 @@
  * `Location`, and the status endpoint.
  * Everything else (VIN, product schema, grants, idempotency, limits, the durable enqueue) is the core's.
  * Every intake request is first counted against its partner's budget (the core's `admit`), before
- * its body is read: a refused body counts too, and one over budget costs no reading or parsing.
+ * its body is read: a refused body counts too, and one over budget costs no reading or parsing — its
+ * connection is closed after the 429 rather than the body read off it. A large body is scanned as it
+ * arrives against the shape its product allows (the core's `largeBodyScan`) and refused (400) at the
+ * first member too many, before it is parsed or read to its end (issue 29).
  * A refusal for want of a grant is written to the audit trail, sampled per partner.
  */
 import Router from '@koa/router';
@@ -13,6 +16,7 @@ import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import { OncePerWindow } from '../../core/audit.ts';
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
+import type { JsonShapeScan } from '../../core/json-shape.ts';
 import type { RateLimitState } from '../../core/rate-limit.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
@@ -65,14 +69,20 @@ export function createIntakeRouter(
 
   router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
     const { claims } = ctx.state as AuthenticatedState;
-    // Before anything else, the body included: every request counts, refusals too (contract 4).
-    const budget = await intake.service.admit(claims);
-    if (!isJsonBody(ctx)) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
-    const encoding = ctx.get('content-encoding');
-    if (encoding !== '' && encoding.toLowerCase() !== 'identity')
-      throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
-    const rawBody = await readBody(ctx, bodyLimit);
-    if (rawBody.length > LARGE_BODY_CHARACTERS) await largeBodies.nextTurn();
+    let budget: RateLimitState;
+    try {
+      // Before anything else, the body included: every request counts, refusals too (contract 4).
+      budget = await intake.service.admit(claims);
+      if (!isJsonBody(ctx)) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
+      const encoding = ctx.get('content-encoding');
+      if (encoding !== '' && encoding.toLowerCase() !== 'identity')
+        throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
+    } catch (error) {
+      closeUnread(ctx);
+      throw error;
+    }
+    const rawBody = await readBody(ctx, bodyLimit, () => intake.service.largeBodyScan(claims));
+    if (Buffer.byteLength(rawBody) > LARGE_BODY_BYTES) await largeBodies.nextTurn();
     let body: unknown;
     try {
       body = JSON.parse(rawBody);
@@ -113,10 +123,11 @@ export function createIntakeRouter(
 }
 
 /**
- * Bodies longer than this (in UTF-16 units, about bytes for JSON) are parsed and validated one per
- * event-loop turn. A usual payload is a few hundred bytes and never waits.
+ * Bodies longer than this in bytes are scanned against their product's shape as they are read
+ * (`IntakeService.largeBodyScan`), then parsed and validated one per event-loop turn. A usual payload
+ * is a few hundred bytes: never scanned, never waits.
  */
-const LARGE_BODY_CHARACTERS = 16 * 1024;
+const LARGE_BODY_BYTES = 16 * 1024;
 
 /**
  * Hands out event-loop turns one at a time: each `nextTurn()` resolves in a later turn than the one
@@ -157,25 +168,49 @@ function isJsonBody(ctx: Context): boolean {
 }
 
 /**
- * Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes. Plain
- * stream events rather than `for await`: the async iterator costs several microseconds a request.
+ * Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes. Once it
+ * passes `LARGE_BODY_BYTES`, every chunk goes through the scan `largeBodyScan` answers (none: not
+ * scanned), which refuses (400) a body its product cannot accept before the rest of it is read.
+ * Plain stream events rather than `for await`: the async iterator costs several microseconds a request.
  */
-function readBody(ctx: Context, limit: number): Promise<string> {
+function readBody(ctx: Context, limit: number, largeBodyScan: () => JsonShapeScan | undefined): Promise<string> {
   const declared = Number(ctx.get('content-length'));
-  if (Number.isFinite(declared) && declared > limit) return Promise.reject(tooLarge(ctx, limit));
+  if (Number.isFinite(declared) && declared > limit) {
+    closeUnread(ctx);
+    return Promise.reject(new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`));
+  }
   const req = ctx.req;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let scan: JsonShapeScan | undefined | null = null;
     const settle = (error: unknown, text?: string) => {
       req.off('data', onData).off('end', onEnd).off('error', settle).off('close', onClose);
       if (error) reject(error);
       else resolve(text!);
     };
+    /** Refuses the body before its end: nothing more of it is read, and the connection closes after the answer. */
+    const refuse = (error: TrailwireError) => {
+      req.pause();
+      closeUnread(ctx);
+      settle(error);
+    };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) settle(tooLarge(ctx, limit));
-      else chunks.push(chunk);
+      if (size > limit) return refuse(new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`));
+      chunks.push(chunk);
+      if (size <= LARGE_BODY_BYTES) return;
+      let unscanned = [chunk];
+      if (scan === null) {
+        // Crossing into a large body: the scan reads what came before too.
+        scan = largeBodyScan();
+        unscanned = chunks;
+      }
+      if (scan === undefined) return;
+      for (const part of unscanned) {
+        const problem = scan.feed(part);
+        if (problem) return refuse(new TrailwireError('validation_failed', "The payload cannot match its product's schema; it was refused before parsing.", { errors: [problem] }));
+      }
     };
     const onEnd = () => settle(null, (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)).toString('utf8'));
     const onClose = () => settle(new Error('the client closed the connection before the body ended'));
@@ -183,8 +218,12 @@ function readBody(ctx: Context, limit: number): Promise<string> {
   });
 }
 
-function tooLarge(ctx: Context, limit: number): TrailwireError {
-  // The rest of the body is not read, so the connection cannot be reused.
+/**
+ * Answers a refusal given before the body was read with `Connection: close`, so that Node closes the
+ * connection after the answer rather than reading the rest of the body off it to reuse the
+ * connection: 250 KB read and dropped for each 429 of an invalid-body flood kept the event loop
+ * busy (issue 29). A client that sent a body the server did not read cannot reuse the connection.
+ */
+function closeUnread(ctx: Context): void {
   ctx.set('Connection', 'close');
-  return new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`);
 }

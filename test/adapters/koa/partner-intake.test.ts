@@ -7,6 +7,7 @@
  * the granted partner's per-VIN window; a grant made by another process is seen within seconds).
  */
 import assert from 'node:assert/strict';
+import { Agent, request } from 'node:http';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
@@ -103,6 +104,89 @@ describe('partner intake budget', () => {
     await h.reauthenticate(other);
     assert.equal((await h.post(other, uniqueVin())).status, 202);
     assert.equal((await h.post(other, uniqueVin())).status, 429);
+  });
+});
+
+/** 24,000 unknown keys, ~250 KB: the body of issue 29's flood. */
+function hostileBody(): Buffer {
+  const fields: string[] = [];
+  for (let i = 0; i < 24_000; i++) fields.push(`"k${i.toString(36).padStart(4, '0')}":1`);
+  return Buffer.from(`{${fields.join(',')}}`);
+}
+
+/**
+ * Sends the headers of an intake POST declaring `body`'s length but only its first `sent` bytes, and
+ * waits for the answer: one that comes proves the server decided without the rest of the body.
+ * Answers the status, headers and problem, and whether the server then closed the connection.
+ */
+function postPartly(url: string, token: string, vin: string, body: Buffer, sent: number) {
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; problem: any; closed: Promise<void> }>((resolve, reject) => {
+    const target = new URL(`/api/v1/telemetry/intake/${vin}`, url);
+    const req = request(target, {
+      method: 'POST',
+      // A client that would keep the connection: a `Connection: close` answer is the server's choice.
+      agent: new Agent({ keepAlive: true }),
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': body.length },
+    });
+    req.on('error', reject);
+    // A server that waits for the rest of the body never answers: fail in seconds, not at its request timeout.
+    req.setTimeout(10_000, () => req.destroy(new Error('no answer before the body ended')));
+    req.on('response', (res) => {
+      const closed = new Promise<void>((done) => req.socket!.once('close', () => done()));
+      let text = '';
+      res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, problem: JSON.parse(text), closed }));
+    });
+    req.write(body.subarray(0, sent));
+  });
+}
+
+describe('large invalid bodies, and refusals before the body is read', () => {
+  let app: TestApp;
+  let partner: Partner;
+  let h: ReturnType<typeof helpers>;
+  before(async () => {
+    app = await startTestApp({ core: { partnerIntake: { budget: { requests: 4, windowSeconds: 60 } } } });
+    app.clock.set(T0);
+    h = helpers(app);
+    partner = await partnerWithToken(app, 'gps-basic', 'Flooder');
+  });
+  after(() => app.close());
+
+  it("refuses a large body its product cannot accept at its first member too many, before reading the rest or parsing it, and closes the connection", async () => {
+    const vin = uniqueVin();
+    // 32 KiB of a 250 KB body: past the 16 KiB from which bodies are scanned.
+    const refused = await postPartly(app.url, partner.token, vin, hostileBody(), 32 * 1024);
+    assert.equal(refused.status, 400);
+    assert.match(String(refused.headers['content-type']), /^application\/problem\+json/);
+    assert.equal(refused.headers.connection, 'close');
+    assert.equal(refused.problem.type, 'https://trailwire.dev/problems/validation-failed');
+    assert.deepEqual(refused.problem.errors, [{ path: '', message: 'has an object of more than 4 members, more than the schema allows anywhere' }]);
+    await refused.closed;
+    assert.equal(h.logged(vin), 0);
+  });
+
+  it('takes a large body that its product accepts (a fix padded to 20 KB), and answers a small invalid one with every problem', async () => {
+    const vin = uniqueVin();
+    const padded = JSON.stringify(fix(T0)).replace(',', `,${' '.repeat(20_000)}`);
+    assert.equal((await h.post(partner, vin, padded)).status, 202);
+    const small = await h.post(partner, vin, { ...fix(T0), extra: 1, speedKph: 'fast' });
+    assertProblem(small, 400);
+    assert.equal(small.body.errors.length, 2, 'a small body: every problem, as before');
+    assert.equal(h.logged(vin), 1);
+  });
+
+  it('answers a partner over its budget 429 before reading the body, and closes the connection rather than reading it', async () => {
+    const vin = uniqueVin();
+    // Spends what the tests above left of the budget of 4.
+    for (let spent = 0; (await h.post(partner, vin, { unknown: 1 })).status !== 429; spent++) assert.ok(spent < 4, 'the budget of 4 runs out');
+    const refused = await postPartly(app.url, partner.token, vin, hostileBody(), 1024);
+    assert.equal(refused.status, 429);
+    assert.match(String(refused.headers['content-type']), /^application\/problem\+json/);
+    assert.equal(refused.headers['retry-after'], '60');
+    assert.equal(refused.headers.connection, 'close');
+    assert.equal(refused.problem.type, 'https://trailwire.dev/problems/rate-limited');
+    await refused.closed;
   });
 });
 
