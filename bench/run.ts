@@ -3,6 +3,7 @@
  * Pass names to run some: `npm run bench -- read-paging intake`.
  */
 import { runAcceptPathBench } from './accept-path.ts';
+import { runFloodBench } from './flood.ts';
 import { runIntakeBench } from './intake.ts';
 import { runIntakeProcessingBench } from './intake-processing.ts';
 import { liveFeedRunsOf, runLiveFeedBench } from './livefeed.ts';
@@ -15,6 +16,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   intake: () => runIntakeBench(),
   'intake-processing': () => runIntakeProcessingBench(),
   livefeed: () => runLiveFeedBench({ runs: liveFeedRunsOf(process.env.LIVEFEED_RUNS) }),
+  flood: () => runFloodBench(),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 

@@ -43,6 +43,13 @@ export interface TrailwireAppOptions {
   /** Largest intake body in bytes. Default 256 KiB. */
   intakeBodyLimitBytes?: number;
   /**
+   * How long an intake refusal given before the body was read in full (429 over the partner's
+   * budget, 415, 413, a large body its product cannot accept) is held before it is answered, in ms,
+   * so that a flood of them is slowed to one per connection per delay (`createIntakeRouter`).
+   * Default 1000; 0 answers at once.
+   */
+  intakeRefusalDelayMs?: number;
+  /**
    * The peer is a reverse proxy: the client address is the right-most X-Forwarded-For entry, the one
    * the proxy appended (never the left-most, which the client writes). Default false.
    */
@@ -150,7 +157,7 @@ function buildStack(
   const withIntake = mountData && trailwire.intake !== undefined;
   let intakeRouter: KoaRouter | undefined;
   if (withIntake) {
-    intakeRouter = createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, pathPrefix: prefix, writeAtOnce: ownsTheApp, auditLogger: logger });
+    intakeRouter = createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, refusalDelayMs: options.intakeRefusalDelayMs, pathPrefix: prefix, writeAtOnce: ownsTheApp, auditLogger: logger });
     routers.push(intakeRouter);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
   }

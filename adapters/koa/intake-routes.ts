@@ -5,17 +5,18 @@
  * `Location`, and the status endpoint.
  * Everything else (VIN, product schema, grants, idempotency, limits, the durable enqueue) is the core's.
  * Every intake request is first counted against its partner's budget (the core's `admit`), before
- * its body is read: a refused body counts too, and one over budget costs no reading or parsing — its
- * connection is closed after the 429 rather than the body read off it. A large body is scanned as it
- * arrives against the shape its product allows (the core's `largeBodyScan`) and refused (400) at the
- * first member too many, before it is parsed or read to its end (issue 29).
+ * its body is read: a refused body counts too, and one over budget costs no reading or parsing. A
+ * large body is scanned as it arrives against the shape its product allows (the core's
+ * `largeBodyScan`) and refused (400) at the first member too many, before it is parsed or read to its
+ * end. A refusal given before the body was read in full is held a second, then answered with
+ * `Connection: close` (`refuseUnread`): a flood of them costs the server next to nothing (issue 29).
  * A refusal for want of a grant is written to the audit trail, sampled per partner.
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import { OncePerWindow } from '../../core/audit.ts';
-import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
+import { HTTP_STATUS_BY_CODE, isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import type { JsonShapeScan } from '../../core/json-shape.ts';
 import type { RateLimitState } from '../../core/rate-limit.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
@@ -25,6 +26,7 @@ import { answerJson } from './answer-json.ts';
 
 export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
 export const INTAKE_PATH = '/api/v1/telemetry/intake';
+export const DEFAULT_REFUSAL_DELAY_MS = 1000;
 
 /** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
 export function createIntakeRouter(
@@ -45,6 +47,13 @@ export function createIntakeRouter(
      * line per partner a minute with the count of those left out. Default: none.
      */
     auditLogger?: Logger;
+    /**
+     * How long a refusal given before the body was read in full (429 over the partner's budget, 415,
+     * 413, a large body its product cannot accept) is held before it is answered, in ms; its
+     * connection is closed after the answer either way. It slows a client repeating such requests
+     * at once to one per connection per `refusalDelayMs` (issue 29). Default 1000; 0 answers at once.
+     */
+    refusalDelayMs?: number;
   } = {},
 ): Router {
   const intake = trailwire.intake;
@@ -54,6 +63,9 @@ export function createIntakeRouter(
   const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
   const statusPath = `${options.pathPrefix ?? ''}${INTAKE_PATH}/status`;
   const writeAtOnce = options.writeAtOnce ?? false;
+  const refusalDelayMs = options.refusalDelayMs ?? DEFAULT_REFUSAL_DELAY_MS;
+  if (!Number.isSafeInteger(refusalDelayMs) || refusalDelayMs < 0)
+    throw new TypeError(`createIntakeRouter: \`refusalDelayMs\` must be a whole number of ms ≥ 0, got ${String(refusalDelayMs)}`);
 
   const largeBodies = new OnePerTurn();
   const refusals = new OncePerWindow({ windowMs: 60_000, clock: trailwire.clock });
@@ -70,6 +82,7 @@ export function createIntakeRouter(
   router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
     const { claims } = ctx.state as AuthenticatedState;
     let budget: RateLimitState;
+    let rawBody: string;
     try {
       // Before anything else, the body included: every request counts, refusals too (contract 4).
       budget = await intake.service.admit(claims);
@@ -77,12 +90,12 @@ export function createIntakeRouter(
       const encoding = ctx.get('content-encoding');
       if (encoding !== '' && encoding.toLowerCase() !== 'identity')
         throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
+      rawBody = await readBody(ctx, bodyLimit, () => intake.service.largeBodyScan(claims));
     } catch (error) {
-      closeUnread(ctx);
+      if (isTrailwireError(error) && HTTP_STATUS_BY_CODE[error.code].status < 500) await refuseUnread(ctx, refusalDelayMs);
       throw error;
     }
-    const rawBody = await readBody(ctx, bodyLimit, () => intake.service.largeBodyScan(claims));
-    if (Buffer.byteLength(rawBody) > LARGE_BODY_BYTES) await largeBodies.nextTurn();
+    if (rawBody.length > LARGE_BODY_BYTES) await largeBodies.nextTurn();
     let body: unknown;
     try {
       body = JSON.parse(rawBody);
@@ -123,9 +136,10 @@ export function createIntakeRouter(
 }
 
 /**
- * Bodies longer than this in bytes are scanned against their product's shape as they are read
- * (`IntakeService.largeBodyScan`), then parsed and validated one per event-loop turn. A usual payload
- * is a few hundred bytes: never scanned, never waits.
+ * Bodies longer than this are scanned against their product's shape as they are read, counted in
+ * bytes (`IntakeService.largeBodyScan`), then parsed and validated one per event-loop turn, counted
+ * in characters (never more than its bytes). A usual payload is a few hundred bytes: never scanned,
+ * never waits.
  */
 const LARGE_BODY_BYTES = 16 * 1024;
 
@@ -175,10 +189,7 @@ function isJsonBody(ctx: Context): boolean {
  */
 function readBody(ctx: Context, limit: number, largeBodyScan: () => JsonShapeScan | undefined): Promise<string> {
   const declared = Number(ctx.get('content-length'));
-  if (Number.isFinite(declared) && declared > limit) {
-    closeUnread(ctx);
-    return Promise.reject(new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`));
-  }
+  if (Number.isFinite(declared) && declared > limit) return Promise.reject(new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`));
   const req = ctx.req;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -189,10 +200,9 @@ function readBody(ctx: Context, limit: number, largeBodyScan: () => JsonShapeSca
       if (error) reject(error);
       else resolve(text!);
     };
-    /** Refuses the body before its end: nothing more of it is read, and the connection closes after the answer. */
+    /** Refuses the body before its end: nothing more of it is read (`refuseUnread` closes the connection after the answer). */
     const refuse = (error: TrailwireError) => {
       req.pause();
-      closeUnread(ctx);
       settle(error);
     };
     const onData = (chunk: Buffer) => {
@@ -219,11 +229,17 @@ function readBody(ctx: Context, limit: number, largeBodyScan: () => JsonShapeSca
 }
 
 /**
- * Answers a refusal given before the body was read with `Connection: close`, so that Node closes the
- * connection after the answer rather than reading the rest of the body off it to reuse the
- * connection: 250 KB read and dropped for each 429 of an invalid-body flood kept the event loop
- * busy (issue 29). A client that sent a body the server did not read cannot reuse the connection.
+ * Prepares the answer to a refusal given before the body was read in full (429 over the budget, 415,
+ * 413, the shape scan's 400): `Connection: close`, so that Node closes the connection after the
+ * answer rather than reading the rest of the body off it to reuse the connection (250 KB read and
+ * dropped for each 429 of an invalid-body flood kept the event loop busy, issue 29), and the answer
+ * held for `delayMs` while the connection sits unread, which costs the server nothing: a client that
+ * repeats such a request at once on 32 connections (the flood) gets 32 answers a second, not the
+ * thousands whose connections the server would otherwise open and close. A client that heeds the
+ * refusal loses nothing: a 429's `Retry-After` is at least a second, and the others are refusals it
+ * must fix, not retry.
  */
-function closeUnread(ctx: Context): void {
+async function refuseUnread(ctx: Context, delayMs: number): Promise<void> {
   ctx.set('Connection', 'close');
+  if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
 }

@@ -11,6 +11,7 @@ import { Agent, request } from 'node:http';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
+import { createIntakeRouter } from '../../../adapters/koa/intake-routes.ts';
 import type { SqliteStore } from '../../../adapters/sqlite/index.ts';
 import { DEFAULT_PARTNER_INTAKE } from '../../../core/partner-intake-rules.ts';
 import { assertProblem, uniqueVin } from '../../support/fixtures.ts';
@@ -144,12 +145,15 @@ function postPartly(url: string, token: string, vin: string, body: Buffer, sent:
 describe('large invalid bodies, and refusals before the body is read', () => {
   let app: TestApp;
   let partner: Partner;
+  let other: Partner;
   let h: ReturnType<typeof helpers>;
   before(async () => {
-    app = await startTestApp({ core: { partnerIntake: { budget: { requests: 4, windowSeconds: 60 } } } });
+    // Refusals before the body is read are held 2 s here (1 s by default): long beside a 202 on any machine.
+    app = await startTestApp({ core: { partnerIntake: { budget: { requests: 4, windowSeconds: 60 } } }, app: { intakeRefusalDelayMs: 2_000 } });
     app.clock.set(T0);
     h = helpers(app);
     partner = await partnerWithToken(app, 'gps-basic', 'Flooder');
+    other = await partnerWithToken(app, 'gps-basic', 'Tenant');
   });
   after(() => app.close());
 
@@ -187,6 +191,23 @@ describe('large invalid bodies, and refusals before the body is read', () => {
     assert.equal(refused.headers.connection, 'close');
     assert.equal(refused.problem.type, 'https://trailwire.dev/problems/rate-limited');
     await refused.closed;
+  });
+
+  it("holds such a refusal before answering it, while another partner's intake goes on", async () => {
+    let answered = false;
+    const held = postPartly(app.url, partner.token, uniqueVin(), hostileBody(), 1024).then((refused) => {
+      answered = true;
+      return refused;
+    });
+    const vin = uniqueVin();
+    assert.equal((await h.post(other, vin)).status, 202);
+    assert.equal(answered, false, "the flooder's 429 is still held when the other partner's 202 is answered");
+    assert.equal((await held).status, 429);
+    assert.equal(h.logged(vin), 1);
+  });
+
+  it('refuses a delay that is not a whole number of ms', () => {
+    assert.throws(() => createIntakeRouter(app.trailwire, { refusalDelayMs: -1 }), /`refusalDelayMs` must be a whole number of ms ≥ 0, got -1/);
   });
 });
 

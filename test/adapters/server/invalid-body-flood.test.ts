@@ -1,54 +1,46 @@
 /**
  * Issue 29, finding 2, as a bound: while one partner sends invalid bodies of ~250 KB (24,000 unknown
- * keys each) on 32 connections, the event loop stays responsive for every tenant. The issue asks for a
- * `/healthz` p99 under 50 ms; this bound is 500 ms, which holds (113–215 ms measured on a quiet 2-core
- * machine, the flood's refused bodies still read off their sockets) and catches a return of the old
- * behaviour (3.4 s). Two things hold it: validation stops at the first problem of a large body
- * (`core/json-schema.ts`), and every refused request counts against the partner's budget, which, once
- * spent, refuses before the body is read or parsed. The server runs in its own process, as
- * `trailwire serve` with its defaults but a budget sized for the test, so the load generator and the
- * probe do not share its event loop.
+ * keys each) on 32 connections, the event loop stays responsive for every tenant. Three processes:
+ * the server (`trailwire serve` with its defaults but a budget sized for the test, so the flood
+ * spends it and both regimes are measured), the flooder (`bench/lib/body-flood.ts`), and this test
+ * probing `/healthz` every 10 ms, so neither the load generator nor the probe shares an event loop.
+ *
+ * What holds it: a large body is scanned as it arrives against the shape its product allows and
+ * refused at its fifth key, before it is parsed or read to its end (`core/json-shape.ts`), and a
+ * request over the partner's budget is refused before its body is read, its connection closed
+ * rather than the body read off it. The issue's target is a p99 under 50 ms; BOUND_MS says what this
+ * test asserts and why. That the refusals come before the body is read is asserted without timing in
+ * `test/adapters/koa/partner-intake.test.ts`.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { floodFromAnotherProcess, hostileBody } from '../../../bench/lib/body-flood.ts';
+import { probeHealthzUntil } from '../../../bench/lib/healthz-probe.ts';
 import { REPO_ROOT, runTrailwire, TRAILWIRE_BIN } from '../../support/cli.ts';
-import { uniqueVin } from '../../support/fixtures.ts';
 
 const CONNECTIONS = Number(process.env.TRAILWIRE_FLOOD_CONNECTIONS ?? 32);
 const FLOOD_MS = Number(process.env.TRAILWIRE_FLOOD_MS ?? 4_000);
 /** The budget of the test's server: small, so that the flood spends it and both regimes are measured (parsing, then refusing unread). */
 const BUDGET = process.env.TRAILWIRE_FLOOD_BUDGET ?? '32/60';
-/** The bound, on top of what the machine's own scheduling costs a quiet `/healthz` (its p99 before the flood); the issue's target is 50 ms (see the top). */
-const BOUND_MS = 500;
+/**
+ * The bound, on top of what the machine's own scheduling costs a quiet `/healthz` (its p99 before the
+ * flood). The issue's target is 50 ms, which a shared 2-core machine does not hold reliably: with
+ * this test's flood, p99 29–151 ms was measured at a load average of 12–18 from other work (quiet
+ * p99 10–25 ms; main before this design, in the same runs: 139–213 ms). 250 ms cannot flake on those
+ * figures and still fails the first behaviour (3.4 s); `npm run bench -- flood` carries the precise
+ * figures beside main's.
+ */
+const BOUND_MS = 250;
 /**
  * A machine whose quiet `/healthz` p99 is above this is too busy for a latency bound to mean
  * anything (a shared CI runner at a load of 12 on 2 cores measured 59-202 ms with no flood at all):
  * the test then says so and skips the bound, keeping the rest of its assertions.
  */
 const QUIET_ENOUGH_MS = 25;
-
-/** A body like the attacker's: 24,000 unknown keys, ~250 KB. */
-function hostileBody(): Buffer {
-  const fields: string[] = [];
-  for (let i = 0; i < 24_000; i++) fields.push(`"k${i.toString(36).padStart(4, '0')}":1`);
-  return Buffer.from(`{${fields.join(',')}}`);
-}
-
-function send(agent: Agent, url: URL, options: { method: string; path: string; headers?: Record<string, string | number>; body?: Buffer }): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = request({ agent, host: url.hostname, port: url.port, method: options.method, path: options.path, headers: options.headers }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    req.end(options.body);
-  });
-}
 
 describe('an invalid-body flood from one partner', () => {
   const directory = mkdtempSync(join(tmpdir(), 'trailwire-flood-'));
@@ -88,44 +80,18 @@ describe('an invalid-body flood from one partner', () => {
     rmSync(directory, { recursive: true, force: true });
   });
 
-  /** Probes `/healthz` every 10 ms until `deadline`; answers the latencies in ms, sorted. */
-  async function probeUntil(agent: Agent, deadline: number): Promise<number[]> {
-    const latencies: number[] = [];
-    while (performance.now() < deadline) {
-      const started = performance.now();
-      assert.equal(await send(agent, url, { method: 'GET', path: '/healthz' }), 200);
-      latencies.push(performance.now() - started);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    return latencies.sort((a, b) => a - b);
-  }
   const percentile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
   it(`keeps /healthz p99 under ${BOUND_MS} ms while 32 connections send 250 KB invalid bodies`, async (t) => {
     const body = hostileBody();
     assert.ok(body.length > 240_000 && body.length < 262_144, `${body.length} bytes`);
-    const floodAgent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS });
-    const probeAgent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const quiet = await probeUntil(probeAgent, performance.now() + 1_500);
+    const quiet = await probeHealthzUntil(url, performance.now() + 1_500);
     const baseline = percentile(quiet, 0.99);
-    const vin = uniqueVin();
-    const statuses = new Map<number, number>();
-    const deadline = performance.now() + FLOOD_MS;
-    const flood = Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < deadline) {
-        const status = await send(floodAgent, url, {
-          method: 'POST',
-          path: `/api/v1/telemetry/intake/${vin}`,
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': body.length },
-          body,
-        });
-        statuses.set(status, (statuses.get(status) ?? 0) + 1);
-      }
-    });
-    const probe = probeUntil(probeAgent, deadline);
-    const [latencies] = await Promise.all([probe, ...flood]);
-    floodAgent.destroy();
-    probeAgent.destroy();
+    const flood = floodFromAnotherProcess(url, token, FLOOD_MS, CONNECTIONS);
+    await flood.started;
+    // The flood's last ~200 ms are left out: its connections end one by one.
+    const latencies = await probeHealthzUntil(url, performance.now() + FLOOD_MS - 200);
+    const { statuses, failed } = await flood.result;
 
     const p99 = percentile(latencies, 0.99);
     const figures = {
@@ -134,11 +100,14 @@ describe('an invalid-body flood from one partner', () => {
       p50: percentile(latencies, 0.5).toFixed(1),
       p99: p99.toFixed(1),
       max: latencies.at(-1)!.toFixed(1),
-      statuses: Object.fromEntries(statuses),
+      statuses,
+      failed,
     };
     console.log(`# invalid-body flood (${BUDGET} budget, ${FLOOD_MS} ms): ${JSON.stringify(figures)}`);
-    assert.ok((statuses.get(400) ?? 0) > 0, 'some bodies were refused as invalid');
-    assert.ok((statuses.get(429) ?? 0) > 0, 'the budget refused the rest');
+    assert.ok((statuses[400] ?? 0) > 0, 'some bodies were refused as invalid');
+    assert.ok((statuses[429] ?? 0) > 0, 'the budget refused the rest');
+    assert.deepEqual(Object.keys(statuses).sort(), ['400', '429'], 'nothing else was answered');
+    assert.equal(failed, 0, 'every refusal reached the flooder as an answer, though its body was not read');
     if (baseline > QUIET_ENOUGH_MS) {
       t.skip(`the machine is too busy to hold a ${BOUND_MS} ms bound: its quiet /healthz p99 is ${baseline.toFixed(1)} ms`);
       return;
