@@ -8,9 +8,10 @@
  * What holds it: a large body is scanned as it arrives against the shape its product allows and
  * refused at its fifth key, before it is parsed or read to its end (`core/json-shape.ts`), and a
  * request over the partner's budget is refused before its body is read, its connection closed
- * rather than the body read off it. The issue's target is a p99 under 50 ms; BOUND_MS says what this
- * test asserts and why. That the refusals come before the body is read is asserted without timing in
- * `test/adapters/koa/partner-intake.test.ts`.
+ * rather than the body read off it, and every such refusal is held a second before it is answered,
+ * so the flood's 32 connections get 32 answers a second. The issue's target is a p99 under 50 ms;
+ * BOUND_MS says how this test asserts it. That the refusals come before the body is read, and are
+ * held, is asserted without timing in `test/adapters/koa/partner-intake.test.ts`.
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -27,17 +28,16 @@ const FLOOD_MS = Number(process.env.TRAILWIRE_FLOOD_MS ?? 4_000);
 /** The budget of the test's server: small, so that the flood spends it and both regimes are measured (parsing, then refusing unread). */
 const BUDGET = process.env.TRAILWIRE_FLOOD_BUDGET ?? '32/60';
 /**
- * The bound, on top of what the machine's own scheduling costs a quiet `/healthz` (its p99 before the
- * flood). The issue's target is 50 ms, which a shared 2-core machine does not hold reliably: with
- * this test's flood, p99 29–151 ms was measured at a load average of 12–18 from other work (quiet
- * p99 10–25 ms; main before this design, in the same runs: 139–213 ms). 250 ms cannot flake on those
- * figures and still fails the first behaviour (3.4 s); `npm run bench -- flood` carries the precise
- * figures beside main's.
+ * The issue's bound, on top of what the machine's own scheduling costs a quiet `/healthz` (its p99
+ * before the flood). Measured with this test on a 2-core machine at a load average of 13–16 from
+ * other work: p99 21–63 ms during the flood against a quiet p99 of 25–131 ms before it (at most
+ * 20 ms above it); main before this design, in `npm run bench -- flood` runs at a load of 12–18:
+ * 139–669 ms. `npm run bench -- flood` carries the precise figures beside a baseline build.
  */
-const BOUND_MS = 250;
+const BOUND_MS = 50;
 /**
  * A machine whose quiet `/healthz` p99 is above this is too busy for a latency bound to mean
- * anything (a shared CI runner at a load of 12 on 2 cores measured 59-202 ms with no flood at all):
+ * anything (a shared 2-core machine at a load of 12–16 measured 40–131 ms with no flood at all):
  * the test then says so and skips the bound, keeping the rest of its assertions.
  */
 const QUIET_ENOUGH_MS = 25;
@@ -82,10 +82,10 @@ describe('an invalid-body flood from one partner', () => {
 
   const percentile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
-  it(`keeps /healthz p99 under ${BOUND_MS} ms while 32 connections send 250 KB invalid bodies`, async (t) => {
+  it(`keeps /healthz p99 under ${BOUND_MS} ms above its quiet p99 while 32 connections send 250 KB invalid bodies`, async (t) => {
     const body = hostileBody();
     assert.ok(body.length > 240_000 && body.length < 262_144, `${body.length} bytes`);
-    const quiet = await probeHealthzUntil(url, performance.now() + 1_500);
+    const quiet = await probeHealthzUntil(url, performance.now() + 2_000);
     const baseline = percentile(quiet, 0.99);
     const flood = floodFromAnotherProcess(url, token, FLOOD_MS, CONNECTIONS);
     await flood.started;
