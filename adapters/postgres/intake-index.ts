@@ -8,11 +8,12 @@
  * A deployment that moves its log (from PostgreSQL's own to JetStream, or back) drains the old one
  * first: positions here are the log engine's, not PostgreSQL's sequence.
  */
-import type { IndexedIntake, IndexedState, IntakeIndex, KeyHolder, PartitionState } from '../../core/intake-index.ts';
+import type { IntakeIndex, KeyHolder, PartitionState } from '../../core/intake-index.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
 import { applyPostgresMigrations, type PostgresMigration } from './migrations.ts';
 import { explainPostgresFailure, quoteSchema } from './pool.ts';
 import type { PostgresQueueHost } from './intake-queue.ts';
+import { INDEX_ROW_COLUMNS, type IndexRow, toIndexed } from '../sql/index-rows.ts';
 
 export const POSTGRES_INDEX_COMPONENT = 'intake-index';
 
@@ -60,44 +61,6 @@ export const POSTGRES_INDEX_MIGRATIONS: readonly PostgresMigration[] = [
     `,
   },
 ];
-
-interface Row {
-  part: number;
-  seq: number;
-  id: string;
-  partner_id: string;
-  product: string;
-  vin: string;
-  received_at: number;
-  idempotency_key: string | null;
-  payload: string | null;
-  state: IndexedState;
-  attempts: number;
-  next_attempt_at: number;
-  error: string | null;
-  processed_at: number | null;
-}
-
-const ROW_COLUMNS = 'part, seq, id, partner_id, product, vin, received_at, idempotency_key, payload, state, attempts, next_attempt_at, error, processed_at';
-
-function toIndexed(row: Row): IndexedIntake {
-  return {
-    partition: row.part,
-    seq: row.seq,
-    id: row.id,
-    partnerId: row.partner_id,
-    product: row.product,
-    vin: row.vin,
-    receivedAt: row.received_at,
-    idempotencyKey: row.idempotency_key,
-    payload: row.payload,
-    state: row.state,
-    attempts: row.attempts,
-    nextAttemptAt: row.next_attempt_at,
-    error: row.error,
-    processedAt: row.processed_at,
-  };
-}
 
 /** Opens the index in a PostgreSQL store's schema (applying its migrations); the pool stays the store's. */
 export async function openPostgresIntakeIndex(host: PostgresQueueHost): Promise<IntakeIndex> {
@@ -153,8 +116,8 @@ export async function openPostgresIntakeIndex(host: PostgresQueueHost): Promise<
       const [positions, due, waiting] = await Promise.all([
         query<{ position: number }>(`SELECT position FROM ${s}.intake_index_positions WHERE part = $1`, [partition]),
         // A retry waits while an earlier one of its VIN is not due.
-        query<Row>(
-          `SELECT ${ROW_COLUMNS} FROM ${s}.intake_index_rows r
+        query<IndexRow>(
+          `SELECT ${INDEX_ROW_COLUMNS} FROM ${s}.intake_index_rows r
            WHERE r.part = $1 AND r.state = 'retry' AND r.next_attempt_at <= $2
              AND NOT EXISTS (SELECT 1 FROM ${s}.intake_index_rows e
                              WHERE e.part = r.part AND e.vin = r.vin AND e.state = 'retry' AND e.seq < r.seq AND e.next_attempt_at > $2)
@@ -176,7 +139,7 @@ export async function openPostgresIntakeIndex(host: PostgresQueueHost): Promise<
       // One statement, so one transaction: the rows and the positions past them.
       await query(
         `WITH written AS (
-           INSERT INTO ${s}.intake_index_rows (${ROW_COLUMNS})
+           INSERT INTO ${s}.intake_index_rows (${INDEX_ROW_COLUMNS})
            SELECT * FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[], $9::text[],
                                 $10::text[], $11::int[], $12::bigint[], $13::text[], $14::bigint[])
            ON CONFLICT (part, seq) DO UPDATE SET payload = excluded.payload, state = excluded.state, attempts = excluded.attempts,
@@ -207,11 +170,11 @@ export async function openPostgresIntakeIndex(host: PostgresQueueHost): Promise<
       );
     },
     async row(partition, seq) {
-      const [row] = await query<Row>(`SELECT ${ROW_COLUMNS} FROM ${s}.intake_index_rows WHERE part = $1 AND seq = $2`, [partition, seq]);
+      const [row] = await query<IndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM ${s}.intake_index_rows WHERE part = $1 AND seq = $2`, [partition, seq]);
       return row ? toIndexed(row) : null;
     },
     async listFailed(limit) {
-      return (await query<Row>(`SELECT ${ROW_COLUMNS} FROM ${s}.intake_index_rows WHERE state = 'failed' ORDER BY seq LIMIT $1`, [limit])).map(toIndexed);
+      return (await query<IndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM ${s}.intake_index_rows WHERE state = 'failed' ORDER BY seq LIMIT $1`, [limit])).map(toIndexed);
     },
     async requeue(partition, seq, at) {
       const changed = await query(

@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { isTrailwireError, type TrailwireError } from '../../core/errors.ts';
 import type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from '../../core/intake-log.ts';
-import { LOG_COLUMNS, type LogRow } from '../sql/log-rows.ts';
+import { LOG_COLUMNS, type LogRow, toLoggedIntake } from '../sql/log-rows.ts';
 import { INTAKE_PARTITIONS } from './intake-queue.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
 import { explainPostgresFailure, quoteSchema, withTransaction } from './pool.ts';
@@ -169,19 +169,5 @@ export async function openPostgresIntakeLog(host: PostgresQueueHost): Promise<In
       leases.clear();
       if (open) await (await open.catch(() => undefined))?.end().catch(() => {});
     },
-  };
-}
-
-function toLoggedIntake(row: LogRow, partition: number): LoggedIntake {
-  return {
-    id: row.id,
-    partnerId: row.partner_id,
-    product: row.product,
-    vin: row.vin,
-    payload: row.payload,
-    receivedAt: row.received_at,
-    idempotencyKey: row.idempotency_key,
-    partition,
-    seq: row.seq,
   };
 }

@@ -5,7 +5,8 @@
  * `processed` at or below the watermark, else `queued`. The two schemas name and type the columns
  * alike (epoch-ms integers arrive as numbers from both drivers), so one mapping serves both.
  */
-import type { IntakeEntry, IntakeRecord } from '../../core/intake-queue.ts';
+import type { LoggedIntake } from '../../core/intake-log.ts';
+import type { IntakeEntry, IntakeRecord, NewIntake } from '../../core/intake-queue.ts';
 
 /** A payload as appended. */
 export interface LogRow {
@@ -42,8 +43,9 @@ export const LOG_COLUMNS = 'l.seq, l.id, l.partner_id, l.product, l.vin, l.paylo
 export const PARKED_COLUMNS = 'p.state, p.attempts, p.next_attempt_at, p.error, p.processed_at AS parked_processed_at';
 
 /** The payload's record with its derived status; `inFlight` when a batch in hand holds it. */
-export function toIntakeRecord(row: LogStatusRow, inFlight = false): IntakeRecord {
-  const base = {
+/** The payload of a row, as it was appended. */
+export function toNewIntake(row: LogRow): NewIntake {
+  return {
     id: row.id,
     partnerId: row.partner_id,
     product: row.product,
@@ -52,6 +54,15 @@ export function toIntakeRecord(row: LogStatusRow, inFlight = false): IntakeRecor
     receivedAt: row.received_at,
     idempotencyKey: row.idempotency_key,
   };
+}
+
+/** The payload of a row with its place in the log (the SQL logs number a partition's rows by `seq`). */
+export function toLoggedIntake(row: LogRow, partition: number): LoggedIntake {
+  return { ...toNewIntake(row), partition, seq: row.seq };
+}
+
+export function toIntakeRecord(row: LogStatusRow, inFlight = false): IntakeRecord {
+  const base = toNewIntake(row);
   const nextAttemptAt = row.next_attempt_at ?? row.received_at;
   switch (row.state) {
     case 'retry':

@@ -7,8 +7,9 @@
  * its fused queue (one transaction per batch for log and index, on the processing thread).
  */
 import type Database from 'better-sqlite3';
-import type { IndexedIntake, IndexedState, IntakeIndex, KeyHolder } from '../../core/intake-index.ts';
+import type { IndexedIntake, IntakeIndex, KeyHolder } from '../../core/intake-index.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
+import { INDEX_ROW_COLUMNS, type IndexRow, toIndexed } from '../sql/index-rows.ts';
 
 export const INDEX_COMPONENT = 'intake-index';
 
@@ -55,44 +56,6 @@ export const INDEX_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-interface Row {
-  part: number;
-  seq: number;
-  id: string;
-  partner_id: string;
-  product: string;
-  vin: string;
-  received_at: number;
-  idempotency_key: string | null;
-  payload: string | null;
-  state: IndexedState;
-  attempts: number;
-  next_attempt_at: number;
-  error: string | null;
-  processed_at: number | null;
-}
-
-const ROW_COLUMNS = 'part, seq, id, partner_id, product, vin, received_at, idempotency_key, payload, state, attempts, next_attempt_at, error, processed_at';
-
-function toIndexed(row: Row): IndexedIntake {
-  return {
-    partition: row.part,
-    seq: row.seq,
-    id: row.id,
-    partnerId: row.partner_id,
-    product: row.product,
-    vin: row.vin,
-    receivedAt: row.received_at,
-    idempotencyKey: row.idempotency_key,
-    payload: row.payload,
-    state: row.state,
-    attempts: row.attempts,
-    nextAttemptAt: row.next_attempt_at,
-    error: row.error,
-    processedAt: row.processed_at,
-  };
-}
-
 /** Opens the index in a store's database (`store.db`), applying its migrations. */
 export function openSqliteIntakeIndex(db: Database.Database): IntakeIndex {
   applyMigrations(db, INDEX_COMPONENT, INDEX_MIGRATIONS);
@@ -110,8 +73,8 @@ export function openSqliteIntakeIndex(db: Database.Database): IntakeIndex {
     letKeyGo: db.prepare<[string, string]>('DELETE FROM intake_index_keys WHERE partner_id = ? AND idempotency_key = ? AND id IS NULL'),
     nameKey: db.prepare<[string, string, string]>('UPDATE intake_index_keys SET id = ? WHERE partner_id = ? AND idempotency_key = ?'),
     position: db.prepare<[number], { position: number }>('SELECT position FROM intake_index_positions WHERE part = ?'),
-    due: db.prepare<{ part: number; now: number; limit: number }, Row>(
-      `SELECT ${ROW_COLUMNS} FROM intake_index_rows r
+    due: db.prepare<{ part: number; now: number; limit: number }, IndexRow>(
+      `SELECT ${INDEX_ROW_COLUMNS} FROM intake_index_rows r
        WHERE r.part = :part AND r.state = 'retry' AND r.next_attempt_at <= :now
          AND NOT EXISTS (SELECT 1 FROM intake_index_rows e
                          WHERE e.part = r.part AND e.vin = r.vin AND e.state = 'retry' AND e.seq < r.seq AND e.next_attempt_at > :now)
@@ -120,7 +83,7 @@ export function openSqliteIntakeIndex(db: Database.Database): IntakeIndex {
     waiting: db.prepare<[number], { vin: string; n: number }>("SELECT vin, count(*) AS n FROM intake_index_rows WHERE part = ? AND state = 'retry' GROUP BY vin"),
     dueParts: db.prepare<[number], { part: number }>("SELECT DISTINCT part FROM intake_index_rows WHERE state = 'retry' AND next_attempt_at <= ?"),
     write: db.prepare(
-      `INSERT INTO intake_index_rows (${ROW_COLUMNS})
+      `INSERT INTO intake_index_rows (${INDEX_ROW_COLUMNS})
        VALUES (:partition, :seq, :id, :partnerId, :product, :vin, :receivedAt, :idempotencyKey, :payload, :state, :attempts, :nextAttemptAt, :error, :processedAt)
        ON CONFLICT (part, seq) DO UPDATE SET payload = excluded.payload, state = excluded.state, attempts = excluded.attempts,
          next_attempt_at = excluded.next_attempt_at, error = excluded.error, processed_at = excluded.processed_at`,
@@ -129,8 +92,8 @@ export function openSqliteIntakeIndex(db: Database.Database): IntakeIndex {
       `INSERT INTO intake_index_positions AS p (part, position) VALUES (?, ?)
        ON CONFLICT (part) DO UPDATE SET position = excluded.position WHERE p.position < excluded.position`,
     ),
-    row: db.prepare<[number, number], Row>(`SELECT ${ROW_COLUMNS} FROM intake_index_rows WHERE part = ? AND seq = ?`),
-    failed: db.prepare<[number], Row>(`SELECT ${ROW_COLUMNS} FROM intake_index_rows WHERE state = 'failed' ORDER BY seq LIMIT ?`),
+    row: db.prepare<[number, number], IndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM intake_index_rows WHERE part = ? AND seq = ?`),
+    failed: db.prepare<[number], IndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM intake_index_rows WHERE state = 'failed' ORDER BY seq LIMIT ?`),
     requeue: db.prepare<{ part: number; seq: number; at: number }>(
       "UPDATE intake_index_rows SET state = 'retry', attempts = 0, next_attempt_at = :at, processed_at = NULL WHERE part = :part AND seq = :seq AND state = 'failed'",
     ),

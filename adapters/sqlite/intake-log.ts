@@ -11,24 +11,10 @@ import type Database from 'better-sqlite3';
 import type { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from '../../core/intake-log.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
-import { LOG_COLUMNS, type LogRow } from '../sql/log-rows.ts';
+import { LOG_COLUMNS, type LogRow, toLoggedIntake } from '../sql/log-rows.ts';
 import { QUEUE_COMPONENT, QUEUE_MIGRATIONS } from './intake-queue.ts';
 import { applyMigrations } from './migrations.ts';
 import { storageFaultError } from './storage-faults.ts';
-
-function toLoggedIntake(row: LogRow): LoggedIntake {
-  return {
-    id: row.id,
-    partnerId: row.partner_id,
-    product: row.product,
-    vin: row.vin,
-    payload: row.payload,
-    receivedAt: row.received_at,
-    idempotencyKey: row.idempotency_key,
-    partition: 0,
-    seq: row.seq,
-  };
-}
 
 /** Leased partitions per database file, across the instances of this process. */
 const leasedFiles = new Map<unknown, Set<number>>();
@@ -71,11 +57,11 @@ export function openSqliteIntakeLog(db: Database.Database): IntakeLog {
       return seqs.map((seq) => ({ partition: 0, seq }));
     },
     async read(_partition, after, limit) {
-      return sql.read.all(after, limit).map(toLoggedIntake);
+      return sql.read.all(after, limit).map((row) => toLoggedIntake(row, 0));
     },
     async at({ partition, seq }) {
       const row = partition === 0 ? sql.at.get(seq) : undefined;
-      return row ? toLoggedIntake(row) : null;
+      return row ? toLoggedIntake(row, 0) : null;
     },
     async pending() {
       return [sql.pending.get(committed())!.n];
