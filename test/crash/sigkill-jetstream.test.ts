@@ -19,6 +19,7 @@ import { PartitionedIntakeQueue } from '../../core/partitioned-intake-queue.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import { TRAILWIRE_BIN } from '../support/cli.ts';
 import { deleteStreams, freshStream, NATS_URL } from '../support/nats.ts';
+import { until } from '../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const skip = DATABASE_URL === undefined ? 'TRAILWIRE_TEST_DATABASE_URL is not set' : NATS_URL === undefined ? 'TRAILWIRE_TEST_NATS_URL is not set' : false;
@@ -80,15 +81,15 @@ it('a SIGKILL in the middle of a JetStream backlog loses nothing, processes noth
       (await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".intake_index_rows WHERE state = 'done'`).catch(() => ({ rows: [{ n: 0 }] }))).rows[0]!.n;
 
     const first = await serve();
-    while ((await processed()) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    await until(async () => (await processed()) > 0, 'the first server to process a payload', 60_000);
     await kill(first);
     const atKill = await processed();
     assert.ok(atKill < total, `the kill came mid-processing (${atKill} of ${total} processed)`);
 
     const second = await serve();
     try {
-      const deadline = Date.now() + 120_000;
-      while ((await processed()) < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+      // The assertion below says how many were processed when the wait gives up.
+      await until(async () => (await processed()) >= total, 'the second server to finish the backlog', 120_000).catch(() => {});
       assert.equal(await processed(), total, 'every payload answered 202 was processed after the kill');
       assert.equal(await queue.depth(), 0, 'nothing left to do');
       for (const { record } of answered.filter((_, i) => i % 97 === 0)) assert.equal((await queue.get(record.id))?.status, 'processed', `${record.id} says processed`);
