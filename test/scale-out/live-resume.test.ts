@@ -10,10 +10,9 @@
  * `TRAILWIRE_TEST_REDIS_URL`; the schema and the Redis prefix are this run's own.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
-import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { Redis } from 'ioredis';
@@ -25,7 +24,7 @@ import { createTrailwire } from '../../core/trailwire.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import { builtInProducts } from '../../products/index.ts';
 import * as protoLoader from '@grpc/proto-loader';
-import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { startServe } from '../support/cli.ts';
 import { until } from '../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
@@ -129,23 +128,11 @@ describe('a live client resumes on another process', { skip }, () => {
   let redis: Redis;
 
   async function serve(): Promise<{ child: ChildProcess; url: string; grpc: string }> {
-    const args = [TRAILWIRE_BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--heartbeat-ms', '200'];
+    const args = ['--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--heartbeat-ms', '200'];
     args.push('--database-url', DATABASE_URL!, '--database-schema', schema, '--redis-url', REDIS_URL!, '--redis-prefix', redisPrefix);
     // The test sends about 200 fixes a VIN: the limit is not what it is about.
     args.push('--product-limit', 'gps-basic=100000/3600', '--read-limit', '1000000/60');
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    children.push(child);
-    const stderr: string[] = [];
-    createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
-    const exited = new Promise<never>((_resolve, reject) =>
-      child.once('exit', (code) => reject(new Error(`serve exited with ${code} before printing; stderr:\n${stderr.join('\n')}`))),
-    );
-    const printed = (async () => {
-      for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string; grpc: string };
-      throw new Error('serve printed nothing');
-    })();
-    const document = await Promise.race([printed, exited]);
-    exited.catch(() => {});
+    const { child, document } = await startServe(args, env, (started) => children.push(started));
     return { child, ...document };
   }
 

@@ -11,7 +11,6 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { openStoreBackend } from '../../adapters/server/backends.ts';
@@ -19,7 +18,7 @@ import { createTrailwire } from '../../core/trailwire.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { subscribeLiveFeed, type LiveUpdate } from '../../simulator/client/index.ts';
-import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { startServe, TRAILWIRE_BIN } from '../support/cli.ts';
 import { assertAllProcessed } from '../support/intake-status.ts';
 import { until } from '../support/until.ts';
 
@@ -66,22 +65,10 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
 
   /** Starts `trailwire serve --json` on this run's schema and prefix; answers once it printed its document. */
   async function serve(extra: string[] = []): Promise<Serving> {
-    const args = [BIN, 'serve', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--heartbeat-ms', '200'];
+    const args = ['--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'info', '--heartbeat-ms', '200'];
     args.push('--database-url', DATABASE_URL!, '--database-schema', schema, '--redis-url', REDIS_URL!, '--redis-prefix', redisPrefix);
     args.push('--product-limit', `gps-basic=${LIMIT}/${LIMIT_WINDOW_SECONDS}`, ...extra);
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-    children.push(child);
-    const stderr: string[] = [];
-    createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
-    const exited = new Promise<never>((_resolve, reject) =>
-      child.once('exit', (code) => reject(new Error(`serve exited with ${code} before printing; stderr:\n${stderr.join('\n')}`))),
-    );
-    const printed = (async () => {
-      for await (const line of createInterface({ input: child.stdout! })) return JSON.parse(line) as { url: string; grpc: string; workers: number; db: string | null; store: string };
-      throw new Error('serve printed nothing');
-    })();
-    const document = await Promise.race([printed, exited]);
-    exited.catch(() => {});
+    const { child, stderr, document } = await startServe<Omit<Serving, 'child' | 'stderr'>>(args, env, (started) => children.push(started));
     return { child, stderr, ...document };
   }
 
