@@ -13,14 +13,14 @@
  * BOUND_MS says what this test asserts and why.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { floodFromAnotherProcess, hostileBody } from '../../../bench/lib/body-flood.ts';
 import { probeHealthzUntil } from '../../../bench/lib/healthz-probe.ts';
-import { REPO_ROOT, runTrailwire, TRAILWIRE_BIN } from '../../support/cli.ts';
+import { runTrailwire, startServe } from '../../support/cli.ts';
 
 const CONNECTIONS = Number(process.env.TRAILWIRE_FLOOD_CONNECTIONS ?? 32);
 const FLOOD_MS = Number(process.env.TRAILWIRE_FLOOD_MS ?? 4_000);
@@ -56,20 +56,8 @@ describe('an invalid-body flood from one partner', () => {
     const created = await runTrailwire(['partners', 'create', '--name', 'Flooder', '--product', 'gps-basic', '--db', db, '--json']);
     assert.equal(created.code, 0, created.stderr);
     const { apiKey } = JSON.parse(created.stdout);
-    child = spawn(
-      process.execPath,
-      [TRAILWIRE_BIN, 'serve', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', '--db', db, '--partner-intake-limit', BUDGET],
-      { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
-    );
-    const line = await new Promise<string>((resolve, reject) => {
-      let buffered = '';
-      child.stdout!.on('data', (chunk) => {
-        buffered += chunk;
-        if (buffered.includes('\n')) resolve(buffered.slice(0, buffered.indexOf('\n')));
-      });
-      child.on('exit', (code) => reject(new Error(`serve exited with ${code}`)));
-    });
-    url = new URL(JSON.parse(line).url);
+    const started = await startServe(['--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', '--db', db, '--partner-intake-limit', BUDGET], process.env, (spawned) => (child = spawned));
+    url = new URL(started.document.url);
     const response = await fetch(new URL('/api/v1/partners/authenticate', url), { method: 'POST', headers: { 'x-api-key': apiKey } });
     token = ((await response.json()) as { access_token: string }).access_token;
   });
