@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince, OncePerWindow } from '../../core/audit.ts';
 import type { Clock } from '../../core/clock.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
+import { matchedRouteOf } from './metrics.ts';
 
 export interface AccessLogOptions {
   logger: Logger;
@@ -39,42 +40,65 @@ export interface AccessLogState {
   streamEnd?: string;
 }
 
+/** What the access log says of one answered request. */
+export interface AccessFacts {
+  requestId: string | undefined;
+  method: string;
+  /** The router's pattern; undefined when no route matched. */
+  route: string | undefined;
+  status: number;
+  principal: { audience: string; id: string } | undefined;
+  clientAddress: () => string;
+}
+
 /** The access log of one app: `begin` when a request comes in, `end` once it is answered. */
 export interface AccessLog {
   begin(ctx: Context): void;
   /** `started`: the request's `performance.now()` when it came in. */
   end(ctx: Context, started: number): void;
+  /** The same for a request answered outside Koa (the app's intake lane, `intake-lane.ts`). */
+  record(facts: AccessFacts, started: number): void;
 }
 
 export function createAccessLog(options: AccessLogOptions): AccessLog {
   const { logger } = options;
   const level = options.level ?? 'info';
   const limitHits = new OncePerWindow({ windowMs: options.limitHitWindowMs ?? 60_000, clock: options.clock });
-  const fieldsOf = (ctx: Context) => {
+  const factsOf = (ctx: Context): AccessFacts => {
     const state = ctx.state as AccessLogState;
-    const principalId = state.claims?.sub ?? state.principal?.id;
-    const audience = state.claims?.aud ?? state.principal?.audience;
-    const route = typeof ctx._matchedRoute === 'string' ? ctx._matchedRoute : '(unmatched)';
-    return { requestId: state.requestId, method: ctx.method, route, status: ctx.status, principalId, audience, clientAddress: ctx.ip };
+    const principal = state.claims ? { audience: state.claims.aud, id: state.claims.sub } : state.principal;
+    return { requestId: state.requestId, method: ctx.method, route: matchedRouteOf(ctx), status: ctx.status, principal, clientAddress: () => ctx.ip };
+  };
+  const fieldsOf = (facts: AccessFacts) => ({
+    requestId: facts.requestId,
+    method: facts.method,
+    route: facts.route ?? '(unmatched)',
+    status: facts.status,
+    principalId: facts.principal?.id,
+    audience: facts.principal?.audience,
+    clientAddress: facts.clientAddress(),
+  });
+  const record = (facts: AccessFacts, started: number, streamEnd?: string) => {
+    // The line is built only when it is written (or a limit hit is audited): on every request
+    // otherwise, for nothing, when the level is off.
+    const writesAccess = logger.isLevelEnabled(level);
+    if (!writesAccess && facts.status !== 429) return;
+    const fields = fieldsOf(facts);
+    if (writesAccess && streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
+    else if (writesAccess) logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
+    if (facts.status === 429) {
+      const suppressed = limitHits.admit(`${fields.principalId ?? fields.clientAddress}|${fields.route}`);
+      if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');
+    }
   };
   return {
     begin(ctx) {
       // A stream writes two lines, as a LiveFeed stream does: one when it opens, one when it closes.
-      (ctx.state as AccessLogState).streamOpened = () => logger[level]({ access: 'http', event: 'stream.open', ...fieldsOf(ctx) }, 'stream opened');
+      (ctx.state as AccessLogState).streamOpened = () => logger[level]({ access: 'http', event: 'stream.open', ...fieldsOf(factsOf(ctx)) }, 'stream opened');
     },
     end(ctx, started) {
-      // The line is built only when it is written (or a limit hit is audited): on every request
-      // otherwise, for nothing, when the level is off.
-      const writesAccess = logger.isLevelEnabled(level);
-      if (!writesAccess && ctx.status !== 429) return;
-      const fields = fieldsOf(ctx);
-      const streamEnd = (ctx.state as AccessLogState).streamEnd;
-      if (writesAccess && streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
-      else if (writesAccess) logger[level]({ access: 'http', event: 'stream.close', ...fields, endReason: streamEnd, durationMs: millisecondsSince(started) }, 'stream closed');
-      if (ctx.status === 429) {
-        const suppressed = limitHits.admit(`${fields.principalId ?? ctx.ip}|${fields.route}`);
-        if (suppressed !== null) logger.warn({ audit: true, event: 'limit.hit', ...fields, suppressed }, 'limit hit');
-      }
+      record(factsOf(ctx), started, (ctx.state as AccessLogState).streamEnd);
     },
+    record,
   };
 }

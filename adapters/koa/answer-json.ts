@@ -13,6 +13,7 @@
  * Not at once inside an app of your own (`createTrailwireMiddleware`): there a middleware of yours may
  * add headers after Trailwire returns, and a response already written would not carry them.
  */
+import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 
 export function answerJson(ctx: Context, status: number, body: unknown, headers: string[], atOnce: boolean): void {
@@ -22,14 +23,22 @@ export function answerJson(ctx: Context, status: number, body: unknown, headers:
     ctx.body = body;
     return;
   }
-  const json = JSON.stringify(body);
-  headers.push('Content-Type', 'application/json; charset=utf-8', 'Content-Length', String(Buffer.byteLength(json)));
-  const requestId = (ctx.state as { requestId?: string }).requestId;
-  if (requestId !== undefined) headers.push('X-Request-Id', requestId);
   // Koa writes nothing more for this request (its documented way out, which a streaming route takes too).
   ctx.respond = false;
-  ctx.res.writeHead(status, headers);
-  ctx.res.end(json);
+  writeJsonAtOnce(ctx.res, status, body, headers, (ctx.state as { requestId?: string }).requestId);
+}
+
+/**
+ * Writes a JSON answer in one `writeHead` with every header it needs: `headers`, the body's type and
+ * length, the request id, and what the edge layer gives every answer (`edge.ts`: no cache may keep
+ * it, no browser may sniff it), which it cannot add to a response already written.
+ */
+export function writeJsonAtOnce(res: ServerResponse, status: number, body: unknown, headers: string[], requestId: string | undefined): void {
+  const json = JSON.stringify(body);
+  headers.push('Content-Type', 'application/json; charset=utf-8', 'Content-Length', String(Buffer.byteLength(json)), 'Cache-Control', 'no-store', 'X-Content-Type-Options', 'nosniff');
+  if (requestId !== undefined) headers.push('X-Request-Id', requestId);
+  res.writeHead(status, headers);
+  res.end(json);
 }
 
 /** Sets headers given as name, value, name, value, ... on a response Koa will write. */

@@ -5,6 +5,7 @@
  * answers the same stack as one middleware, under a path prefix of your choice (`/fleet-api`) or
  * at the root beside your own routes.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import KoaRouter from '@koa/router';
 import Koa, { type Context, type Middleware } from 'koa';
 import compose from 'koa-compose';
@@ -15,7 +16,8 @@ import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
-import { createIntakeRouter, INTAKE_PATH } from './intake-routes.ts';
+import { createIntakePostHandler, INTAKE_PATH, intakeRouterOf } from './intake-routes.ts';
+import { createIntakeLane, type IntakeLane, type IntakeLaneOptions, type TakenRequest } from './intake-lane.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -105,12 +107,57 @@ const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
 /** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
   const clientAddressOf = clientAddressResolver(options);
-  const app = new Koa({ proxy: clientAddressOf !== undefined });
+  const proxy = clientAddressOf !== undefined;
+  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
+  const stack = buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf });
+  const app = new TrailwireKoa({ proxy }, stack.intakeLane && createIntakeLane({ ...stack.intakeLane, answerRefusal: refusalAnswerer(stack.edge, proxy) }));
   // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
-  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
-  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf }).middleware) app.use(middleware);
+  for (const middleware of stack.middleware) app.use(middleware);
   return app;
+}
+
+/** Trailwire's Koa app: its HTTP callback lets the intake lane (`intake-lane.ts`) take the usual intake POST before Koa does. */
+class TrailwireKoa extends Koa {
+  constructor(
+    options: { proxy: boolean },
+    private readonly intakeLane: IntakeLane | undefined,
+  ) {
+    super(options);
+  }
+
+  override callback(): ReturnType<Koa['callback']> {
+    const viaKoa = super.callback();
+    const lane = this.intakeLane;
+    if (!lane) return viaKoa;
+    return (req, res) => lane(req as IncomingMessage, res as ServerResponse) ?? viaKoa(req, res);
+  }
+}
+
+/**
+ * Answers an intake request the lane took and refused as Koa answers any other refusal: through the
+ * edge layer (problem+json, request id, metrics, access line), in a Koa app of its own whose first
+ * layer gives the edge what the lane already knew (the request id it answered with, when it began).
+ */
+function refusalAnswerer(edge: Middleware, proxy: boolean): (req: IncomingMessage, res: ServerResponse, taken: TakenRequest) => Promise<void> {
+  const taken = new WeakMap<IncomingMessage, TakenRequest>();
+  const refusals = new Koa({ proxy });
+  refusals.silent = true;
+  refusals.use((ctx, next) => {
+    const { requestId, startedAt, claims, route } = taken.get(ctx.req)!;
+    Object.assign(ctx.state, { requestId, startedAt, claims });
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = route;
+    return next();
+  });
+  refusals.use(edge);
+  refusals.use((ctx) => {
+    throw taken.get(ctx.req)!.refusal;
+  });
+  const answer = refusals.callback();
+  return (req, res, request) => {
+    taken.set(req, request);
+    return answer(req, res);
+  };
 }
 
 /**
@@ -136,7 +183,15 @@ function buildStack(
   trailwire: Trailwire,
   options: TrailwireAppOptions,
   { ownsTheApp, clientAddressOf }: { ownsTheApp: boolean; clientAddressOf?: ClientAddressOf },
-): { middleware: Middleware[]; root: KoaRouter; prefix: string; servesPage: (path: string) => boolean } {
+): {
+  middleware: Middleware[];
+  root: KoaRouter;
+  prefix: string;
+  servesPage: (path: string) => boolean;
+  edge: Middleware;
+  /** The intake lane's parts, when the app is Trailwire's own and takes intake. */
+  intakeLane: Omit<IntakeLaneOptions, 'answerRefusal'> | undefined;
+} {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
     throw new TypeError(`Trailwire app: \`prefix\` must look like "/fleet-api" (a leading "/", no trailing "/", no parameters), got ${JSON.stringify(prefix)}`);
@@ -153,13 +208,18 @@ function buildStack(
       (options.liveEvents ?? createLiveEventsRoute(trailwire, { logger })).router,
       ...(options.dataRouters ?? []),
     );
+  const accessLog = createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock });
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
   let intakeRouter: KoaRouter | undefined;
+  let intakeLane: Omit<IntakeLaneOptions, 'answerRefusal'> | undefined;
   if (withIntake) {
-    intakeRouter = createIntakeRouter(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, refusalDelayMs: options.intakeRefusalDelayMs, pathPrefix: prefix, writeAtOnce: ownsTheApp, auditLogger: logger });
+    const takePost = createIntakePostHandler(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, refusalDelayMs: options.intakeRefusalDelayMs, pathPrefix: prefix, auditLogger: logger });
+    intakeRouter = intakeRouterOf(trailwire, takePost, ownsTheApp);
     routers.push(intakeRouter);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
+    // Only an app of Trailwire's own: inside yours, your middleware sees every request.
+    if (ownsTheApp) intakeLane = { prefix, tokens: trailwire.tokens, takePost, metrics, accessLog, clientAddressOf };
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(
@@ -187,11 +247,12 @@ function buildStack(
   // The live page calls both APIs on its own origin: an app serving one of them serves no pages unless asked.
   const pagesOptions = options.pages ?? (mountAuth && mountData ? {} : false);
   const pages = pagesOptions === false ? undefined : createPagesMiddleware({ ...pagesOptions, prefix });
+  const edge = edgeMiddleware({ logger, metrics, clientAddressOf, accessLog });
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
     middleware: [
       ...(options.corsOrigins?.length ? [corsMiddleware(parseCorsOrigins(options.corsOrigins), prefix)] : []),
-      edgeMiddleware({ logger, metrics, clientAddressOf, accessLog: createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock }) }),
+      edge,
       ...(pages ? [pages.middleware] : []),
       ...(intakeRouter ? [routeByPathStart(intakeRouter, prefix, 'POST', `${INTAKE_PATH}/`)] : []),
       root.routes() as Middleware,
@@ -200,6 +261,8 @@ function buildStack(
     root,
     prefix,
     servesPage: pages?.serves ?? (() => false),
+    edge,
+    intakeLane,
   };
 }
 

@@ -11,17 +11,19 @@ import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { AccessLog } from './access-log.ts';
 import type { ClientAddressOf } from './client-address.ts';
-import type { HttpMetrics } from './metrics.ts';
+import { type HttpMetrics, matchedRouteOf } from './metrics.ts';
 import { answerError, answerUnrouted } from './problem.ts';
 import { assignRequestId, setRequestIdHeader } from './request-id.ts';
 
 export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; metrics: HttpMetrics; clientAddressOf?: ClientAddressOf }): Middleware {
   const { logger, accessLog, metrics, clientAddressOf } = options;
   return async (ctx, next) => {
-    const started = performance.now();
+    // A request the intake lane took before handing it here (`intake-lane.ts`) keeps its start and id.
+    const state = ctx.state as { startedAt?: number; requestId?: string };
+    const started = state.startedAt ?? performance.now();
     // Behind trusted proxies, `ctx.ip` is the client's by `client-address.ts`, for every layer below.
     if (clientAddressOf) ctx.request.ip = clientAddressOf(ctx.req);
-    assignRequestId(ctx);
+    if (state.requestId === undefined) assignRequestId(ctx);
     accessLog.begin(ctx);
     try {
       await next();
@@ -31,7 +33,7 @@ export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; 
     } finally {
       setRequestIdHeader(ctx);
       setStorageHeaders(ctx);
-      metrics.observe(ctx, started);
+      metrics.observe(ctx.method, matchedRouteOf(ctx), ctx.status, started);
       accessLog.end(ctx, started);
     }
   };

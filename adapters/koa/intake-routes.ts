@@ -12,6 +12,7 @@
  * `Connection: close` (`refuseUnread`): a flood of them costs the server next to nothing (issue 29).
  * A refusal for want of a grant is written to the audit trail, sampled per partner.
  */
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
@@ -19,6 +20,7 @@ import { OncePerWindow } from '../../core/audit.ts';
 import { HTTP_STATUS_BY_CODE, isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import type { JsonShapeScan } from '../../core/json-shape.ts';
 import type { RateLimitState } from '../../core/rate-limit.ts';
+import type { AccessClaims } from '../../core/tokens.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { rateLimitHeaderList, setRateLimitHeaders } from './rate-limit-headers.ts';
@@ -28,71 +30,135 @@ export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
 export const INTAKE_PATH = '/api/v1/telemetry/intake';
 export const DEFAULT_REFUSAL_DELAY_MS = 1000;
 
+/** Options of the intake endpoints (`createIntakeRouter`) and of their POST handler (`createIntakePostHandler`). */
+export interface IntakeRouteOptions {
+  /** Largest body in bytes. Default 256 KiB. */
+  bodyLimitBytes?: number;
+  /** The path prefix the app serves its routes under (`/fleet-api`), for the `Location` header. Default none. */
+  pathPrefix?: string;
+  /**
+   * Write the 202 at once, in one `writeHead`, rather than through Koa's response: much cheaper
+   * (`answer-json.ts`), but a middleware above that adds headers after the route returns no longer
+   * reaches it. Default false; Trailwire's own app (`createTrailwireApp`) turns it on.
+   */
+  writeAtOnce?: boolean;
+  /**
+   * Where audit lines go (`audit: true`): an intake refused `partner_not_granted`, at most one
+   * line per partner a minute with the count of those left out. Default: none.
+   */
+  auditLogger?: Logger;
+  /**
+   * How long a refusal given before the body was read in full (429 over the partner's budget, 415,
+   * 413, a large body its product cannot accept) is held before it is answered, in ms; its
+   * connection is closed after the answer either way. It slows a client repeating such requests
+   * at once to one per connection per `refusalDelayMs` (issue 29). Default 1000; 0 answers at once.
+   */
+  refusalDelayMs?: number;
+}
+
+/**
+ * One intake POST as its transport hands it over, the partner's token already checked: the Koa route
+ * below, or the app's intake lane (`intake-lane.ts`), which takes the usual request before Koa does.
+ */
+export interface IntakePost {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** The path's VIN, decoded. */
+  vin: string;
+  claims: AccessClaims;
+  /** Whether the body is declared `application/json` (`isJsonBody`). */
+  jsonBody: boolean;
+  requestId?: string;
+  /** The client's address, for the audit line of a refusal (asked only then). */
+  clientAddress(): string;
+}
+
+/** The 202 of an accepted payload: its headers (name, value, ...) and its body. */
+export interface IntakeAccepted {
+  headers: string[];
+  body: { id: string; status: 'queued' };
+}
+
+/** Takes one intake POST: answers its 202, or throws the refusal (a `TrailwireError`) for the transport to answer. */
+export type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
+
 /** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
-export function createIntakeRouter(
-  trailwire: Trailwire,
-  options: {
-    /** Largest body in bytes. Default 256 KiB. */
-    bodyLimitBytes?: number;
-    /** The path prefix the app serves its routes under (`/fleet-api`), for the `Location` header. Default none. */
-    pathPrefix?: string;
-    /**
-     * Write the 202 at once, in one `writeHead`, rather than through Koa's response: much cheaper
-     * (`answer-json.ts`), but a middleware above that adds headers after the route returns no longer
-     * reaches it. Default false; Trailwire's own app (`createTrailwireApp`) turns it on.
-     */
-    writeAtOnce?: boolean;
-    /**
-     * Where audit lines go (`audit: true`): an intake refused `partner_not_granted`, at most one
-     * line per partner a minute with the count of those left out. Default: none.
-     */
-    auditLogger?: Logger;
-    /**
-     * How long a refusal given before the body was read in full (429 over the partner's budget, 415,
-     * 413, a large body its product cannot accept) is held before it is answered, in ms; its
-     * connection is closed after the answer either way. It slows a client repeating such requests
-     * at once to one per connection per `refusalDelayMs` (issue 29). Default 1000; 0 answers at once.
-     */
-    refusalDelayMs?: number;
-  } = {},
-): Router {
+export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOptions = {}): Router {
+  return intakeRouterOf(trailwire, createIntakePostHandler(trailwire, options), options.writeAtOnce ?? false);
+}
+
+/** The intake router around a POST handler the caller shares with another transport (the app's intake lane). */
+export function intakeRouterOf(trailwire: Trailwire, takePost: IntakePostHandler, writeAtOnce: boolean): Router {
+  const intake = trailwire.intake!;
+  const router = new Router();
+  const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
+
+  router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
+    const accepted = await takePost({
+      req: ctx.req,
+      res: ctx.res,
+      vin: (ctx.params as { VIN: string }).VIN,
+      claims: (ctx.state as AuthenticatedState).claims,
+      jsonBody: isJsonBody(ctx),
+      requestId: ctx.state.requestId as string | undefined,
+      clientAddress: () => ctx.ip,
+    });
+    answerJson(ctx, 202, accepted.body, accepted.headers, writeAtOnce);
+  });
+
+  // Status polling counts against the same per-principal read limit as the customer read API.
+  router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
+    const { claims } = ctx.state as AuthenticatedState;
+    const rateLimit = await trailwire.readLimiter.enforce(`partners:${claims.sub}`);
+    setRateLimitHeaders(ctx, rateLimit);
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
+  });
+  return router;
+}
+
+/**
+ * The intake POST, whichever transport hands it over: the partner's budget first (contract 4: every
+ * request counts, refusals too, before its body is read), then the body (JSON only, uncompressed, at
+ * most `bodyLimitBytes`, a large one scanned as it arrives), then the core's `accept`; the 202's
+ * headers are the tighter of the two limits, `Location` and `Idempotent-Replayed`.
+ */
+export function createIntakePostHandler(trailwire: Trailwire, options: IntakeRouteOptions = {}): IntakePostHandler {
   const intake = trailwire.intake;
   if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_INTAKE_BODY_LIMIT;
-  const router = new Router();
-  const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
   const statusPath = `${options.pathPrefix ?? ''}${INTAKE_PATH}/status`;
-  const writeAtOnce = options.writeAtOnce ?? false;
   const refusalDelayMs = options.refusalDelayMs ?? DEFAULT_REFUSAL_DELAY_MS;
   if (!Number.isSafeInteger(refusalDelayMs) || refusalDelayMs < 0)
     throw new TypeError(`createIntakeRouter: \`refusalDelayMs\` must be a whole number of ms ≥ 0, got ${String(refusalDelayMs)}`);
 
   const largeBodies = new OnePerTurn();
   const refusals = new OncePerWindow({ windowMs: 60_000, clock: trailwire.clock });
-  const auditRefusal = (ctx: Context, partnerId: string, error: unknown) => {
+  const auditRefusal = (post: IntakePost, error: unknown) => {
     if (!options.auditLogger || !isTrailwireError(error) || error.code !== 'partner_not_granted') return;
+    const partnerId = post.claims.sub;
     const suppressed = refusals.admit(partnerId);
     if (suppressed === null) return;
     options.auditLogger.warn(
-      { audit: true, event: 'intake.refused', reason: error.code, partnerId, vin: (ctx.params as { VIN: string }).VIN.slice(0, 17), requestId: ctx.state.requestId, clientAddress: ctx.ip, suppressed },
+      { audit: true, event: 'intake.refused', reason: error.code, partnerId, vin: post.vin.slice(0, 17), requestId: post.requestId, clientAddress: post.clientAddress(), suppressed },
       'intake refused',
     );
   };
 
-  router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
-    const { claims } = ctx.state as AuthenticatedState;
+  return async (post) => {
+    const { claims, req } = post;
     let budget: RateLimitState;
     let rawBody: string;
     try {
       // Before anything else, the body included: every request counts, refusals too (contract 4).
       budget = await intake.service.admit(claims);
-      if (!isJsonBody(ctx)) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
-      const encoding = ctx.get('content-encoding');
-      if (encoding !== '' && encoding.toLowerCase() !== 'identity')
+      if (!post.jsonBody) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
+      const encoding = req.headers['content-encoding'];
+      if (encoding !== undefined && encoding !== '' && encoding.toLowerCase() !== 'identity')
         throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
-      rawBody = await readBody(ctx, bodyLimit, () => intake.service.largeBodyScan(claims));
+      rawBody = await readBody(req, bodyLimit, () => intake.service.largeBodyScan(claims));
     } catch (error) {
-      if (isTrailwireError(error) && HTTP_STATUS_BY_CODE[error.code].status < 500) await refuseUnread(ctx, refusalDelayMs);
+      if (isTrailwireError(error) && HTTP_STATUS_BY_CODE[error.code].status < 500) await refuseUnread(post.res, refusalDelayMs);
       throw error;
     }
     if (rawBody.length > LARGE_BODY_BYTES) await largeBodies.nextTurn();
@@ -107,32 +173,18 @@ export function createIntakeRouter(
     }
     let accepted;
     try {
-      accepted = await intake.service.accept({
-        claims,
-        vin: (ctx.params as { VIN: string }).VIN,
-        body,
-        rawBody,
-        idempotencyKey: ctx.get('idempotency-key') || undefined,
-      });
+      // Node joins a repeated header of this kind with ", ": always a string here.
+      const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
+      accepted = await intake.service.accept({ claims, vin: post.vin, body, rawBody, idempotencyKey: idempotencyKey || undefined });
     } catch (error) {
-      auditRefusal(ctx, claims.sub, error);
+      auditRefusal(post, error);
       throw error;
     }
     const headers = rateLimitHeaderList(tighterOf(budget, accepted.rateLimit));
     headers.push('Location', `${statusPath}/${accepted.record.id}`);
     if (accepted.replayed) headers.push('Idempotent-Replayed', 'true');
-    answerJson(ctx, 202, { id: accepted.record.id, status: 'queued' }, headers, writeAtOnce);
-  });
-
-  // Status polling counts against the same per-principal read limit as the customer read API.
-  router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
-    const { claims } = ctx.state as AuthenticatedState;
-    const rateLimit = await trailwire.readLimiter.enforce(`partners:${claims.sub}`);
-    setRateLimitHeaders(ctx, rateLimit);
-    ctx.set('Cache-Control', 'no-store');
-    ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
-  });
-  return router;
+    return { headers, body: { id: accepted.record.id, status: 'queued' } };
+  };
 }
 
 /**
@@ -170,15 +222,17 @@ function tighterOf(a: RateLimitState, b: RateLimitState): RateLimitState {
 }
 
 /**
- * Whether the request has a body declared `application/json` (as `ctx.is` answers). The usual
- * spellings are answered without parsing the media type, which costs most of a microsecond.
+ * Whether a request declares a JSON body in one of the usual spellings, with a length or chunks:
+ * answered without parsing the media type, which costs most of a microsecond.
  */
-function isJsonBody(ctx: Context): boolean {
-  const { headers } = ctx.req;
+export function declaresPlainJsonBody(headers: IncomingHttpHeaders): boolean {
   const type = headers['content-type'];
-  if (type === 'application/json' || type === 'application/json; charset=utf-8')
-    return headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined;
-  return Boolean(ctx.is('application/json'));
+  return (type === 'application/json' || type === 'application/json; charset=utf-8') && (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined);
+}
+
+/** Whether the request has a body declared `application/json` (as `ctx.is` answers), the usual spellings first. */
+function isJsonBody(ctx: Context): boolean {
+  return declaresPlainJsonBody(ctx.req.headers) || Boolean(ctx.is('application/json'));
 }
 
 /**
@@ -187,10 +241,9 @@ function isJsonBody(ctx: Context): boolean {
  * scanned), which refuses (400) a body its product cannot accept before the rest of it is read.
  * Plain stream events rather than `for await`: the async iterator costs several microseconds a request.
  */
-function readBody(ctx: Context, limit: number, largeBodyScan: () => JsonShapeScan | undefined): Promise<string> {
-  const declared = Number(ctx.get('content-length'));
+function readBody(req: IncomingMessage, limit: number, largeBodyScan: () => JsonShapeScan | undefined): Promise<string> {
+  const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`));
-  const req = ctx.req;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -239,7 +292,7 @@ function readBody(ctx: Context, limit: number, largeBodyScan: () => JsonShapeSca
  * refusal loses nothing: a 429's `Retry-After` is at least a second, and the others are refusals it
  * must fix, not retry.
  */
-async function refuseUnread(ctx: Context, delayMs: number): Promise<void> {
-  ctx.set('Connection', 'close');
+async function refuseUnread(res: ServerResponse, delayMs: number): Promise<void> {
+  if (!res.headersSent) res.setHeader('Connection', 'close');
   if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
 }

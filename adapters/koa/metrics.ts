@@ -18,8 +18,8 @@ export interface HttpMetrics {
   registry: Registry;
   /** Counts and times each request below it (Trailwire's app calls `observe` from its edge layer instead). */
   middleware: Middleware;
-  /** Counts an answered request; `started` is its `performance.now()` when it came in. */
-  observe(ctx: Context, started: number): void;
+  /** Counts an answered request: its method, route pattern (undefined: no route matched) and status; `started` is its `performance.now()` when it came in. */
+  observe(method: string, route: string | undefined, status: number, started: number): void;
 }
 
 /** Latency buckets of `trailwire_http_request_duration_seconds`, in seconds. */
@@ -66,26 +66,31 @@ export function createHttpMetrics(registry: Registry = new Registry()): HttpMetr
     },
   });
   registry.registerMetric(latencyHistogram(everySeries) as unknown as Metric);
-  const observe = (ctx: Context, started: number) => {
-    const route = (ctx as unknown as { _matchedRoute?: string })._matchedRoute ?? 'unmatched';
-    const series = seriesOf(ctx.method, route);
+  const observe = (method: string, route: string | undefined, status: number, started: number) => {
+    const series = seriesOf(method, route ?? 'unmatched');
     const seconds = (performance.now() - started) / 1000;
     let bucket = 0;
     while (bucket < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[bucket]!) bucket++;
     series.buckets[bucket]!++;
     series.sum += seconds;
     series.count++;
-    series.untold.set(ctx.status, (series.untold.get(ctx.status) ?? 0) + 1);
+    series.untold.set(status, (series.untold.get(status) ?? 0) + 1);
   };
   const middleware: Middleware = async (ctx, next) => {
     const started = performance.now();
     try {
       await next();
     } finally {
-      observe(ctx, started);
+      observe(ctx.method, matchedRouteOf(ctx), ctx.status, started);
     }
   };
   return { registry, middleware, observe };
+}
+
+/** The route pattern the router matched (`_matchedRoute`, which @koa/router sets), or undefined. */
+export function matchedRouteOf(ctx: Context): string | undefined {
+  const route = (ctx as unknown as { _matchedRoute?: unknown })._matchedRoute;
+  return typeof route === 'string' ? route : undefined;
 }
 
 /** `trailwire_http_request_duration_seconds` as prom-client's registry reads a histogram: cumulative buckets, then the sum and the count. */
