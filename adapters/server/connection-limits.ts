@@ -79,36 +79,51 @@ export function limitConnections(server: Server, options: ConnectionLimitOptions
       });
     });
 
-  // Answers in flight, and when each was first seen ended; a sweep rather than a timer per answer.
-  const sending = new Map<ServerResponse, number | undefined>();
+  // The answer each connection is on, and when an ended answer was first seen unsent: a sweep over
+  // the connections rather than a timer (or a table entry) per answer. Keyed by the connection, which
+  // lives across its requests: a table of every answer in flight, one insert and one delete per
+  // request, made V8 promote every request's objects to the old generation (4 MB a scavenge at
+  // 15,000 requests/s, a scavenge every ~55 ms taking 8 ms instead of 3: `npm run bench -- intake`).
+  const answerOf = new WeakMap<Socket, ServerResponse>();
+  const endedAt = new WeakMap<ServerResponse, number>();
+  const connections = new Set<Socket>();
   let sweep: NodeJS.Timeout | undefined;
   if (settings.sendTimeoutMs > 0) {
-    server.on('request', (_req, res: ServerResponse) => {
-      sending.set(res, undefined);
-      res.once('close', () => sending.delete(res));
+    server.on('connection', (socket: Socket) => {
+      connections.add(socket);
+      socket.once('close', () => connections.delete(socket));
     });
+    server.on('request', (_req, res: ServerResponse) => answerOf.set(res.socket as Socket, res));
     const every = Math.min(1000, Math.max(10, Math.floor(settings.sendTimeoutMs / 4)));
     sweep = setInterval(() => {
       const now = Date.now();
-      for (const [res, endedAt] of sending) {
-        if (!res.writableEnded || res.writableFinished) continue;
-        if (endedAt === undefined) sending.set(res, now);
-        else if (now - endedAt >= settings.sendTimeoutMs) {
-          sending.delete(res);
-          res.destroy();
-        }
+      for (const socket of connections) {
+        const res = answerOf.get(socket);
+        if (res === undefined || !unsent(res)) continue;
+        const since = endedAt.get(res);
+        if (since === undefined) endedAt.set(res, now);
+        else if (now - since >= settings.sendTimeoutMs) res.destroy();
       }
     }, every).unref();
   }
-
   return {
     get counts() {
-      return { addresses: perAddress.size, sending: sending.size, refused };
+      let sending = 0;
+      for (const socket of connections) {
+        const res = answerOf.get(socket);
+        if (res !== undefined && unsent(res)) sending++;
+      }
+      return { addresses: perAddress.size, sending, refused };
     },
     stop() {
       clearInterval(sweep);
     },
   };
+}
+
+/** An answer the server has ended and the client has not taken in full yet. */
+function unsent(res: ServerResponse): boolean {
+  return res.writableEnded && !res.writableFinished && !res.destroyed;
 }
 
 /**
