@@ -150,7 +150,7 @@ export class PartnerIntakeRules {
    * to the store (its trailer not yet made, or the owner cache not yet asked again) skips the
    * lookup — a network round trip with Redis — on each of its payloads after the first.
    */
-  private countedToday = { day: -1, subjects: new Set<string>() };
+  private countedToday = { day: -1, vinsByPartner: new Map<string, Set<string>>(), size: 0 };
 
   constructor(
     private readonly store: PartnerPolicyStore,
@@ -208,10 +208,12 @@ export class PartnerIntakeRules {
    * same new VIN may both count it: the cap errs on the strict side.
    */
   async admitNewVin(partnerId: string, vin: string, at: number = this.clock.now()): Promise<void> {
-    const subject = `${partnerId}:${vin}`;
     const day = Math.floor(at / (DAY_SECONDS * 1000));
-    if (this.countedToday.day !== day) this.countedToday = { day, subjects: new Set() };
-    if (this.countedToday.subjects.has(subject)) return;
+    if (this.countedToday.day !== day) this.countedToday = { day, vinsByPartner: new Map(), size: 0 };
+    // By partner, then VIN: no key to join per request.
+    let counted = this.countedToday.vinsByPartner.get(partnerId);
+    if (counted?.has(vin)) return;
+    const subject = `${partnerId}:${vin}`;
     if ((await this.countedVins.peek(subject, at)).allowed) {
       const partner = this.partners.fresh(partnerId) ?? (await this.partners.get(partnerId));
       const cap = this.newVinCapOf(partner.newVinsPerDay);
@@ -221,8 +223,13 @@ export class PartnerIntakeRules {
       await this.countedVins.consume(subject, at);
     }
     // Bounded like the owners: past the bound, the count itself (a lookup more per payload) still answers.
-    if (this.countedToday.subjects.size >= this.settings.maxCachedVins) this.countedToday.subjects.clear();
-    this.countedToday.subjects.add(subject);
+    if (this.countedToday.size >= this.settings.maxCachedVins) this.countedToday = { day, vinsByPartner: new Map(), size: 0 };
+    counted = this.countedToday.vinsByPartner.get(partnerId);
+    if (counted === undefined) this.countedToday.vinsByPartner.set(partnerId, (counted = new Set()));
+    if (!counted.has(vin)) {
+      counted.add(vin);
+      this.countedToday.size++;
+    }
   }
 
   /**

@@ -39,12 +39,17 @@ export interface FixedWindowLimiterOptions {
   clock: Clock;
 }
 
+/** Subjects whose counter key a limiter keeps for its current window, at most. */
+const MAX_CACHED_KEYS = 100_000;
+
 export class FixedWindowLimiter {
   readonly name: string;
   readonly limit: number;
   readonly windowMs: number;
   private readonly counter: WindowCounter;
   private readonly clock: Clock;
+  /** The keys of the window last counted in, by subject (`keyOf`). */
+  private keys = { windowStart: Number.NaN, bySubject: new Map<string, string>() };
 
   constructor(options: FixedWindowLimiterOptions) {
     if (!options.name) throw new TypeError('FixedWindowLimiter: `name` is required');
@@ -101,8 +106,22 @@ export class FixedWindowLimiter {
     return { start, end: start + this.windowMs };
   }
 
+  /**
+   * The counter key of `subject` in the window starting at `windowStart`, built once per subject and
+   * window: a subject's requests then hand the counter the same string, whose hash is kept with it,
+   * rather than a new one to join, flatten and hash each time (the intake path counts two windows
+   * per request).
+   */
   private keyOf(subject: string, windowStart: number): string {
-    return `${this.name}:${subject}:${windowStart}`;
+    if (this.keys.windowStart !== windowStart) this.keys = { windowStart, bySubject: new Map() };
+    let key = this.keys.bySubject.get(subject);
+    if (key === undefined) {
+      key = `${this.name}:${subject}:${windowStart}`;
+      // Bounded: a day-long window peeked for many subjects (new VINs) must not grow without end.
+      if (this.keys.bySubject.size >= MAX_CACHED_KEYS) this.keys.bySubject.clear();
+      this.keys.bySubject.set(subject, key);
+    }
+    return key;
   }
 
   /**

@@ -68,10 +68,15 @@ export interface ThreadedIntakeQueueOptions {
 export class ThreadedIntakeQueue implements IntakeQueue {
   private readonly turn = new TurnBatcher<PendingEnqueue>((entries) => this.journalGroup(entries));
   private thread: IntakeThread | undefined;
-  /** Payloads in the journal that the thread has not confirmed, by id: their status is `queued`. */
-  private readonly staged = new Map<string, NewIntake>();
-  /** Journaled groups in the order they were written, until the thread confirms each. */
+  /**
+   * Journaled groups in the order they were written, until the thread confirms each: their payloads'
+   * status is `queued`. Found by a scan (`get`), not by an index of ids: a table with an insert and a
+   * delete per payload made V8 promote each payload's objects (see `connection-limits.ts`), and a
+   * status read of a payload not yet in the log is rare.
+   */
   private readonly unconfirmed: JournaledGroup[] = [];
+  /** Payloads of `unconfirmed`. */
+  private stagedCount = 0;
   /** The store refuses the thread's writes: intake is refused until the thread writes again. */
   private storeFault: TrailwireError | undefined;
 
@@ -124,8 +129,8 @@ export class ThreadedIntakeQueue implements IntakeQueue {
   };
 
   private backlogRefusal(): TrailwireError | undefined {
-    if (this.staged.size < MAX_STAGED_PAYLOADS) return undefined;
-    return storeUnavailable(`${this.staged.size} accepted payloads wait for the intake log; try again shortly`, undefined, 1);
+    if (this.stagedCount < MAX_STAGED_PAYLOADS) return undefined;
+    return storeUnavailable(`${this.stagedCount} accepted payloads wait for the intake log; try again shortly`, undefined, 1);
   }
 
   /** One journal record for every enqueue of this turn; its payloads without a key are answered as soon as it is durable. */
@@ -144,11 +149,11 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     this.options.faults.recovered('intake-journal', 'the intake journal takes writes again');
     const group: JournaledGroup = { entries, bytes, journalGroup, resent: false };
     for (const entry of entries) {
-      this.staged.set(entry.item.id, entry.item);
       if (entry.item.idempotencyKey === null) entry.resolve({ record: queuedRecord(entry.item), created: true });
       else this.refuseIfNotConfirmedInTime(entry);
     }
     this.unconfirmed.push(group);
+    this.stagedCount += entries.length;
     if (this.thread?.isRunning) this.send(group);
   }
 
@@ -165,9 +170,9 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     const at = this.unconfirmed.indexOf(group);
     if (at === -1) return;
     this.unconfirmed.splice(at, 1);
+    this.stagedCount -= group.entries.length;
     let refused = 0;
     group.entries.forEach((entry, i) => {
-      this.staged.delete(entry.item.id);
       const outcome = outcomes?.[i] ?? APPENDED;
       if (outcome.kind !== 'refused') return entry.resolve(toEnqueueResult(outcome, entry.item));
       refused++;
@@ -210,8 +215,11 @@ export class ThreadedIntakeQueue implements IntakeQueue {
   }
 
   get(id: string): Promise<IntakeRecord | null> {
-    const staged = this.staged.get(id);
-    return staged ? Promise.resolve(queuedRecord(staged)) : this.local.get(id);
+    for (const group of this.unconfirmed) {
+      const entry = group.entries.find((candidate) => candidate.item.id === id);
+      if (entry) return Promise.resolve(queuedRecord(entry.item));
+    }
+    return this.local.get(id);
   }
 
   /**
@@ -252,7 +260,7 @@ export class ThreadedIntakeQueue implements IntakeQueue {
    */
   async depth(): Promise<number> {
     const counted = this.thread?.isRunning ? await this.thread.depth().catch(() => undefined) : undefined;
-    return (counted ?? (await this.local.depth())) + this.staged.size;
+    return (counted ?? (await this.local.depth())) + this.stagedCount;
   }
 
   /** Resolves once every group journaled so far is confirmed. */
