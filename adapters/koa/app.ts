@@ -17,7 +17,7 @@ import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
 import { createIntakePostHandler, INTAKE_PATH, intakeRouterOf } from './intake-routes.ts';
-import { createIntakeLane, type IntakeLane, type IntakeLaneOptions, type TakenRequest } from './intake-lane.ts';
+import { createIntakeLane, edgeRefusalAnswerer, type IntakeLane, type IntakeLaneOptions } from './intake-lane.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -110,7 +110,7 @@ export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOp
   const proxy = clientAddressOf !== undefined;
   // The app is all Trailwire's: nothing above it adds headers once a route has answered.
   const stack = buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf });
-  const app = new TrailwireKoa({ proxy }, stack.intakeLane && createIntakeLane({ ...stack.intakeLane, answerRefusal: refusalAnswerer(stack.edge, proxy) }));
+  const app = new TrailwireKoa({ proxy }, stack.intakeLane && createIntakeLane({ ...stack.intakeLane, answerRefusal: edgeRefusalAnswerer(stack.edge, proxy) }));
   // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
   for (const middleware of stack.middleware) app.use(middleware);
@@ -132,32 +132,6 @@ class TrailwireKoa extends Koa {
     if (!lane) return viaKoa;
     return (req, res) => lane(req as IncomingMessage, res as ServerResponse) ?? viaKoa(req, res);
   }
-}
-
-/**
- * Answers an intake request the lane took and refused as Koa answers any other refusal: through the
- * edge layer (problem+json, request id, metrics, access line), in a Koa app of its own whose first
- * layer gives the edge what the lane already knew (the request id it answered with, when it began).
- */
-function refusalAnswerer(edge: Middleware, proxy: boolean): (req: IncomingMessage, res: ServerResponse, taken: TakenRequest) => Promise<void> {
-  const taken = new WeakMap<IncomingMessage, TakenRequest>();
-  const refusals = new Koa({ proxy });
-  refusals.silent = true;
-  refusals.use((ctx, next) => {
-    const { requestId, startedAt, claims, route } = taken.get(ctx.req)!;
-    Object.assign(ctx.state, { requestId, startedAt, claims });
-    (ctx as Context & { _matchedRoute?: string })._matchedRoute = route;
-    return next();
-  });
-  refusals.use(edge);
-  refusals.use((ctx) => {
-    throw taken.get(ctx.req)!.refusal;
-  });
-  const answer = refusals.callback();
-  return (req, res, request) => {
-    taken.set(req, request);
-    return answer(req, res);
-  };
 }
 
 /**

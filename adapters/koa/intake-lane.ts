@@ -13,6 +13,7 @@
  * problem+json, request id and log line), so there is one way to answer an error.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import Koa, { type Context, type Middleware } from 'koa';
 import { requestIdFrom } from '../../core/audit.ts';
 import type { AccessClaims, TokenService } from '../../core/tokens.ts';
 import type { AccessLog } from './access-log.ts';
@@ -83,5 +84,31 @@ export function createIntakeLane(options: IntakeLaneOptions): IntakeLane {
     const claims = tokens.cachedClaims(authorization.slice(7));
     if (claims === undefined || claims.aud !== 'partners') return undefined;
     return serve(req, res, vin, claims);
+  };
+}
+
+/**
+ * Answers an intake request the lane took and refused as Koa answers any other refusal: through the
+ * edge layer (problem+json, request id, metrics, access line), in a Koa app of its own whose first
+ * layer gives the edge what the lane already knew (the request id it answered with, when it began).
+ */
+export function edgeRefusalAnswerer(edge: Middleware, proxy: boolean): (req: IncomingMessage, res: ServerResponse, taken: TakenRequest) => Promise<void> {
+  const taken = new WeakMap<IncomingMessage, TakenRequest>();
+  const refusals = new Koa({ proxy });
+  refusals.silent = true;
+  refusals.use((ctx, next) => {
+    const { requestId, startedAt, claims, route } = taken.get(ctx.req)!;
+    Object.assign(ctx.state, { requestId, startedAt, claims });
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = route;
+    return next();
+  });
+  refusals.use(edge);
+  refusals.use((ctx) => {
+    throw taken.get(ctx.req)!.refusal;
+  });
+  const answer = refusals.callback();
+  return (req, res, request) => {
+    taken.set(req, request);
+    return answer(req, res);
   };
 }
