@@ -193,7 +193,7 @@ function buildStack(
     routers.push(intakeRouter);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
     // Only an app of Trailwire's own: inside yours, your middleware sees every request.
-    if (ownsTheApp) intakeLane = { prefix, tokens: trailwire.tokens, takePost, metrics, accessLog, clientAddressOf };
+    if (ownsTheApp) intakeLane = { prefix, tokens: trailwire.tokens, takePost, metrics, accessLog, clientAddressOf, logger };
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(

@@ -14,6 +14,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Koa, { type Context, type Middleware } from 'koa';
+import type { Logger } from 'pino';
 import { requestIdFrom } from '../../core/audit.ts';
 import type { AccessClaims, TokenService } from '../../core/tokens.ts';
 import type { AccessLog } from './access-log.ts';
@@ -43,6 +44,8 @@ export interface IntakeLaneOptions {
   clientAddressOf: ClientAddressOf | undefined;
   /** Answers a taken request that the lane refuses, through Koa's edge layer. */
   answerRefusal: (req: IncomingMessage, res: ServerResponse, taken: TakenRequest) => unknown;
+  /** Where a failure to write an answer is logged (a bug: the connection is closed, the process goes on). */
+  logger: Logger;
 }
 
 /** Takes the request and answers a promise of its end, or answers undefined when it is Koa's to serve. */
@@ -52,7 +55,7 @@ export type IntakeLane = (req: IncomingMessage, res: ServerResponse) => Promise<
 const PLAIN_PATH_SEGMENT = /^[0-9A-Za-z]{1,64}$/;
 
 export function createIntakeLane(options: IntakeLaneOptions): IntakeLane {
-  const { tokens, takePost, metrics, accessLog, clientAddressOf, answerRefusal } = options;
+  const { tokens, takePost, metrics, accessLog, clientAddressOf, answerRefusal, logger } = options;
   const pathStart = `${options.prefix}${INTAKE_PATH}/`;
   const route = `${options.prefix}${INTAKE_PATH}/:VIN`;
 
@@ -83,7 +86,12 @@ export function createIntakeLane(options: IntakeLaneOptions): IntakeLane {
     if (authorization === undefined || !authorization.startsWith('Bearer ')) return undefined;
     const claims = tokens.cachedClaims(authorization.slice(7));
     if (claims === undefined || claims.aud !== 'partners') return undefined;
-    return serve(req, res, vin, claims);
+    // node:http does nothing with the promise: a failure after the answer began is logged here,
+    // never left to end the process as an unhandled rejection.
+    return serve(req, res, vin, claims).catch((error: unknown) => {
+      logger.error({ err: error, route }, 'intake answer failed');
+      res.destroy();
+    });
   };
 }
 

@@ -12,9 +12,14 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
+import type { AccessLog } from '../../../adapters/koa/access-log.ts';
 import { createTrailwireApp } from '../../../adapters/koa/app.ts';
+import { createIntakeLane } from '../../../adapters/koa/intake-lane.ts';
+import type { HttpMetrics } from '../../../adapters/koa/metrics.ts';
+import type { AccessClaims, TokenService } from '../../../core/tokens.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
 import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+import { until } from '../../support/until.ts';
 
 const VIN = withCheckDigit('1LANE0TST0Z000001');
 const fix = (timestamp: number) => ({ timestamp, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 });
@@ -158,6 +163,51 @@ describe('what the intake lane leaves to Koa', () => {
       lane.server.closeAllConnections();
       await new Promise((resolve) => lane.server.close(resolve));
       await app.close();
+    }
+  });
+});
+
+describe('a failure inside the intake lane', () => {
+  it('is logged and its connection closed; the process goes on', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const claims = { sub: 'partner-1', aud: 'partners' } as unknown as AccessClaims;
+    const lane = createIntakeLane({
+      prefix: '',
+      tokens: { cachedClaims: () => claims, assertNotRevoked: async () => {} } as unknown as TokenService,
+      takePost: async () => ({ headers: [], body: { id: 'intake-1', status: 'queued' } }),
+      metrics: {
+        observe: () => {
+          throw new Error('a bug after the answer was written');
+        },
+      } as unknown as HttpMetrics,
+      accessLog: { record: () => {} } as unknown as AccessLog,
+      clientAddressOf: undefined,
+      answerRefusal: () => assert.fail('nothing was refused'),
+      logger: pino({ level: 'info' }, sink),
+    });
+    const server = createServer((req, res) => lane(req, res) ?? res.writeHead(404).end());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const answer = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1/telemetry/intake/${VIN}`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer any', 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(answer.status, 202, 'the answer was written before the failure');
+      await until(() => lines.some((line) => line.msg === 'intake answer failed'), 'the failure logged');
+      const line = lines.find((entry) => entry.msg === 'intake answer failed')!;
+      assert.equal(line.level, 50);
+      assert.equal(line.route, '/api/v1/telemetry/intake/:VIN');
+      assert.match(JSON.stringify(line.err), /a bug after the answer was written/);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 });
