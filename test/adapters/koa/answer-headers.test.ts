@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
 import { pino } from 'pino';
 import { withCheckDigit } from '../../../core/vin.ts';
+import { logLines } from '../../support/log-lines.ts';
 import { customerWithToken, partnerWithToken, startTestApp } from '../../support/test-app.ts';
 
 describe('answer headers', () => {
@@ -17,7 +17,13 @@ describe('answer headers', () => {
     const app = await startTestApp();
     try {
       const customer = await customerWithToken(app);
+      const partner = await partnerWithToken(app, 'gps-basic');
+      const fix = { timestamp: Math.floor(app.clock.now() / 1000) - 60, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 };
+      const intakePath = `/api/v1/telemetry/intake/${withCheckDigit('1HEADERS0ZZ123456')}`;
       const answers = {
+        // The first through Koa's route, the second through the app's intake lane (a token seen before).
+        intake: await app.call('POST', intakePath, { token: partner.token, body: fix }),
+        intakeAgain: await app.call('POST', intakePath, { token: partner.token, body: { ...fix, timestamp: fix.timestamp + 1 } }),
         read: await app.call('GET', '/api/v1/fleets', { token: customer.token }),
         problem: await app.call('GET', '/api/v1/fleets/999999', { token: customer.token }),
         unauthenticated: await app.call('GET', '/api/v1/fleets'),
@@ -25,6 +31,8 @@ describe('answer headers', () => {
         authenticate: await app.call('POST', '/api/v1/customers/authenticate', { apiKey: customer.apiKey }),
         openapi: await app.call('GET', '/openapi.json'),
       };
+      assert.equal(answers.intake.status, 202, JSON.stringify(answers.intake.body));
+      assert.equal(answers.intakeAgain.status, 202);
       for (const [name, answer] of Object.entries(answers)) {
         assert.equal(answer.headers.get('cache-control'), 'no-store', `${name}: no-store`);
         assert.equal(answer.headers.get('x-content-type-options'), 'nosniff', `${name}: nosniff`);
@@ -41,13 +49,7 @@ describe('answer headers', () => {
 
 describe('a client that goes away', () => {
   it('is logged at debug, without the raw path, and no error line is written', async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)));
-        done();
-      },
-    });
+    const { lines, stream: sink } = logLines();
     const app = await startTestApp({ app: { logger: pino({ level: 'debug' }, sink) } });
     try {
       const partner = await partnerWithToken(app, 'gps-basic');

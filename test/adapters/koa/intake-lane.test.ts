@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { AccessLog } from '../../../adapters/koa/access-log.ts';
@@ -19,19 +19,14 @@ import type { HttpMetrics } from '../../../adapters/koa/metrics.ts';
 import type { AccessClaims, TokenService } from '../../../core/tokens.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
 import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+import { logLines } from '../../support/log-lines.ts';
 import { until } from '../../support/until.ts';
 
 const VIN = withCheckDigit('1LANE0TST0Z000001');
 const fix = (timestamp: number) => ({ timestamp, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 });
 
 /** The app's own server again, over a second Koa app whose contexts are counted: a request the lane takes makes none. */
-async function countingServer(app: TestApp, lines: Array<Record<string, unknown>>): Promise<{ url: string; contexts: () => number; server: Server }> {
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
+async function countingServer(app: TestApp, sink: Writable): Promise<{ url: string; contexts: () => number; server: Server }> {
   const koa = createTrailwireApp(app.trailwire, { logger: pino({ level: 'info' }, sink), intakeRefusalDelayMs: 0, corsOrigins: ['https://app.example.com'] });
   let contexts = 0;
   const createContext = koa.createContext.bind(koa);
@@ -47,13 +42,13 @@ async function countingServer(app: TestApp, lines: Array<Record<string, unknown>
 describe('the intake lane', () => {
   let app: TestApp;
   let lane: Awaited<ReturnType<typeof countingServer>>;
-  const lines: Array<Record<string, unknown>> = [];
+  const { lines, stream } = logLines();
   let partner: { id: string; token: string };
   let timestamp = Math.floor(Date.UTC(2026, 5, 1, 11, 0, 0) / 1000);
 
   before(async () => {
     app = await startTestApp({ core: { partnerIntake: { budget: { requests: 8, windowSeconds: 60 } } } });
-    lane = await countingServer(app, lines);
+    lane = await countingServer(app, stream);
     partner = await partnerWithToken(app, 'gps-basic');
   });
   after(async () => {
@@ -135,8 +130,7 @@ describe('the intake lane', () => {
 describe('what the intake lane leaves to Koa', () => {
   it('an unseen token, a browser, an encoded path, a customer token, another media type: each answered by Koa as before', async () => {
     const app = await startTestApp();
-    const lines: Array<Record<string, unknown>> = [];
-    const lane = await countingServer(app, lines);
+    const lane = await countingServer(app, logLines().stream);
     try {
       const partner = await partnerWithToken(app, 'gps-basic');
       const customer = await customerWithToken(app);
@@ -169,13 +163,7 @@ describe('what the intake lane leaves to Koa', () => {
 
 describe('a failure inside the intake lane', () => {
   it('is logged and its connection closed; the process goes on', async () => {
-    const lines: Array<Record<string, unknown>> = [];
-    const sink = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)));
-        done();
-      },
-    });
+    const { lines, stream } = logLines();
     const claims = { sub: 'partner-1', aud: 'partners' } as unknown as AccessClaims;
     const lane = createIntakeLane({
       prefix: '',
@@ -189,7 +177,7 @@ describe('a failure inside the intake lane', () => {
       accessLog: { record: () => {} } as unknown as AccessLog,
       clientAddressOf: undefined,
       answerRefusal: () => assert.fail('nothing was refused'),
-      logger: pino({ level: 'info' }, sink),
+      logger: pino({ level: 'info' }, stream),
     });
     const server = createServer((req, res) => lane(req, res) ?? res.writeHead(404).end());
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
