@@ -12,7 +12,7 @@ import { openSqliteStore, type SqliteStore } from '../../adapters/sqlite/index.t
 import { ManualClock } from '../../core/clock.ts';
 import type { IntakeQueue, IntakeRecord } from '../../core/intake-queue.ts';
 import { MAX_READING_LEAD_MS } from '../../core/canonical.ts';
-import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions } from '../../core/intake-worker.ts';
+import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions, LINGER_FULL_AT, lingerAfter } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { defineProduct } from '../../core/products.ts';
 import type { TelemetryWriteStore } from '../../core/store.ts';
@@ -335,3 +335,15 @@ async function pick(s: Setup, id: string) {
   const { status, attempts, nextAttemptAt, error } = await s.statusOf(id);
   return { status, attempts, nextAttemptAt, error };
 }
+
+describe('the linger before a batch', () => {
+  it('grows with the last batch: a light load waits a millisecond, a full one the whole linger, 0 reads at once', () => {
+    assert.equal(lingerAfter(0, 20), 1, 'after an idle wait: a millisecond for the neighbours of the payload that woke it');
+    assert.equal(lingerAfter(10, 20), 2, "ten payloads (LiveFeed's light load) earn two");
+    assert.equal(lingerAfter(LINGER_FULL_AT / 2, 20), 10);
+    assert.equal(lingerAfter(LINGER_FULL_AT, 20), 20, 'a batch of LINGER_FULL_AT earns the whole linger');
+    assert.equal(lingerAfter(2048, 20), 20, 'never more than the setting');
+    assert.equal(lingerAfter(2048, 0), 0, 'lingerMs 0 reads at once');
+    assert.equal(lingerAfter(0, 0), 0);
+  });
+});
