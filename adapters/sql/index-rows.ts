@@ -42,5 +42,3 @@ export function toIndexed(row: IndexRow): IndexedIntake {
     processedAt: row.processed_at,
   };
 }
-
-/** Opens the index in a store's database (`store.db`), applying its migrations. */

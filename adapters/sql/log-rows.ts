@@ -42,7 +42,6 @@ export const LOG_COLUMNS = 'l.seq, l.id, l.partner_id, l.product, l.vin, l.paylo
 /** The parked columns of a `LogStatusRow`, of alias `p`. */
 export const PARKED_COLUMNS = 'p.state, p.attempts, p.next_attempt_at, p.error, p.processed_at AS parked_processed_at';
 
-/** The payload's record with its derived status; `inFlight` when a batch in hand holds it. */
 /** The payload of a row, as it was appended. */
 export function toNewIntake(row: LogRow): NewIntake {
   return {
@@ -61,6 +60,7 @@ export function toLoggedIntake(row: LogRow, partition: number): LoggedIntake {
   return { ...toNewIntake(row), partition, seq: row.seq };
 }
 
+/** The payload's record with its derived status; `inFlight` when a batch in hand holds it. */
 export function toIntakeRecord(row: LogStatusRow, inFlight = false): IntakeRecord {
   const base = toNewIntake(row);
   const nextAttemptAt = row.next_attempt_at ?? row.received_at;
