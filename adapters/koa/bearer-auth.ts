@@ -54,10 +54,16 @@ export function bearerAuth(tokens: TokenService, audience: Audience): Middleware
   };
 }
 
+/** The token of an Authorization header in the usual spelling (`Bearer <token>`), without a pattern; undefined otherwise. */
+export function usualBearerToken(header: string | undefined): string | undefined {
+  return header !== undefined && header.startsWith('Bearer ') && header.length > 7 ? header.slice(7) : undefined;
+}
+
 function bearerToken(header: string | undefined): string {
   if (!header) throw new TrailwireError('missing_token', 'An Authorization: Bearer <token> header is required.');
   // The usual spelling skips the pattern; a token with whitespace in it is no JWT.
-  if (header.startsWith('Bearer ') && header.length > 7) return header.slice(7);
+  const usual = usualBearerToken(header);
+  if (usual !== undefined) return usual;
   const match = /^Bearer ([^\s]+)$/i.exec(header);
   if (!match) throw new TrailwireError('invalid_token', 'The Authorization header must be "Bearer <token>".');
   return match[1]!;

@@ -19,6 +19,7 @@ import { requestIdFrom } from '../../core/audit.ts';
 import type { AccessClaims, TokenService } from '../../core/tokens.ts';
 import type { AccessLog } from './access-log.ts';
 import { writeJsonAtOnce } from './answer-json.ts';
+import { usualBearerToken } from './bearer-auth.ts';
 import type { ClientAddressOf } from './client-address.ts';
 import { declaresPlainJsonBody, INTAKE_PATH, type IntakePostHandler } from './intake-routes.ts';
 import type { HttpMetrics } from './metrics.ts';
@@ -82,9 +83,9 @@ export function createIntakeLane(options: IntakeLaneOptions): IntakeLane {
     const { headers } = req;
     if (!PLAIN_PATH_SEGMENT.test(vin) || headers.origin !== undefined || !declaresPlainJsonBody(headers)) return undefined;
     // A token this process has verified before (the first request of a token goes through Koa's check, which remembers it).
-    const authorization = headers.authorization;
-    if (authorization === undefined || !authorization.startsWith('Bearer ')) return undefined;
-    const claims = tokens.cachedClaims(authorization.slice(7));
+    const token = usualBearerToken(headers.authorization);
+    if (token === undefined) return undefined;
+    const claims = tokens.cachedClaims(token);
     if (claims === undefined || claims.aud !== 'partners') return undefined;
     // node:http does nothing with the promise: a failure after the answer began is logged here,
     // never left to end the process as an unhandled rejection.
