@@ -13,7 +13,7 @@
  *   then the connection is destroyed. Event streams never end their answer and are not concerned
  *   (they have their own slow-subscriber rule, contract 8).
  */
-import type { Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { trustedProxyList } from '../koa/index.ts';
@@ -79,40 +79,47 @@ export function limitConnections(server: Server, options: ConnectionLimitOptions
       });
     });
 
-  // The answer each connection is on, and when an ended answer was first seen unsent: a sweep over
-  // the connections rather than a timer (or a table entry) per answer. Keyed by the connection, which
-  // lives across its requests: a table of every answer in flight, one insert and one delete per
-  // request, made V8 promote every request's objects to the old generation (4 MB a scavenge at
-  // 15,000 requests/s, a scavenge every ~55 ms taking 8 ms instead of 3: `npm run bench -- intake`).
-  const answerOf = new WeakMap<Socket, ServerResponse>();
+  // The answers of each connection not yet taken by the client, oldest first, and when the oldest
+  // ended answer was first seen unsent: a sweep over the connections rather than a timer (or a table
+  // entry) per answer. Keyed by the connection (`req.socket`, always set), which lives across its
+  // requests: a table of every answer in flight, one insert and one delete per request, made V8
+  // promote every request's objects to the old generation (4 MB a scavenge at 15,000 requests/s:
+  // `npm run bench -- intake`). A list, not one answer: a client may pipeline requests, and an
+  // answer queued behind an unfinished one has no socket yet (`res.socket` is null until node:http
+  // hands it the connection); the connection's list is one array reused for its whole life.
+  const answersOf = new WeakMap<Socket, ServerResponse[]>();
   const endedAt = new WeakMap<ServerResponse, number>();
   const connections = new Set<Socket>();
   let sweep: NodeJS.Timeout | undefined;
   if (settings.sendTimeoutMs > 0) {
     server.on('connection', (socket: Socket) => {
       connections.add(socket);
+      answersOf.set(socket, []);
       socket.once('close', () => connections.delete(socket));
     });
-    server.on('request', (_req, res: ServerResponse) => answerOf.set(res.socket as Socket, res));
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const answers = answersOf.get(req.socket);
+      if (answers === undefined) return; // a connection handed to the server by its owner (`server.emit('connection')` before this listener)
+      dropTaken(answers);
+      answers.push(res);
+    });
     const every = Math.min(1000, Math.max(10, Math.floor(settings.sendTimeoutMs / 4)));
     sweep = setInterval(() => {
       const now = Date.now();
       for (const socket of connections) {
-        const res = answerOf.get(socket);
-        if (res === undefined || !unsent(res)) continue;
+        const res = oldestUnsent(answersOf.get(socket));
+        if (res === undefined) continue;
         const since = endedAt.get(res);
         if (since === undefined) endedAt.set(res, now);
-        else if (now - since >= settings.sendTimeoutMs) res.destroy();
+        // The connection, not the answer: the answers pipelined behind this one go with it.
+        else if (now - since >= settings.sendTimeoutMs) socket.destroy();
       }
     }, every).unref();
   }
   return {
     get counts() {
       let sending = 0;
-      for (const socket of connections) {
-        const res = answerOf.get(socket);
-        if (res !== undefined && unsent(res)) sending++;
-      }
+      for (const socket of connections) if (oldestUnsent(answersOf.get(socket)) !== undefined) sending++;
       return { addresses: perAddress.size, sending, refused };
     },
     stop() {
@@ -121,9 +128,22 @@ export function limitConnections(server: Server, options: ConnectionLimitOptions
   };
 }
 
-/** An answer the server has ended and the client has not taken in full yet. */
-function unsent(res: ServerResponse): boolean {
-  return res.writableEnded && !res.writableFinished && !res.destroyed;
+/** Forgets the answers at the head of a connection's list that are done with (taken or destroyed). */
+function dropTaken(answers: ServerResponse[]): void {
+  let taken = 0;
+  while (taken < answers.length && (answers[taken]!.writableFinished || answers[taken]!.destroyed)) taken++;
+  if (taken > 0) answers.splice(0, taken);
+}
+
+/**
+ * The connection's answer the server has ended and the client has not taken in full yet, if any:
+ * the oldest answer not done with (the ones behind it cannot go out before it).
+ */
+function oldestUnsent(answers: ServerResponse[] | undefined): ServerResponse | undefined {
+  if (answers === undefined) return undefined;
+  dropTaken(answers);
+  const oldest = answers[0];
+  return oldest !== undefined && oldest.writableEnded ? oldest : undefined;
 }
 
 /**

@@ -63,6 +63,35 @@ describe('connection limits', () => {
     await until(() => limits.counts.sending === 0, 'no answer tracked');
   });
 
+  it('serves pipelined requests, and cuts a pipelining client that does not read its answers', async () => {
+    const { port, limits, server } = await serve({ sendTimeoutMs: 300 });
+    // Two answers written at once: the second is queued behind the first with no socket of its own yet.
+    const answers = await new Promise<string>((resolve) => {
+      const client = connect({ port, host: '127.0.0.1' });
+      let text = '';
+      client.on('data', (chunk) => {
+        text += String(chunk);
+        if (text.split('HTTP/1.1 200').length === 3) {
+          client.destroy();
+          resolve(text);
+        }
+      });
+      client.write('GET / HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    assert.equal(answers.split('HTTP/1.1 200').length, 3, 'both answered');
+    const reader = await open(port);
+    reader.socket.pause();
+    const started = Date.now();
+    reader.socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /big HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await until(() => limits.counts.sending === 1, 'the first answer under way, the others queued behind it');
+    const connections = () => new Promise<number>((resolve) => server.getConnections((_error, count) => resolve(count)));
+    await until(async () => (await connections()) === 0, 'the pipelining slow reader cut', 5_000);
+    const took = Date.now() - started;
+    assert.ok(took >= 300, `not before the send timeout: ${took} ms`);
+    reader.socket.destroy();
+    await until(() => limits.counts.sending === 0, 'no answer tracked');
+  });
+
   it('caps connections per address, except for exempt peers, and forgets closed ones', async () => {
     const { port, limits } = await serve({ maxConnectionsPerAddress: 3, exempt: (address) => address === '127.0.0.2' });
     const first = await Promise.all([1, 2, 3].map(() => open(port)));
