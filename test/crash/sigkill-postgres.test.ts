@@ -86,7 +86,7 @@ it(
 
       const second = await serve();
       try {
-        await until(async () => (await processed()) >= total, 'every payload to be processed after the kill', 60_000, 100).catch(() => {});
+        await until(async () => (await processed()) >= total, 'every payload to be processed after the kill', 60_000, 100);
         assert.equal(await processed(), total, 'every payload was processed after the kill');
         assert.equal(await queue.depth(), 0, 'nothing left to do');
         const fixes = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".gps_fixes`);

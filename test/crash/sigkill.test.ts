@@ -133,7 +133,7 @@ it('a SIGKILL in the middle of processing loses nothing either, and applying a p
 
   const second = await serve();
   try {
-    await until(() => (processed.get() as number) >= total, 'every payload to be processed after the restart', 30_000, 50).catch(() => {});
+    await until(() => (processed.get() as number) >= total, 'every payload to be processed after the restart', 30_000, 50);
     assert.equal(processed.get(), total, 'every payload was processed after the restart');
     assert.equal(await queue.depth(), 0, 'nothing left to do');
     assert.equal(store.db.prepare('SELECT COUNT(*) FROM gps_fixes').pluck().get(), fixesBefore + total, 'one fix per payload, none twice');

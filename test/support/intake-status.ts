@@ -21,6 +21,9 @@ export async function assertAllProcessed(baseUrl: string, token: string, ids: re
     pending = states.filter((state) => state.status !== 'processed').map((state) => state.id);
     return pending.length === 0;
   };
-  await until(allProcessed, 'every acknowledged payload to be processed', timeoutMs).catch(() => {});
+  await until(allProcessed, 'every acknowledged payload to be processed', timeoutMs).catch((error: unknown) => {
+    // A refusal seen on the way says more than the time running out; then the ones still pending are listed.
+    if (error instanceof assert.AssertionError) throw error;
+  });
   assert.deepEqual(pending, [], 'every acknowledged payload was processed');
 }
