@@ -11,7 +11,7 @@
 import type { IntakeIndex, KeyHolder, PartitionState } from '../../core/intake-index.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
 import { applyPostgresMigrations, type PostgresMigration } from './migrations.ts';
-import { explainPostgresFailure, quoteSchema } from './pool.ts';
+import { quoteSchema } from './pool.ts';
 import type { PostgresQueueHost } from './intake-queue.ts';
 import { INDEX_ROW_COLUMNS, type IndexRow, toIndexed } from '../sql/index-rows.ts';
 
@@ -67,13 +67,8 @@ export async function openPostgresIntakeIndex(host: PostgresQueueHost): Promise<
   await applyPostgresMigrations(host.pool, host.schema, POSTGRES_INDEX_COMPONENT, POSTGRES_INDEX_MIGRATIONS);
   const { pool } = host;
   const s = quoteSchema(host.schema);
-  const query = async <R extends object>(text: string, values: unknown[]): Promise<R[]> => {
-    try {
-      return (await pool.query<R & import('pg').QueryResultRow>(text, values)).rows;
-    } catch (error) {
-      throw explainPostgresFailure(error);
-    }
-  };
+  // The pool explains its failures (an unreachable database is store_unavailable: pool.ts).
+  const query = async <R extends object>(text: string, values: unknown[]): Promise<R[]> => (await pool.query<R & import('pg').QueryResultRow>(text, values)).rows;
   const holderOf = (row: { id: string | null; vin: string; product: string; payload: string; received_at: number }): KeyHolder => ({
     id: row.id,
     vin: row.vin,

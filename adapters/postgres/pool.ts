@@ -112,25 +112,32 @@ export function createPostgresPool(options: PostgresPoolOptions): pg.Pool {
 /**
  * Makes every failure of the pool's queries and connections pass through `explainPostgresFailure`,
  * whichever module runs them (the store, the intake queue, a transaction): patched on this pool and
- * its clients, so an embedding application's other pools are untouched. Both calling styles are
- * kept (pg-pool's own `query` calls `connect` and `client.query` with callbacks).
+ * its clients, so an embedding application's other pools are untouched. The pool's own `query` is
+ * explained too, not only the client's: when a connection is lost mid-query (the server ended it
+ * without a word), pg-pool answers that query with the client's 'error' event, raw, before the
+ * client's query fails (issue 37, item 9: a 500 during a PostgreSQL outage).
  */
 function explainFailures(pool: pg.Pool): void {
-  const connect = pool.connect.bind(pool) as (callback?: (error: Error | undefined, ...rest: unknown[]) => void) => unknown;
-  (pool as { connect: unknown }).connect = (callback?: (error: Error | undefined, ...rest: unknown[]) => void) =>
-    callback ? connect((error, ...rest) => callback(explainPostgresFailure(error) as Error | undefined, ...rest)) : explained(connect());
-  pool.on('connect', (client) => {
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    (client as { query: unknown }).query = (...args: unknown[]) => {
-      const last = args.length - 1;
-      const callback = args[last];
-      if (typeof callback === 'function') {
-        args[last] = (error: unknown, ...rest: unknown[]) => (callback as (...values: unknown[]) => void)(error && explainPostgresFailure(error), ...rest);
-        return query(...args);
-      }
-      return explained(query(...args));
-    };
-  });
+  explainCallsOf(pool, 'connect');
+  explainCallsOf(pool, 'query');
+  pool.on('connect', (client) => explainCallsOf(client, 'query'));
+}
+
+/**
+ * Replaces `target[method]` with one whose failures are explained, in both calling styles: a
+ * callback last (pg-pool's own `query` calls `connect` and `client.query` that way) or a promise.
+ */
+function explainCallsOf<Target extends object>(target: Target, method: keyof Target & string): void {
+  const call = (target[method] as (...args: unknown[]) => unknown).bind(target);
+  (target as Record<string, unknown>)[method] = (...args: unknown[]) => {
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof callback === 'function') {
+      args[last] = (error: unknown, ...rest: unknown[]) => (callback as (...values: unknown[]) => void)(error && explainPostgresFailure(error), ...rest);
+      return call(...args);
+    }
+    return explained(call(...args));
+  };
 }
 
 /** A promise's rejection explained; anything else (a submittable query) as it is. */

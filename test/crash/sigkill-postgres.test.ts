@@ -15,6 +15,7 @@ import { after, it } from 'node:test';
 import { openPostgresIntakeQueue, openPostgresStore } from '../../adapters/postgres/index.ts';
 import { withCheckDigit } from '../../core/vin.ts';
 import { TRAILWIRE_BIN } from '../support/cli.ts';
+import { until } from '../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const schema = `tw_test_${randomBytes(6).toString('hex')}`;
@@ -77,15 +78,15 @@ it(
         ).rows[0]!.n;
 
       const first = await serve();
-      while ((await processed()) === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      // The kill comes as soon as processing is seen under way.
+      await until(async () => (await processed()) > 0, 'processing to begin', 60_000, 5);
       await kill(first);
       const atKill = await processed();
       assert.ok(atKill < total, `the kill came mid-processing (${atKill} of ${total} processed)`);
 
       const second = await serve();
       try {
-        const deadline = Date.now() + 60_000;
-        while ((await processed()) < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+        await until(async () => (await processed()) >= total, 'every payload to be processed after the kill', 60_000, 100);
         assert.equal(await processed(), total, 'every payload was processed after the kill');
         assert.equal(await queue.depth(), 0, 'nothing left to do');
         const fixes = await store.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}".gps_fixes`);

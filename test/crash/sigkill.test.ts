@@ -15,6 +15,7 @@ import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
 import { TRAILWIRE_BIN } from '../support/cli.ts';
 import { assertAllProcessed } from '../support/intake-status.ts';
+import { until } from '../support/until.ts';
 
 const bin = TRAILWIRE_BIN;
 const dir = mkdtempSync(join(tmpdir(), 'trailwire-crash-'));
@@ -125,15 +126,14 @@ it('a SIGKILL in the middle of processing loses nothing either, and applying a p
     .pluck();
   const first = await serve();
   // The kill comes as soon as processing is seen under way.
-  while ((processed.get() as number) === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+  await until(() => (processed.get() as number) > 0, 'processing to begin', 30_000, 2);
   await kill(first.child);
   const atKill = processed.get() as number;
   assert.ok(atKill < total, `the kill came mid-processing (${atKill} of ${total} processed)`);
 
   const second = await serve();
   try {
-    const deadline = Date.now() + 30_000;
-    while ((processed.get() as number) < total && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    await until(() => (processed.get() as number) >= total, 'every payload to be processed after the restart', 30_000, 50);
     assert.equal(processed.get(), total, 'every payload was processed after the restart');
     assert.equal(await queue.depth(), 0, 'nothing left to do');
     assert.equal(store.db.prepare('SELECT COUNT(*) FROM gps_fixes').pluck().get(), fixesBefore + total, 'one fix per payload, none twice');

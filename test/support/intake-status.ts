@@ -5,11 +5,11 @@
  * with some still pending (listed).
  */
 import assert from 'node:assert/strict';
+import { until } from './until.ts';
 
 export async function assertAllProcessed(baseUrl: string, token: string, ids: readonly string[], timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
   let pending = [...ids];
-  while (pending.length > 0 && Date.now() < deadline) {
+  const allProcessed = async () => {
     const states = await Promise.all(
       pending.map(async (id) => {
         const response = await fetch(`${baseUrl}/api/v1/telemetry/intake/status/${id}`, { headers: { authorization: `Bearer ${token}` } });
@@ -19,7 +19,11 @@ export async function assertAllProcessed(baseUrl: string, token: string, ids: re
     );
     assert.deepEqual(states.filter((state) => state.status === 'failed'), [], 'no acknowledged payload failed');
     pending = states.filter((state) => state.status !== 'processed').map((state) => state.id);
-    if (pending.length > 0) await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+    return pending.length === 0;
+  };
+  await until(allProcessed, 'every acknowledged payload to be processed', timeoutMs).catch((error: unknown) => {
+    // A refusal seen on the way says more than the time running out; then the ones still pending are listed.
+    if (error instanceof assert.AssertionError) throw error;
+  });
   assert.deepEqual(pending, [], 'every acknowledged payload was processed');
 }

@@ -9,6 +9,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { until } from './until.ts';
 
 const POSTGRES_BIN_ROOT = '/usr/lib/postgresql';
 
@@ -47,22 +48,21 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Resolves once something accepts TCP connections on the port. */
-async function untilListening(port: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1');
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
+/** Whether something accepts TCP connections on the port now. */
+function listening(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
     });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port} after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/** Resolves once something accepts TCP connections on the port. */
+function untilListening(port: number): Promise<void> {
+  return until(() => listening(port), `something to listen on port ${port}`, 15_000);
 }
 
 export class PrivateRedis {

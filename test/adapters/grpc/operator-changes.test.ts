@@ -16,6 +16,7 @@ import { startServer, type RunningServer } from '../../../adapters/server/index.
 import { subscribeLiveFeed, type LiveFeedSubscription, type LiveUpdate } from '../../../simulator/client/live-feed-client.ts';
 import { REPO_ROOT, TS_LOADER } from '../../support/cli.ts';
 import { applyTelemetry, mintToken, tpmsReading, uniqueVin } from '../../support/fixtures.ts';
+import { until } from '../../support/until.ts';
 
 const WARNING = { isWarning: true, isFault: false };
 
@@ -41,21 +42,13 @@ describe('LiveFeed: operator changes reach the subscribers', () => {
       { onUpdate: (update) => updates.push(update), onHeartbeat: () => heartbeats++ },
     );
     // The first heartbeat comes once the server has subscribed the stream to the hub.
-    await until(() => heartbeats > 0);
+    await until(() => heartbeats > 0, 'the first heartbeat');
   });
   after(async () => {
     subscription.close();
     await server.close();
     rmSync(dir, { recursive: true, force: true });
   });
-
-  async function until(predicate: () => boolean, ms = 5_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!predicate()) {
-      if (Date.now() > deadline) throw new Error('timed out');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
 
   /** A trailer of the fleet with one warning tire sensor: status Warning. Answers it and the device id. */
   async function warningTrailer() {
@@ -72,7 +65,7 @@ describe('LiveFeed: operator changes reach the subscribers', () => {
   it('a device deactivated through the server\'s core: the trailer turns OK on the stream', async () => {
     const { trailer, deviceId } = await warningTrailer();
     await server.trailwire.admin.setDeviceActive(deviceId, false);
-    await until(() => updatesOf(trailer.id).some((update) => update.trailer.status?.name === 'OK'));
+    await until(() => updatesOf(trailer.id).some((update) => update.trailer.status?.name === 'OK'), 'an update with status OK');
     const last = updatesOf(trailer.id).at(-1)!;
     assert.equal(last.fleetId, fleetId);
     assert.equal(last.trailer.warningDevices, 0);
@@ -82,7 +75,7 @@ describe('LiveFeed: operator changes reach the subscribers', () => {
     const { trailer, deviceId } = await warningTrailer();
     const seen = updatesOf(trailer.id).length;
     await promisify(execFile)(process.execPath, [...TS_LOADER, 'bin/trailwire.ts', 'devices', 'deactivate', deviceId, '--db', db, '--json'], { cwd: REPO_ROOT });
-    await until(() => updatesOf(trailer.id).slice(seen).some((update) => update.trailer.status?.name === 'OK'));
+    await until(() => updatesOf(trailer.id).slice(seen).some((update) => update.trailer.status?.name === 'OK'), 'a new update with status OK');
   });
 
   it('a trailer assigned to the fleet, and one switched off, by another process reach the stream', async () => {
@@ -92,10 +85,10 @@ describe('LiveFeed: operator changes reach the subscribers', () => {
     const cli = (...args: string[]) =>
       promisify(execFile)(process.execPath, [...TS_LOADER, 'bin/trailwire.ts', ...args, '--db', db, '--json'], { cwd: REPO_ROOT });
     await cli('trailers', 'create', '--fleet', String(fleetId), '--vin', vin);
-    await until(() => updatesOf(unassigned.id).length > 0);
+    await until(() => updatesOf(unassigned.id).length > 0, 'an update of the trailer');
     assert.equal(updatesOf(unassigned.id)[0]!.fleetId, fleetId);
     const seen = updatesOf(unassigned.id).length;
     await cli('trailers', 'deactivate', unassigned.id);
-    await until(() => updatesOf(unassigned.id).length > seen);
+    await until(() => updatesOf(unassigned.id).length > seen, 'a new update of the trailer');
   });
 });

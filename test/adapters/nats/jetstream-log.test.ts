@@ -12,6 +12,7 @@ import { isTrailwireError, TrailwireError } from '../../../core/errors.ts';
 import { runIntakeLogConformance } from '../../conformance/intake-log.ts';
 import { newIntake } from '../../support/fixtures.ts';
 import { deleteStreams, freshStream, NATS_SKIP, NATS_URL } from '../../support/nats.ts';
+import { until } from '../../support/until.ts';
 
 describe('resolveJetStreamIntakeLogOptions', () => {
   const cases: [string, unknown][] = [
@@ -93,12 +94,7 @@ describe('JetStream intake log', { skip: NATS_SKIP }, () => {
       // A process that died renews nothing: its renewal timer stops with it (here, cleared by hand).
       (a as unknown as { held: Map<number, { timer: NodeJS.Timeout }> }).held.forEach((state) => clearInterval(state.timer));
       assert.equal(await b.lease(3), null, 'still held');
-      let taken = null;
-      for (let i = 0; i < 100 && !taken; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        taken = await b.lease(3);
-      }
-      assert.ok(taken?.held, 'taken over once the lease ran out');
+      await until(async () => (await b.lease(3))?.held === true, 'the lease to be taken over once it ran out', 10_000, 100);
     } finally {
       await a.close();
       await b.close();

@@ -18,6 +18,7 @@ import { pino } from 'pino';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import { startServer, type RunningServer } from '../../../adapters/server/index.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
+import { until } from '../../support/until.ts';
 
 const livefeed = (
   grpc.loadPackageDefinition(protoLoader.loadSync('livefeed/v1/livefeed.proto', { keepCase: true, includeDirs: [PROTO_ROOT] })) as any
@@ -83,8 +84,7 @@ describe('access log and audit trail', () => {
     assert.equal((await call('PUT', '/api/v1/customers/rotate', bearer)).status, 401, 'the rotated token is refused');
     await trailwire.keys.rotate();
     // The stream's close line is written when the server sees the cancel.
-    const deadline = Date.now() + 3000;
-    while (!lines().some((line) => line.event === 'stream.close') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    await until(() => lines().some((line) => line.event === 'stream.close'), "the stream's close line", 15_000);
   });
 
   after(async () => {

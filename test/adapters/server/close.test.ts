@@ -29,10 +29,13 @@ it('answers the requests in flight on keep-alive connections, then closes within
       });
       req.on('error', reject);
     });
-    req.write(body.slice(0, 20));
-    return { req, answered };
+    const flushed = new Promise<void>((resolve) => req.write(body.slice(0, 20), () => resolve()));
+    return { req, answered, flushed };
   });
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  // Every first half handed to the kernel, then an answer on a connection opened after them: the
+  // server has accepted the four connections and read their headers by then.
+  await Promise.all(requests.map(({ flushed }) => flushed));
+  assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
   const started = Date.now();
   const closing = server.close();
   for (const { req } of requests) req.end(body.slice(20));

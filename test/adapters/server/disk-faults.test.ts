@@ -20,6 +20,7 @@ import { startServer } from '../../../adapters/server/index.ts';
 import { journalFiles } from '../../../adapters/sqlite/intake-journal.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
 import { assertAllProcessed } from '../../support/intake-status.ts';
+import { until } from '../../support/until.ts';
 
 const mountPoint = mkdtempSync(join(tmpdir(), 'trailwire-full-disk-'));
 const mountRefusal = tryMount();
@@ -119,11 +120,7 @@ async function withServerOnSmallDisk(name: string, prepare: (folder: string) => 
 
     rmSync(filler!);
     filler = undefined;
-    const deadline = Date.now() + 20_000;
-    while ((await drive.readyz()).status !== 200) {
-      assert.ok(Date.now() < deadline, 'ready again within 20 s of space returning');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await until(async () => (await drive.readyz()).status === 200, 'ready again once space returned', 20_000, 100);
     const refusedBefore = statuses.get(503) ?? 0;
     await drive.burst(80);
     assert.equal(statuses.get(503) ?? 0, refusedBefore, 'everything is taken again once space returned');
