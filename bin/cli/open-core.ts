@@ -42,7 +42,13 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
   const backend = await openStoreBackend({ ...backendOptionsOf(args), intake: { process: false } });
   try {
     const modules = await Promise.all(args['product-module'].map((specifier) => loadProductModule(specifier)));
-    const trailwire = await createTrailwire({ store: backend.store, products: [...builtInProducts, ...modules], worker: false });
+    // The signing keys opened as they are: no command signs, and `keys list` must not make a key (issue 37).
+    const trailwire = await createTrailwire({
+      store: backend.store,
+      products: [...builtInProducts, ...modules],
+      worker: false,
+      signingKeys: { writes: false },
+    });
     try {
       return await work(trailwire, backend);
     } finally {
