@@ -215,3 +215,27 @@ describe('trailwire ... list arguments', () => {
     assert.match(unknown.stderr, /No fleet 7/);
   });
 });
+
+describe('trailwire ... list output and control characters (issue 37)', () => {
+  // ESC [2J clears the screen, ESC [31m colours, BEL rings, U+009B is CSI in terminals taking 8-bit controls.
+  const hostile = 'A\u001b[2J\u001b[31mX\u0007\u009b1m\nfake row';
+  const controls = (text: string): string[] => [...text].filter((char) => /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/.test(char));
+
+  it('a table shows control characters escaped, and a value cannot start a row; --json keeps the value and prints no C1 control', async () => {
+    const db = join(directory, 'controls.db');
+    const created = await runTrailwire(['customers', 'create', '--name', hostile, '--db', db]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.deepEqual(controls(created.stdout), [], 'the create command echoes the name escaped');
+
+    const table = await runTrailwire(['customers', 'list', '--db', db]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.deepEqual(controls(table.stdout), [], JSON.stringify(table.stdout));
+    const lines = table.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 2, 'a header and one row');
+    assert.ok(lines[1]!.includes('A\\u001b[2J\\u001b[31mX\\u0007\\u009b1m\\u000afake row'), lines[1]);
+
+    const json = await runTrailwire(['customers', 'list', '--json', '--db', db]);
+    assert.deepEqual(controls(json.stdout), []);
+    assert.equal(documentOf(json).data[0].name, hostile, 'the JSON document carries the value itself');
+  });
+});
