@@ -181,13 +181,13 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
     .option('max-connections', {
       type: 'number',
       default: d.maxConnections,
-      describe: 'HTTP connections open at once; the next is closed as it arrives; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS)',
+      describe: 'Connections open at once, on the HTTP port and apart on the gRPC port; the next is closed as it arrives; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS)',
     })
     .option('max-connections-per-address', {
       type: 'number',
       default: d.maxConnectionsPerAddress,
       describe:
-        'HTTP connections open at once from one peer address; trusted proxies (--trusted-proxies, or every peer with --trust-proxy alone) are exempt; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS_PER_ADDRESS)',
+        'Connections open at once from one peer address, on the HTTP port and apart on the gRPC port; trusted proxies (--trusted-proxies, or every peer with --trust-proxy alone) are exempt; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS_PER_ADDRESS)',
     })
     .option('send-timeout', {
       type: 'number',
