@@ -220,6 +220,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   operatorChanges.onChange((change) => partnerRules.noteTrailerChange(change));
   const admin = new AdminService(store, clock, ids, {
     verifyVinCheckDigit,
+    requireGrants: options.partnerIntake?.requireGrants ?? false,
     onTrailerChanged: () => void operatorChanges.poll(),
     onPartnerPolicyChanged: (changed) => partnerRules.forget(changed),
   });

@@ -168,10 +168,20 @@ for (const backend of BACKENDS) {
         assert.equal(unknownCustomer.code, 1);
         assert.equal(documentOf(unknownCustomer).error.code, 'not_found');
 
+        // With grants required (as serve --require-grants, through its variable), the partners that sent
+        // it are not known to be granted: refused, saying what intake holds (issue 37).
+        const refused = await runTrailwire(['trailers', 'create', '--fleet', String(fleet.id), '--vin', vin, '--json', ...cli], { TRAILWIRE_REQUIRE_GRANTS: 'true' });
+        assert.equal(refused.code, 1);
+        assert.equal(documentOf(refused).error.code, 'conflict');
+        assert.match(documentOf(refused).error.message, /GPS fix.*device.*--adopt-unassigned-data/);
+
         // Assign it (a VIN intake knows is assigned, not created again): it leaves the unassigned list.
         const assigned = await runTrailwire(['trailers', 'create', '--fleet', String(fleet.id), '--vin', vin, '--unit-id', 'R-12', '--json', ...cli]);
         assert.equal(assigned.code, 0, assigned.stderr);
         assert.equal(documentOf(assigned).id, found.id);
+        const { adopted } = documentOf(assigned);
+        assert.ok(adopted.gpsFixes > 0 && adopted.devices > 0, `the document says what it adopted: ${JSON.stringify(adopted)}`);
+        assert.equal(adopted.lastSeenAt, iso(tiresAt));
         const [inFleet, stillUnassigned, everyTrailer, devices, history, missing] = await Promise.all([
           listed(['trailers', 'list', '--fleet', String(fleet.id), ...cli]),
           listed(['trailers', 'list', '--unassigned', ...cli]),
