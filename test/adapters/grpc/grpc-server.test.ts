@@ -19,8 +19,12 @@ import { until } from '../../support/until.ts';
 
 const health = (grpc.loadPackageDefinition(loadTrailwireProto('grpc/health/v1/health.proto')) as any).grpc.health.v1;
 
-/** Opens a LiveFeed Subscribe stream that sends its headers and never its request: answers the grpc-status the server ends it with. */
-async function neverHalfClosed(port: number): Promise<{ status: string | undefined; close(): void }> {
+/**
+ * Opens a LiveFeed Subscribe stream that sends its headers and never its request: answers the
+ * grpc-status the server ends it with, and whether the server then reset the stream (it closes
+ * although this side never ended it).
+ */
+async function neverHalfClosed(port: number): Promise<{ status: string | undefined; reset: Promise<number>; close(): void }> {
   const session = connectHttp2(`http://127.0.0.1:${port}`);
   session.on('error', () => {});
   const stream = session.request({
@@ -37,7 +41,8 @@ async function neverHalfClosed(port: number): Promise<{ status: string | undefin
     stream.on('close', () => resolve(undefined));
     stream.resume();
   });
-  return { status, close: () => session.destroy() };
+  const reset = new Promise<number>((resolve) => (stream.closed ? resolve(stream.rstCode ?? -1) : stream.once('close', () => resolve(stream.rstCode ?? -1))));
+  return { status, reset, close: () => session.destroy() };
 }
 
 describe('the gRPC port before a handler runs', () => {
@@ -52,10 +57,11 @@ describe('the gRPC port before a handler runs', () => {
     await app.close();
   });
 
-  it('ends a stream that never half-closes with DEADLINE_EXCEEDED', { timeout: 15_000 }, async () => {
+  it('ends a stream that never half-closes with DEADLINE_EXCEEDED and resets it, so the server keeps nothing of it', { timeout: 15_000 }, async () => {
     const ended = await neverHalfClosed(server.port);
-    ended.close();
     assert.equal(ended.status, String(grpc.status.DEADLINE_EXCEEDED));
+    assert.equal(await ended.reset, constants.NGHTTP2_CANCEL, 'the server reset the stream (RST_STREAM CANCEL)');
+    ended.close();
   });
 
   it('refuses a request timeout that is not a positive whole number of ms', async () => {
