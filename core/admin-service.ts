@@ -8,16 +8,56 @@
 import type { Clock, IdGenerator } from './clock.ts';
 import { invalidField, TrailwireError } from './errors.ts';
 import type { Fleet, Trailer } from './model.ts';
-import type { FleetAdminStore, PartnerGrant, PartnerIntakeLimits, PartnerPolicyStore, PrincipalStore, TrailerChangeStore } from './store.ts';
+import type {
+  FleetAdminStore,
+  OperatorReadStore,
+  PartnerGrant,
+  PartnerIntakeLimits,
+  PartnerPolicyStore,
+  PrincipalStore,
+  TrailerChangeStore,
+  TimeKey,
+} from './store.ts';
 import { parseVin } from './vin.ts';
+
+/**
+ * What a registration took over from intake: the data stored for the VIN while it was unassigned
+ * (none for a VIN intake never met). The store does not record which partner sent it.
+ */
+export interface AdoptedData {
+  gpsFixes: number;
+  devices: number;
+  /** The newest time its GPS, devices or cargosafe units reported (epoch ms); null when nothing. */
+  lastSeenAt: number | null;
+}
+
+/** A registered trailer, with what it adopted from intake. */
+export type RegisteredTrailer = Trailer & { adopted: AdoptedData };
+
+const NOTHING_ADOPTED: AdoptedData = { gpsFixes: 0, devices: 0, lastSeenAt: null };
+
+/** Rows per store read when counting what a trailer holds. */
+const COUNT_PAGE = 500;
+
+/** `3 GPS fixes, 2 devices, last reported 2026-…`, for messages. */
+export function describeAdopted(adopted: AdoptedData): string {
+  const at = adopted.lastSeenAt === null ? '' : `, last reported ${new Date(adopted.lastSeenAt).toISOString()}`;
+  return `${adopted.gpsFixes} GPS fix${adopted.gpsFixes === 1 ? '' : 'es'}, ${adopted.devices} device${adopted.devices === 1 ? '' : 's'}${at}`;
+}
 
 export class AdminService {
   constructor(
-    private readonly store: FleetAdminStore & PrincipalStore & TrailerChangeStore & PartnerPolicyStore,
+    private readonly store: FleetAdminStore &
+      PrincipalStore &
+      TrailerChangeStore &
+      PartnerPolicyStore &
+      Pick<OperatorReadStore, 'getAnyTrailer' | 'listTrailerDevices' | 'listTrailerGps'>,
     private readonly clock: Clock,
     private readonly ids: IdGenerator,
     private readonly options: {
       verifyVinCheckDigit: boolean;
+      /** Whether every customer takes intake only from the partners it granted (`serve --require-grants`). Default false. */
+      requireGrants?: boolean;
       /** Called after a change is noted: this process's change feed reads it at once. */
       onTrailerChanged?: () => void;
       /** Called after a grant, a partner's overrides or a VIN's owner changed: this process's caches forget them at once. */
@@ -34,26 +74,69 @@ export class AdminService {
 
   /**
    * Registers a VIN in a fleet. A VIN seen by intake before (an unassigned trailer) is assigned to
-   * the fleet, keeping its history; a VIN already in a fleet is a conflict.
+   * the fleet, adopting what intake stored for it (history, latest fix, devices; `adopted` says how
+   * much); a VIN already in a fleet is a conflict.
+   *
+   * Adoption and grants (issue 37): any partner of the product may send to an unassigned VIN, and
+   * the store does not record which one did. So when the fleet's customer takes intake only from the
+   * partners it granted (it granted some, or `requireGrants`), a VIN holding such data is refused
+   * (`conflict`, saying what it holds) unless `adoptUnassignedData` — else a partner nobody granted
+   * could place fixes in that customer's trailer by sending them before the registration.
    */
-  async registerTrailer(input: { fleetId: number; vin: string; unitId?: string | null }): Promise<Trailer> {
+  async registerTrailer(input: { fleetId: number; vin: string; unitId?: string | null; adoptUnassignedData?: boolean }): Promise<RegisteredTrailer> {
     // A VIN intake already knows is taken as it is: a server started with --no-verify-vin-check-digit
     // accepted it, and the operator must be able to assign it from a command that verifies by default.
     const shaped = parseVin(input.vin, { verifyCheckDigit: false });
     const known = await this.store.findTrailerByVin(shaped);
     const vin = known ? shaped : parseVin(input.vin, { verifyCheckDigit: this.options.verifyVinCheckDigit });
-    if (!(await this.store.getFleetById(input.fleetId))) throw new TrailwireError('not_found', `No fleet ${input.fleetId}.`);
+    const fleet = await this.store.getFleetById(input.fleetId);
+    if (!fleet) throw new TrailwireError('not_found', `No fleet ${input.fleetId}.`);
     const unitId = input.unitId?.trim() || null;
     if (known) {
       if (known.fleetId !== null)
         throw new TrailwireError('conflict', `VIN ${vin} is already registered in fleet ${known.fleetId}.`);
+      const adopted = await this.unassignedDataOf(known.id);
+      if (adopted.lastSeenAt !== null && !input.adoptUnassignedData && (await this.takesGrantedPartnersOnly(fleet.customerId)))
+        throw new TrailwireError(
+          'conflict',
+          `VIN ${vin} holds what intake stored before it was registered (${describeAdopted(adopted)}), sent by partners the store ` +
+            `does not record, and customer ${fleet.customerId} takes intake only from the partners it granted. ` +
+            'Register it with --adopt-unassigned-data to take that data into the fleet anyway.',
+        );
       const assigned = await this.store.assignTrailer(known.id, input.fleetId, unitId);
       this.options.onPartnerPolicyChanged?.({ vin });
-      return this.changed(assigned);
+      return { ...(await this.changed(assigned)), adopted };
     }
     const created = await this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() });
     this.options.onPartnerPolicyChanged?.({ vin });
-    return this.changed(created);
+    return { ...(await this.changed(created)), adopted: NOTHING_ADOPTED };
+  }
+
+  /** Whether the customer takes intake only from the partners it granted (the rule of `PartnerIntakeRules`). */
+  private async takesGrantedPartnersOnly(customerId: string): Promise<boolean> {
+    if (this.options.requireGrants) return true;
+    return (await this.store.listPartnerGrants({ customerId })).length > 0;
+  }
+
+  /** What intake stored for a trailer: its GPS fixes and devices counted, and when it last reported. */
+  private async unassignedDataOf(trailerId: string): Promise<AdoptedData> {
+    const lastSeenAt = (await this.store.getAnyTrailer(trailerId))?.lastSeenAt ?? null;
+    if (lastSeenAt === null) return NOTHING_ADOPTED;
+    let gpsFixes = 0;
+    for (let after: TimeKey | undefined; ; ) {
+      const page = await this.store.listTrailerGps(trailerId, { from: 0, to: Number.MAX_SAFE_INTEGER, after, limit: COUNT_PAGE });
+      gpsFixes += page.length;
+      if (page.length < COUNT_PAGE) break;
+      after = page[page.length - 1]!.key;
+    }
+    let devices = 0;
+    for (let afterId: string | undefined; ; ) {
+      const page = await this.store.listTrailerDevices(trailerId, { afterId, limit: COUNT_PAGE });
+      devices += page.length;
+      if (page.length < COUNT_PAGE) break;
+      afterId = page[page.length - 1]!.id;
+    }
+    return { gpsFixes, devices, lastSeenAt };
   }
 
   /**

@@ -50,7 +50,8 @@ export { MAX_READING_LEAD_MS } from './canonical.ts';
  * checked, frozen `Product`; see docs/writing-a-product.md. `checkCanonicalTelemetry` lists what is
  * wrong with a transform's output; `EXAMPLE_VIN` and `EXAMPLE_RECEIVED_AT` are the inputs
  * `defineProduct` and the conformance suite run the examples with; `PRODUCT_NAME_PATTERN` and
- * `MAX_WINDOW_SECONDS` bound names and limit windows. Installing products:
+ * `MAX_WINDOW_SECONDS` bound names and limit windows; `TEXT_LINE_PATTERN` is the `pattern` of a
+ * free-text field (no control characters). Installing products:
  * `createProductRegistry` / `ProductRegistry` (what `Trailwire.products` is), `loadProductModule`
  * (a product module by path or package name), `isProduct`.
  */
@@ -65,6 +66,7 @@ export {
   MAX_WINDOW_SECONDS,
   PRODUCT_NAME_PATTERN,
   ProductRegistry,
+  TEXT_LINE_PATTERN,
   type IntakeLimit,
   type LoadProductModuleOptions,
   type Product,

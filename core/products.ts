@@ -30,6 +30,15 @@ import { HEADINGS } from './model.ts';
 /** A product name: lower case, digits and dashes, 2 to 41 characters (it appears in token scopes). */
 export const PRODUCT_NAME_PATTERN = /^[a-z][a-z0-9-]{1,40}$/;
 
+/**
+ * The `pattern` of a free-text string in a product schema (a wheel position, a label): one line of
+ * text, trimmed, with no C0 or C1 control character nor DEL — what a partner sends ends up in an
+ * operator's terminal (`trailwire devices list`) and on web pages, where `ESC [2J` clears a screen
+ * and OSC 52 writes a clipboard (issue 37). Written with `\x` ranges so every JSON Schema validator
+ * reads it alike, with or without Unicode mode.
+ */
+export const TEXT_LINE_PATTERN = '^[^\\s\\x00-\\x1f\\x7f-\\x9f](?:[^\\x00-\\x1f\\x7f-\\x9f]*[^\\s\\x00-\\x1f\\x7f-\\x9f])?$';
+
 /** The longest intake window a product may declare: one day. Longer usually means milliseconds by mistake. */
 export const MAX_WINDOW_SECONDS = 86_400;
 

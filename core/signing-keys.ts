@@ -53,8 +53,19 @@ export interface SigningKeyStatus {
 }
 
 export interface SigningKeyRingOptions {
-  /** The algorithm of a key this ring generates (none exists yet). Default RS256. */
+  /**
+   * The algorithm the operator asked for. A ring keeps its algorithm: a key of this one is generated
+   * only when no key signs yet, and while a key of another algorithm signs, `open` refuses (the way to
+   * change it is `rotate({ algorithm })`) rather than add a second current key. Default: none asked —
+   * the ring's own, and RS256 for a first key.
+   */
   algorithm?: SigningAlgorithm;
+  /**
+   * Whether `open` may write: generate the first key when none signs, or promote `privateKeyPem`'s key.
+   * Default true. False opens the ring as it is, for a process that signs nothing (the CLI's commands:
+   * `keys list` and every read must never write).
+   */
+  writes?: boolean;
   clock: Clock;
   /**
    * A private key (PKCS#8 or PKCS#1/SEC1 PEM, RSA or P-256) kept outside the store: it signs, its
@@ -81,7 +92,6 @@ export class SigningKeyRing {
   private signing: RingKey | undefined;
   private readonly listeners = new Set<() => void>();
   private readonly fileKey: RingKey | undefined;
-  private readonly algorithm: SigningAlgorithm;
 
   private constructor(
     private readonly store: SecretStore,
@@ -89,35 +99,44 @@ export class SigningKeyRing {
   ) {
     if (!Number.isFinite(options.retiredGraceMs) || options.retiredGraceMs < 0)
       throw new TypeError(`SigningKeyRing: \`retiredGraceMs\` must be a finite number >= 0, got ${options.retiredGraceMs}`);
-    this.algorithm = options.algorithm ?? 'RS256';
     this.fileKey = options.privateKeyPem === undefined ? undefined : fileKeyOf(options.privateKeyPem, options.clock.now());
   }
 
   /**
    * Loads the persisted keys. With `privateKeyPem`, that key is promoted in the store (once; the key
-   * it replaces retires and keeps verifying); otherwise a key of `algorithm` is created and saved when
-   * none signs yet. When several processes race on a fresh store they all settle on the oldest saved key.
+   * it replaces retires and keeps verifying); otherwise a key of `algorithm` (RS256 when none is asked)
+   * is created and saved when none signs yet — and only then. With `writes: false`, neither. When
+   * several processes race on a fresh store they all settle on the oldest saved key.
    */
   static async open(store: SecretStore, options: SigningKeyRingOptions): Promise<SigningKeyRing> {
     const ring = new SigningKeyRing(store, options);
     const fileKey = ring.fileKey;
+    const writes = options.writes ?? true;
     if (fileKey) {
       const stored = (await store.listSigningKeys()).find((key) => key.kid === fileKey.kid);
       if (stored?.revokedAt != null) throw new TrailwireError('invalid_token', `The signing key of the key file (kid ${fileKey.kid}) was revoked; give a new key.`);
-      if (!stored) await store.promoteSigningKey(toStored(fileKey), options.clock.now());
+      if (!stored && writes) await store.promoteSigningKey(toStored(fileKey), options.clock.now());
     } else {
       const stored = await store.listSigningKeys();
-      const signs = stored.some((key) => key.retiredAt == null && key.revokedAt == null && (key.alg === ring.algorithm || key.privateKeyPem === null));
-      if (!signs) await store.saveSigningKey(generateSigningKey(ring.algorithm, options.clock.now()));
+      const signs = stored.some((key) => key.retiredAt == null && key.revokedAt == null);
+      if (!signs && writes) await store.saveSigningKey(generateSigningKey(options.algorithm ?? 'RS256', options.clock.now()));
     }
     await ring.refresh();
+    const signing = ring.signing;
+    if (!fileKey && options.algorithm !== undefined && signing && signing.alg !== options.algorithm)
+      throw new TrailwireError(
+        'conflict',
+        `The signing keys sign ${signing.alg} (kid ${signing.kid}), not the ${options.algorithm} asked for: a ring keeps its algorithm. ` +
+          `Change it with \`trailwire keys rotate --algorithm ${options.algorithm}\`, or ask for none.`,
+      );
     return ring;
   }
 
   /** The key that signs new tokens. Throws when it is kept in a file this process was not given. */
   get current(): SigningKey {
     const key = this.signing;
-    if (!key?.privateKey)
+    if (!key) throw new TrailwireError('internal', 'No signing key signs yet: this ring was opened without writing (`writes: false`).');
+    if (!key.privateKey)
       throw new TrailwireError('internal', 'The current signing key is kept outside the store (--signing-key-file) and this process was not given it.');
     return { kid: key.kid, alg: key.alg, privateKey: key.privateKey, publicKey: key.publicKey };
   }
@@ -160,19 +179,19 @@ export class SigningKeyRing {
   }
 
   /**
-   * Makes a new key (of `algorithm`, default the current key's) the one that signs, and retires the
+   * Makes a new key (of `algorithm`, default the current key's, RS256 when none signs yet) the one that signs, and retires the
    * others; with `revokePrevious`, revokes every retired key at once (their tokens answer 401 and their
    * streams end). Other processes follow at their next `refresh`. Refused while the current key is kept
    * in a file: that one is rotated by giving the servers a new file.
    */
   async rotate(options: { algorithm?: SigningAlgorithm; revokePrevious?: boolean } = {}): Promise<{ kid: string; revoked: string[] }> {
-    if (this.fileKey || this.signing?.privateKey === undefined || !this.signing.inStore)
+    if (this.fileKey || (this.signing !== undefined && (this.signing.privateKey === undefined || !this.signing.inStore)))
       throw new TrailwireError(
         'conflict',
         'The current signing key is kept in a file (--signing-key-file): rotate it by starting the servers with a new key file.',
       );
     const now = this.options.clock.now();
-    const key = generateSigningKey(options.algorithm ?? this.signing.alg, now);
+    const key = generateSigningKey(options.algorithm ?? this.signing?.alg ?? 'RS256', now);
     await this.store.promoteSigningKey(key, now);
     const revoked = options.revokePrevious ? await this.store.revokeRetiredSigningKeys(now) : [];
     await this.refresh();
@@ -200,13 +219,14 @@ export class SigningKeyRing {
     return key.retiredAt === null || this.options.clock.now() < key.retiredAt + this.options.retiredGraceMs;
   }
 
-  /** The file's key; else the oldest unretired key we hold the private key of, of our algorithm first. */
+  /**
+   * The file's key; else a current key kept in a file (another process signs with it: this one must
+   * not sign beside it); else the oldest current key, whatever its algorithm (the ring's).
+   */
   private chooseSigningKey(): RingKey | undefined {
     if (this.fileKey) return this.keys.find((key) => key.kid === this.fileKey!.kid);
     const candidates = this.keys.filter((key) => key.retiredAt === null && key.revokedAt === null);
-    const unsigned = candidates.find((key) => key.privateKey === undefined);
-    if (unsigned) return unsigned;
-    return candidates.find((key) => key.alg === this.algorithm) ?? candidates[0];
+    return candidates.find((key) => key.privateKey === undefined) ?? candidates[0];
   }
 
   private fingerprint(): string {

@@ -288,6 +288,7 @@ export class TokenService {
    * separately: a token of the other audience is a 403, not a 401.
    */
   private verifySignature(token: string): unknown {
+    assertCanonicalSignature(token);
     try {
       const header = jwt.decode(token, { complete: true })?.header;
       if (!header) throw new Error('not a JWT');
@@ -298,6 +299,18 @@ export class TokenService {
       throw new TrailwireError('invalid_token', describeJwtError(error), { cause: error });
     }
   }
+}
+
+/**
+ * Throws `invalid_token` unless the token's signature is spelled in canonical base64url (RFC 7515
+ * appendix C: no padding, and the spare low bits of the last character zero). A decoder ignores those
+ * bits, so each signature has 15 other spellings that verify alike; refusing them keeps one token one
+ * string, hence one verified-cache entry. Call it before verifying, as `verify` does.
+ */
+export function assertCanonicalSignature(token: string): void {
+  const signature = token.slice(token.lastIndexOf('.') + 1);
+  if (Buffer.from(signature, 'base64url').toString('base64url') !== signature)
+    throw new TrailwireError('invalid_token', 'The token is invalid: its signature is not in canonical base64url.');
 }
 
 /** Throws `wrong_audience` unless the claims belong to `audience`. */

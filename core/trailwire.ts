@@ -58,7 +58,12 @@ export interface TrailwireOptions {
   clock?: Clock;
   /** Default: random UUIDs. */
   ids?: IdGenerator;
-  /** JWT signing algorithm of a generated key. Default RS256. */
+  /**
+   * The JWT signing algorithm asked for: that of the key generated when the store holds none that
+   * signs. The signing keys keep their algorithm: while a key of another one signs, `createTrailwire`
+   * refuses (`conflict`; change it with `keys.rotate({ algorithm })`). Default: none asked — the
+   * store's current key's, RS256 for a first key.
+   */
   signingAlgorithm?: SigningAlgorithm;
   /** Where the signing key comes from and how soon other processes' rotations are seen. See `SigningKeysOptions`. */
   signingKeys?: SigningKeysOptions;
@@ -127,6 +132,11 @@ export interface SigningKeysOptions {
   refreshSeconds?: number;
   /** Told of a failed refresh (the next one tries again). Default: ignored. */
   onError?: (error: unknown) => void;
+  /**
+   * Whether opening the keys may write to the store (generate the first key, promote `privateKeyPem`'s).
+   * Default true. The CLI's commands pass false: they sign nothing, and a read must never write.
+   */
+  writes?: boolean;
 }
 
 export const DEFAULT_SIGNING_KEY_REFRESH_SECONDS = 5;
@@ -175,7 +185,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   if (typeof refreshSeconds !== 'number' || !(refreshSeconds > 0) || !Number.isFinite(refreshSeconds))
     throw new TypeError(`createTrailwire: \`signingKeys.refreshSeconds\` must be a positive number, got ${refreshSeconds}`);
   const keys = await SigningKeyRing.open(store, {
-    algorithm: options.signingAlgorithm ?? 'RS256',
+    algorithm: options.signingAlgorithm,
+    writes: options.signingKeys?.writes,
     clock,
     privateKeyPem: options.signingKeys?.privateKeyPem,
     // A token signed just before another process's rotation became visible here lives its whole lifetime after it.
@@ -209,6 +220,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   operatorChanges.onChange((change) => partnerRules.noteTrailerChange(change));
   const admin = new AdminService(store, clock, ids, {
     verifyVinCheckDigit,
+    requireGrants: options.partnerIntake?.requireGrants ?? false,
     onTrailerChanged: () => void operatorChanges.poll(),
     onPartnerPolicyChanged: (changed) => partnerRules.forget(changed),
   });

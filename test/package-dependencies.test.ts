@@ -58,6 +58,18 @@ it('every development dependency is used by the tests, benches, examples, CI or 
   assert.deepEqual(unused(manifest.devDependencies, text), []);
 });
 
+it('every dependency with an install script is reviewed in allowScripts, and the install analytics are denied (issue 37)', () => {
+  // npm 11 still runs a script merely left out of allowScripts (with a warning); a `false` entry is skipped.
+  const lock = JSON.parse(readFileSync(join(REPO_ROOT, 'package-lock.json'), 'utf8'));
+  const withScripts = Object.entries<{ hasInstallScript?: boolean }>(lock.packages)
+    .filter(([path, entry]) => path !== '' && entry.hasInstallScript)
+    .map(([path]) => path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length));
+  assert.ok(withScripts.includes('@scarf/scarf'), 'the lockfile still names the analytics package (else this check checks nothing)');
+  assert.deepEqual(withScripts.filter((name) => typeof manifest.allowScripts?.[name] !== 'boolean'), [], 'not reviewed in allowScripts');
+  assert.equal(manifest.allowScripts['@scarf/scarf'], false, '@scarf/scarf is denied: its postinstall reports the install to a third party');
+  assert.equal(manifest.scarfSettings?.enabled, false);
+});
+
 it('the check can fail: a name nothing refers to is reported', () => {
   assert.deepEqual(unused({ 'left-pad-nowhere': '1.0.0' }, textOf(['bin'])), ['left-pad-nowhere']);
 });

@@ -13,7 +13,7 @@ import type { Middleware } from 'koa';
 import koaJwt from 'koa-jwt';
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import type { Audience } from '../../core/model.ts';
-import { type AccessClaims, describeJwtError, requireAudience, type TokenService } from '../../core/tokens.ts';
+import { type AccessClaims, assertCanonicalSignature, describeJwtError, requireAudience, type TokenService } from '../../core/tokens.ts';
 
 /** The verified claims a protected route reads from `ctx.state.claims`. */
 export interface AuthenticatedState {
@@ -42,6 +42,8 @@ export function bearerAuth(tokens: TokenService, audience: Audience): Middleware
       await tokens.assertNotRevoked(cached);
       ctx.state.claims = cached;
     } else {
+      // koa-jwt decodes a signature whatever its spelling: the core's rule comes first.
+      assertCanonicalSignature(token);
       try {
         await verifyWithKoaJwt(ctx, noop);
       } catch (error) {

@@ -28,19 +28,32 @@ const EXPOSED_HEADERS = 'RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, 
 const PREFLIGHT_MAX_AGE_SECONDS = 600;
 
 /**
+ * The host of an origin as a browser sends it: DNS labels (letters, digits, `-`, `_`), an IPv4
+ * address, or a bracketed IPv6 address. WHATWG URL parsing lets `*` and other characters through a
+ * host (`https://*.example.com` parses), but no browser sends them in `Origin`: such an entry would
+ * never match, silently.
+ */
+const ORIGIN_HOST = /^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])$/;
+
+/**
  * Checks `--cors-origin` values: each an origin as browsers send it (`https://app.example.com`,
- * `http://localhost:3000`: a scheme, a host and an optional port; no path, no `*`). Throws a
- * `validation_failed` naming the bad value.
+ * `http://localhost:3000`: a scheme, a host and an optional port; no path, no `*`: each origin is
+ * listed, no pattern is matched). Throws a `validation_failed` naming the bad value.
  */
 export function parseCorsOrigins(values: readonly string[]): string[] {
   return values.map((value) => {
+    if (value.includes('*'))
+      throw new TrailwireError(
+        'validation_failed',
+        `--cors-origin ${JSON.stringify(value)}: wildcards are not supported; list each origin (https://app.example.com), repeating --cors-origin`,
+      );
     let url: URL | undefined;
     try {
       url = new URL(value);
     } catch {
       url = undefined;
     }
-    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== value.replace(/\/$/, ''))
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== value.replace(/\/$/, '') || !ORIGIN_HOST.test(url.hostname))
       throw new TrailwireError('validation_failed', `--cors-origin ${JSON.stringify(value)}: expected an origin such as https://app.example.com (scheme, host and port only)`);
     return url.origin;
   });

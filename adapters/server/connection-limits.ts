@@ -12,23 +12,28 @@
  * - `sendTimeoutMs`: once the server has ended an answer, the client has this long to take it;
  *   then the connection is destroyed. Event streams never end their answer and are not concerned
  *   (they have their own slow-subscriber rule, contract 8).
+ *
+ * The two caps hold any TCP listener (`capConnections`): the gRPC port gets them too (issue 37).
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import type { Server as NetServer, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { trustedProxyList } from '../koa/index.ts';
 
-export interface ConnectionLimitOptions {
+export interface ConnectionCapOptions {
   /** Connections open at once; 0: no cap. Default 10,000. */
   maxConnections?: number;
   /** Connections open at once from one peer address; 0: no cap. Default 512. */
   maxConnectionsPerAddress?: number;
   /** Peers the per-address cap does not apply to (the reverse proxies). Default: none. */
   exempt?: (address: string) => boolean;
-  /** How long a client may take to read an answer the server has ended, in ms. Default 20,000. */
-  sendTimeoutMs?: number;
   /** Where a refused connection is said (a warning at most once a minute). Default: nowhere. */
   logger?: Logger;
+}
+
+export interface ConnectionLimitOptions extends ConnectionCapOptions {
+  /** How long a client may take to read an answer the server has ended, in ms. Default 20,000. */
+  sendTimeoutMs?: number;
 }
 
 export const DEFAULT_CONNECTION_LIMITS = { maxConnections: 10_000, maxConnectionsPerAddress: 512, sendTimeoutMs: 20_000 } as const;
@@ -46,38 +51,8 @@ export interface ConnectionLimits {
 /** Applies the caps and the send deadline to `server`; call before it accepts connections. */
 export function limitConnections(server: Server, options: ConnectionLimitOptions = {}): ConnectionLimits {
   const settings = { ...DEFAULT_CONNECTION_LIMITS, ...options };
-  for (const name of ['maxConnections', 'maxConnectionsPerAddress', 'sendTimeoutMs'] as const)
-    if (!Number.isSafeInteger(settings[name]) || settings[name] < 0)
-      throw new TypeError(`limitConnections: \`${name}\` must be a whole number >= 0, got ${settings[name]}`);
-  if (settings.maxConnections > 0) server.maxConnections = settings.maxConnections;
-
-  const perAddress = new Map<string, number>();
-  let refused = 0;
-  let warnedAt = -Infinity;
-  const refuse = (socket: Socket, address: string) => {
-    refused++;
-    socket.destroy();
-    const now = Date.now();
-    if (now - warnedAt < REFUSAL_WARNING_INTERVAL_MS) return;
-    warnedAt = now;
-    settings.logger?.warn({ clientAddress: address, limit: settings.maxConnectionsPerAddress, refused }, 'connections refused: too many open from one address');
-  };
-  server.on('drop', () => {
-    refused++;
-  });
-  if (settings.maxConnectionsPerAddress > 0)
-    server.on('connection', (socket: Socket) => {
-      const address = socket.remoteAddress ?? '';
-      if (settings.exempt?.(address)) return;
-      const open = (perAddress.get(address) ?? 0) + 1;
-      if (open > settings.maxConnectionsPerAddress) return refuse(socket, address);
-      perAddress.set(address, open);
-      socket.once('close', () => {
-        const left = (perAddress.get(address) ?? 1) - 1;
-        if (left > 0) perAddress.set(address, left);
-        else perAddress.delete(address);
-      });
-    });
+  checkWholeNumbers('limitConnections', settings, ['maxConnections', 'maxConnectionsPerAddress', 'sendTimeoutMs']);
+  const caps = capConnections(server, settings);
 
   // The answers of each connection not yet taken by the client, oldest first, and when the oldest
   // ended answer was first seen unsent: a sweep over the connections rather than a timer (or a table
@@ -120,12 +95,60 @@ export function limitConnections(server: Server, options: ConnectionLimitOptions
     get counts() {
       let sending = 0;
       for (const socket of connections) if (oldestUnsent(answersOf.get(socket)) !== undefined) sending++;
-      return { addresses: perAddress.size, sending, refused };
+      return { ...caps.counts, sending };
     },
     stop() {
       clearInterval(sweep);
     },
   };
+}
+
+/**
+ * Caps `server`'s connections open at once, in total and per peer address (an over-cap connection is
+ * closed as it arrives); any TCP listener: the HTTP server, the gRPC port's. Call before it listens.
+ */
+export function capConnections(server: NetServer, options: ConnectionCapOptions = {}): { readonly counts: { addresses: number; refused: number } } {
+  const settings = { ...DEFAULT_CONNECTION_LIMITS, ...options };
+  checkWholeNumbers('capConnections', settings, ['maxConnections', 'maxConnectionsPerAddress']);
+  if (settings.maxConnections > 0) server.maxConnections = settings.maxConnections;
+  const perAddress = new Map<string, number>();
+  let refused = 0;
+  let warnedAt = -Infinity;
+  const refuse = (socket: Socket, address: string) => {
+    refused++;
+    socket.destroy();
+    const now = Date.now();
+    if (now - warnedAt < REFUSAL_WARNING_INTERVAL_MS) return;
+    warnedAt = now;
+    settings.logger?.warn({ clientAddress: address, limit: settings.maxConnectionsPerAddress, refused }, 'connections refused: too many open from one address');
+  };
+  server.on('drop', () => {
+    refused++;
+  });
+  if (settings.maxConnectionsPerAddress > 0)
+    server.on('connection', (socket: Socket) => {
+      const address = socket.remoteAddress ?? '';
+      if (settings.exempt?.(address)) return;
+      const open = (perAddress.get(address) ?? 0) + 1;
+      if (open > settings.maxConnectionsPerAddress) return refuse(socket, address);
+      perAddress.set(address, open);
+      socket.once('close', () => {
+        const left = (perAddress.get(address) ?? 1) - 1;
+        if (left > 0) perAddress.set(address, left);
+        else perAddress.delete(address);
+      });
+    });
+  return {
+    get counts() {
+      return { addresses: perAddress.size, refused };
+    },
+  };
+}
+
+function checkWholeNumbers<T extends object>(owner: string, settings: T, names: readonly (keyof T & string)[]): void {
+  for (const name of names)
+    if (!Number.isSafeInteger(settings[name]) || (settings[name] as number) < 0)
+      throw new TypeError(`${owner}: \`${name}\` must be a whole number >= 0, got ${String(settings[name])}`);
 }
 
 /** Forgets the answers at the head of a connection's list that are done with (taken or destroyed). */

@@ -24,7 +24,7 @@ import { openSharedState } from './shared-state.ts';
 import { DEFAULT_STARTUP_TIMEOUT_MS, openWhenReachable } from './dependency-wait.ts';
 import { Registry } from 'prom-client';
 import { registerDependencyMetrics } from '../koa/index.ts';
-import { type ConnectionLimitOptions, type ConnectionLimits, limitConnections, proxyExemption } from './connection-limits.ts';
+import { capConnections, type ConnectionLimitOptions, type ConnectionLimits, limitConnections, proxyExemption } from './connection-limits.ts';
 import { type MetricsListener, type MetricsListenerOptions, startMetricsListener } from './metrics-listener.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { loadProductModule } from '../../core/products.ts';
@@ -105,7 +105,7 @@ export interface ServerOptions {
    */
   healthWatch?: HealthWatchLimits;
   /**
-   * Caps on the HTTP port's connections, in total and per peer address (a trusted proxy is exempt
+   * Caps on the HTTP port's connections (and, counted apart, the gRPC port's), in total and per peer address (a trusted proxy is exempt
    * from the latter), and how long a client may take to read an answer; `connection-limits.ts`.
    * Default 10,000, 512 and 20,000 ms.
    */
@@ -319,6 +319,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       recheckOn: (listener) => trailwire.keys.onChange(listener),
       accessLog: { logger, level: options.accessLogLevel },
       healthWatch: options.healthWatch,
+      // The HTTP port's caps hold the gRPC port too (issue 37): grpc-js has no per-address cap.
+      prepareListener: (listener) => capConnections(listener, { ...options.connectionLimits, exempt: proxyExemption(options), logger }),
     });
   } catch (error) {
     server.close();

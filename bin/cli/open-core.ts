@@ -6,7 +6,7 @@
  */
 import type { IntakeQueue } from '../../core/intake-queue.ts';
 import type { TrailwireStore } from '../../core/store.ts';
-import type { Trailwire } from '../../core/trailwire.ts';
+import type { Trailwire, TrailwireOptions } from '../../core/trailwire.ts';
 import type { StoreBackend } from '../../adapters/server/backends.ts';
 import { printFailure } from './output.ts';
 
@@ -30,8 +30,12 @@ export function backendOptionsOf(args: StoreArguments): { db: string; databaseUr
   };
 }
 
-/** Runs `work` with a core over the configured backend, closing it afterwards. */
-export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailwire, backend: StoreBackend) => Promise<T>): Promise<T> {
+/** Runs `work` with a core over the configured backend (and `core` options, e.g. the grants rule), closing it afterwards. */
+export async function withCore<T>(
+  args: StoreArguments,
+  work: (trailwire: Trailwire, backend: StoreBackend) => Promise<T>,
+  core: Pick<TrailwireOptions, 'partnerIntake'> = {},
+): Promise<T> {
   // Loaded on use, so that `--help` and argument errors answer without loading the stores and products.
   const [{ openStoreBackend }, { loadProductModule }, { createTrailwire }, { builtInProducts }] = await Promise.all([
     import('../../adapters/server/backends.ts'),
@@ -42,7 +46,14 @@ export async function withCore<T>(args: StoreArguments, work: (trailwire: Trailw
   const backend = await openStoreBackend({ ...backendOptionsOf(args), intake: { process: false } });
   try {
     const modules = await Promise.all(args['product-module'].map((specifier) => loadProductModule(specifier)));
-    const trailwire = await createTrailwire({ store: backend.store, products: [...builtInProducts, ...modules], worker: false });
+    // The signing keys opened as they are: no command signs, and `keys list` must not make a key (issue 37).
+    const trailwire = await createTrailwire({
+      ...core,
+      store: backend.store,
+      products: [...builtInProducts, ...modules],
+      worker: false,
+      signingKeys: { writes: false },
+    });
     try {
       return await work(trailwire, backend);
     } finally {
@@ -77,9 +88,13 @@ export function withQueue<T>(args: StoreArguments, work: (queue: IntakeQueue) =>
 }
 
 /** Runs a command's `work` with a core (`withCore`), reporting a failure as every command does. */
-export async function runWithCore(args: StoreArguments & { json: boolean }, work: Parameters<typeof withCore>[1]): Promise<void> {
+export async function runWithCore(
+  args: StoreArguments & { json: boolean },
+  work: Parameters<typeof withCore>[1],
+  core?: Parameters<typeof withCore>[2],
+): Promise<void> {
   try {
-    await withCore(args, work);
+    await withCore(args, work, core);
   } catch (error) {
     printFailure(args, error);
   }

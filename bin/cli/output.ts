@@ -2,6 +2,10 @@
  * How CLI commands answer: with `--json`, exactly one JSON document on stdout (also for errors,
  * as `{"error": {"code", "message"}}`) and nothing else there; otherwise short human text. Errors
  * exit with status 1, and a TrailwireError's message is shown as is (it is written for users).
+ *
+ * What the commands print holds text partners and customers chose (a tpms wheel, a name): control
+ * characters in it are printed escaped, never raw, so none reaches the operator's terminal as an
+ * escape sequence (issue 37: `ESC [2J` clears the screen, OSC 52 writes the clipboard).
  */
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import { explainUsageError } from './unknown-options.ts';
@@ -10,9 +14,32 @@ export interface OutputOptions {
   json: boolean;
 }
 
+// C0 controls, DEL and C1 controls (U+0080–U+009F: U+009B is CSI in terminals that take 8-bit controls).
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL_BUT_LINE_BREAK = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
+
+const escaped = (char: string): string => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * `text` with its control characters shown as `\u001b`-style escapes, line breaks too unless
+ * `keepLineBreaks` (for the text a command composed of lines; a table cell keeps none, so a value
+ * cannot start a row of its own).
+ */
+export function escapeControls(text: string, options: { keepLineBreaks?: boolean } = {}): string {
+  return text.replace(options.keepLineBreaks ? CONTROL_BUT_LINE_BREAK : CONTROL_CHARACTER, escaped);
+}
+
+/**
+ * A JSON document on one line, with DEL and the C1 controls escaped too (JSON.stringify escapes only
+ * C0). Always, not only on a terminal: the escape is JSON, so a program reads the same value.
+ */
+export function jsonLine(document: unknown): string {
+  return JSON.stringify(document).replace(/[\u007f-\u009f]/g, escaped);
+}
+
 /** Prints a command's result: the JSON document, or the human line(s). */
 export function printResult(options: OutputOptions, document: unknown, human: string): void {
-  process.stdout.write(options.json ? `${JSON.stringify(document)}\n` : `${human}\n`);
+  process.stdout.write(options.json ? `${jsonLine(document)}\n` : `${escapeControls(human, { keepLineBreaks: true })}\n`);
 }
 
 /** Reports a failed command and sets the exit code. */
@@ -21,8 +48,8 @@ export function printFailure(options: OutputOptions, error: unknown): void {
   const known = isTrailwireError(error);
   const message = known || error instanceof TypeError ? (error as Error).message : String((error as Error)?.stack ?? error);
   const code = known ? error.code : 'internal';
-  if (options.json) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);
-  else process.stderr.write(`trailwire: ${message}\n`);
+  if (options.json) process.stdout.write(`${jsonLine({ error: { code, message } })}\n`);
+  else process.stderr.write(`trailwire: ${escapeControls(message, { keepLineBreaks: true })}\n`);
 }
 
 /**

@@ -4,6 +4,7 @@
  * list commands of `list-commands.ts`. API keys are printed once here and stored only as hashes.
  */
 import type { Argv, CommandModule } from 'yargs';
+import { describeAdopted } from '../../core/admin-service.ts';
 import { invalidField, TrailwireError } from '../../core/errors.ts';
 import { BUILT_IN_PRODUCT_NAMES } from '../../products/built-in-names.ts';
 import { auditOperatorCommand } from './audit.ts';
@@ -11,6 +12,7 @@ import { partnersSetLimit } from './grant-commands.ts';
 import { customersList, devicesList, fleetsList, partnersList, trailersHistory, trailersList } from './list-commands.ts';
 import { runWithCore, type StoreArguments } from './open-core.ts';
 import { printResult } from './output.ts';
+import { isoTime } from './table.ts';
 
 type Common = StoreArguments & { json: boolean };
 
@@ -90,22 +92,54 @@ const fleetsCreate: CommandModule<Common, Common & { customer: string; name: str
     }),
 };
 
-const trailersCreate: CommandModule<Common, Common & { fleet: number; vin: string; unitId?: string }> = {
+const trailersCreate: CommandModule<
+  Common,
+  Common & { fleet: number; vin: string; unitId?: string; 'adopt-unassigned-data': boolean; 'require-grants': boolean }
+> = {
   command: 'create',
-  describe: 'Register a trailer (VIN) in a fleet; a VIN intake already knows is assigned to the fleet',
+  describe: 'Register a trailer (VIN) in a fleet; a VIN intake already knows is assigned to the fleet, with what intake stored for it',
   builder: (yargs: Argv<Common>) =>
     yargs
       .option('fleet', { type: 'number', demandOption: true, describe: 'Fleet id' })
       .option('vin', { type: 'string', demandOption: true, describe: 'VIN (17 characters, check digit verified)' })
-      .option('unit-id', { type: 'string', describe: 'Unit or asset tag' }),
+      .option('unit-id', { type: 'string', describe: 'Unit or asset tag' })
+      .option('adopt-unassigned-data', {
+        type: 'boolean',
+        default: false,
+        describe:
+          "Take what intake stored for the VIN before it was registered into the fleet even when the customer takes intake only from its granted partners (the store does not record which partner sent it); without it such a VIN is refused",
+      })
+      .option('require-grants', {
+        type: 'boolean',
+        default: false,
+        describe: 'As serve --require-grants: every customer takes intake only from its granted partners (env TRAILWIRE_REQUIRE_GRANTS, shared with serve)',
+      }),
   handler: (args) =>
-    runWithCore(args, async (trailwire) => {
-      if (!Number.isInteger(args.fleet) || args.fleet < 1) throw invalidField('/fleet', 'must be a positive integer');
-      const trailer = await trailwire.admin.registerTrailer({ fleetId: args.fleet, vin: args.vin, unitId: args.unitId ?? null });
-      // "create" also assigns a VIN intake already met (contract 9): the audit line says which trailer.
-      await auditOperatorCommand('trailers create', { trailerId: trailer.id, fleetId: trailer.fleetId });
-      printResult(args, { id: trailer.id }, `trailer ${trailer.id} (${trailer.vin}) in fleet ${trailer.fleetId}`);
-    }),
+    runWithCore(
+      args,
+      async (trailwire) => {
+        if (!Number.isInteger(args.fleet) || args.fleet < 1) throw invalidField('/fleet', 'must be a positive integer');
+        const trailer = await trailwire.admin.registerTrailer({
+          fleetId: args.fleet,
+          vin: args.vin,
+          unitId: args.unitId ?? null,
+          adoptUnassignedData: args['adopt-unassigned-data'],
+        });
+        const { adopted } = trailer;
+        // "create" also assigns a VIN intake already met (contract 9): the audit line says which trailer, and what it adopted.
+        await auditOperatorCommand('trailers create', { trailerId: trailer.id, fleetId: trailer.fleetId, adopted });
+        const adoption =
+          adopted.lastSeenAt === null
+            ? 'adopted nothing: intake stored no data for it'
+            : `adopted what intake stored before registration: ${describeAdopted(adopted)} (from partners the store does not record)`;
+        printResult(
+          args,
+          { id: trailer.id, adopted: { gpsFixes: adopted.gpsFixes, devices: adopted.devices, lastSeenAt: isoTime(adopted.lastSeenAt) } },
+          `trailer ${trailer.id} (${trailer.vin}) in fleet ${trailer.fleetId}; ${adoption}`,
+        );
+      },
+      { partnerIntake: { requireGrants: args['require-grants'] } },
+    ),
 };
 
 export const provisionCommands = [

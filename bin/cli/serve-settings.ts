@@ -24,7 +24,6 @@ import { trustedProxyList } from '../../adapters/koa/client-address.ts';
  */
 export const SERVE_SETTING_DEFAULTS = {
   tokenTtlSeconds: 1800,
-  signingAlgorithm: 'RS256',
   authenticateLimit: '10/300',
   failedAuthenticateLimit: '30/300',
   rotateLimit: '3/3600',
@@ -61,7 +60,7 @@ const NEW_VINS_PER_DAY = { min: 0, max: 100_000_000 };
 export interface ServeSettingArguments {
   'token-ttl': number;
   'live-replay-seconds': number;
-  'signing-algorithm': 'RS256' | 'ES256';
+  'signing-algorithm'?: 'RS256' | 'ES256';
   'authenticate-limit': string;
   'failed-authenticate-limit': string;
   'rotate-limit': string;
@@ -100,8 +99,8 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
     })
     .option('signing-algorithm', {
       choices: ['RS256', 'ES256'] as const,
-      default: d.signingAlgorithm,
-      describe: 'Algorithm of the token-signing key the store generates; a --signing-key-file decides by its key instead (env TRAILWIRE_SIGNING_ALGORITHM)',
+      describe:
+        "Algorithm of the token-signing key the store generates when it has none (default RS256). The keys keep their algorithm: while a key of another one signs, serve refuses to start (change it with `keys rotate --algorithm`); unset, serve signs with the store's. A --signing-key-file decides by its key instead (env TRAILWIRE_SIGNING_ALGORITHM)",
     })
     .option('authenticate-limit', {
       type: 'string',
@@ -182,13 +181,13 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
     .option('max-connections', {
       type: 'number',
       default: d.maxConnections,
-      describe: 'HTTP connections open at once; the next is closed as it arrives; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS)',
+      describe: 'Connections open at once, on the HTTP port and apart on the gRPC port; the next is closed as it arrives; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS)',
     })
     .option('max-connections-per-address', {
       type: 'number',
       default: d.maxConnectionsPerAddress,
       describe:
-        'HTTP connections open at once from one peer address; trusted proxies (--trusted-proxies, or every peer with --trust-proxy alone) are exempt; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS_PER_ADDRESS)',
+        'Connections open at once from one peer address, on the HTTP port and apart on the gRPC port; trusted proxies (--trusted-proxies, or every peer with --trust-proxy alone) are exempt; 0: no cap (env TRAILWIRE_MAX_CONNECTIONS_PER_ADDRESS)',
     })
     .option('send-timeout', {
       type: 'number',

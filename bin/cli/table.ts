@@ -1,8 +1,11 @@
 /**
  * The readable form of the list commands: an aligned text table with a header, one row per record,
  * columns two spaces apart — what an operator reads in a terminal and `grep`s or `awk`s. `--json`
- * prints the records themselves instead (`{"data": [...]}`).
+ * prints the records themselves instead (`{"data": [...]}`). A cell shows control characters escaped
+ * (`escapeControls`): a value can neither drive the terminal nor start a row of its own.
  */
+
+import { escapeControls } from './output.ts';
 
 /** A column: its header and how a row shows in it (`null` shows as `-`). */
 export interface Column<T> {
@@ -13,7 +16,7 @@ export interface Column<T> {
 /** The table of `rows`, or `empty` when there are none. Ends without a newline. */
 export function formatTable<T>(rows: readonly T[], columns: readonly Column<T>[], empty: string): string {
   if (rows.length === 0) return empty;
-  const cells = [columns.map((column) => column.header), ...rows.map((row) => columns.map((column) => String(column.cell(row) ?? '-')))];
+  const cells = [columns.map((column) => column.header), ...rows.map((row) => columns.map((column) => escapeControls(String(column.cell(row) ?? '-'))))];
   const widths = columns.map((_, index) => Math.max(...cells.map((line) => line[index]!.length)));
   return cells.map((line) => line.map((cell, index) => (index === line.length - 1 ? cell : cell.padEnd(widths[index]!))).join('  ')).join('\n');
 }

@@ -18,7 +18,7 @@ import type { CanonicalTelemetry } from '../../core/canonical.ts';
 import type { FieldError } from '../../core/errors.ts';
 import { parseRfc3339 } from '../../core/json-schema.ts';
 import type { DeviceState } from '../../core/model.ts';
-import { defineProduct } from '../../core/products.ts';
+import { defineProduct, TEXT_LINE_PATTERN } from '../../core/products.ts';
 
 export interface TpmsSensor {
   sensorId: string;
@@ -94,7 +94,7 @@ export default defineProduct<TpmsPayload>({
               type: 'string',
               minLength: 1,
               maxLength: 32,
-              pattern: '^\\S(.*\\S)?$',
+              pattern: TEXT_LINE_PATTERN,
             },
             pressurePsi: { description: 'Tire pressure in psi.', type: 'number', minimum: 0, maximum: 300 },
             temperatureC: { description: 'Tire temperature in °C.', type: 'number', minimum: -60, maximum: 200 },

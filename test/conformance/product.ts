@@ -6,7 +6,7 @@
  * the clock) name fields of the payload and are exactly the times its transform dates records with;
  * and the schema rejects bad input precisely — bodies that
  * are not objects, an empty object, unknown properties at every level, a wrong type in every field,
- * missing fields at their own paths, hostile bodies, and the product's own invalid payloads at the
+ * missing fields at their own paths, control characters in every string field, hostile bodies, and the product's own invalid payloads at the
  * paths the product names. A product's test file calls `runProductConformance(product, options)`.
  */
 import assert from 'node:assert/strict';
@@ -193,6 +193,22 @@ export function runProductConformance(product: Product<any>, options: ProductCon
         }
     });
 
+    it('refuses C0 and C1 control characters in every string field, at its path', () => {
+      // What a partner sends reaches operators' terminals and web pages (issue 37): NUL, BEL, ESC
+      // (ANSI sequences), DEL and CSI (U+009B, an escape sequence on its own in some terminals).
+      for (const example of examples)
+        for (const { pointer, value } of nodesOf(example)) {
+          if (typeof value !== 'string' || value.length === 0) continue;
+          for (const control of CONTROL_CHARACTERS) {
+            // One character replaced, so a length bound cannot be what refuses it.
+            const middle = Math.floor(value.length / 2);
+            const hostile = value.slice(0, middle) + control + value.slice(middle + 1);
+            const errors = validateSafely(product, setAt(example, pointer, hostile));
+            assert.ok(errors.some((e) => e.path === pointer), `${pointer} = ${JSON.stringify(hostile)} → ${show(errors)}`);
+          }
+        }
+    });
+
     it('answers field errors, without throwing, for hostile bodies', () => {
       let nested: unknown = 1;
       for (let depth = 0; depth < 2000; depth++) nested = [nested];
@@ -226,6 +242,8 @@ export function runProductConformance(product: Product<any>, options: ProductCon
     );
   });
 }
+
+const CONTROL_CHARACTERS = ['\u0000', '\u0007', '\u001b', '\u007f', '\u009b'];
 
 function distinct(timestamps: number[]): number[] {
   return [...new Set(timestamps)].sort((a, b) => a - b);

@@ -8,6 +8,7 @@ import type { Principal } from '../../core/model.ts';
 import { SigningKeyRing } from '../../core/signing-keys.ts';
 import type { PrincipalStore, SecretStore, StoredSigningKey } from '../../core/store.ts';
 import { KeyVersions, requireAudience, TokenService } from '../../core/tokens.ts';
+import { otherSpellingsOf } from '../support/token-spellings.ts';
 
 /** Just enough of a store for tokens: signing keys and principals' key versions. */
 function memoryStore() {
@@ -111,6 +112,22 @@ describe('TokenService', () => {
     assert.equal(tokens.cachedClaims(good)?.sub, 'c1');
   });
 
+  for (const algorithm of ['RS256', 'ES256'] as const) {
+    it(`refuses the 15 other base64url spellings of a ${algorithm} signature: one token, one cache entry (issue 37)`, async () => {
+      const { tokens, customer } = await setup(algorithm);
+      const good = tokens.mint(customer).accessToken;
+      const spellings = otherSpellingsOf(good);
+      assert.equal(spellings.length, 15);
+      for (const spelling of spellings) {
+        assert.deepEqual(Buffer.from(spelling.split('.')[2]!, 'base64url'), Buffer.from(good.split('.')[2]!, 'base64url'), 'the same signature bytes');
+        await rejectsWith(tokens.verify(spelling), 'invalid_token');
+        assert.equal(tokens.cachedClaims(spelling), undefined);
+      }
+      await rejectsWith(tokens.verify(`${good}=`), 'invalid_token');
+      assert.equal((await tokens.verify(good)).sub, 'c1', 'the canonical spelling verifies');
+    });
+  }
+
   it('rejects alg none, a bad signature, a foreign issuer and an unknown kid', async () => {
     const { tokens, customer, store, clock } = await setup();
     const good = tokens.mint(customer).accessToken;
@@ -153,5 +170,32 @@ describe('SigningKeyRing', () => {
     const { store, ring, clock } = await setup();
     const again = await SigningKeyRing.open(store, { algorithm: 'RS256', clock, retiredGraceMs: 1805_000 });
     assert.equal(again.current.kid, ring.current.kid);
+  });
+
+  it('keeps its algorithm: after a rotation to ES256, a ring opened with none asked writes nothing and signs ES256 (issue 37)', async () => {
+    const { store, ring, clock } = await setup('RS256');
+    await ring.rotate({ algorithm: 'ES256' });
+    const before = await store.listSigningKeys();
+    const again = await SigningKeyRing.open(store, { clock, retiredGraceMs: 1805_000 });
+    assert.deepEqual(await store.listSigningKeys(), before, 'no key written');
+    assert.equal(again.current.alg, 'ES256');
+    assert.deepEqual(again.list().filter((key) => key.status === 'current').map((key) => key.alg), ['ES256'], 'one current key');
+  });
+
+  it('refuses to open asking for another algorithm than the one that signs, rather than add a second current key', async () => {
+    const { store, clock } = await setup('ES256');
+    const before = await store.listSigningKeys();
+    await rejectsWith(SigningKeyRing.open(store, { algorithm: 'RS256', clock, retiredGraceMs: 1805_000 }), 'conflict');
+    assert.deepEqual(await store.listSigningKeys(), before, 'no key written');
+  });
+
+  it('opened with writes: false over an empty store, generates no key; a rotation then makes the first one', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const { store } = memoryStore();
+    const ring = await SigningKeyRing.open(store, { clock, retiredGraceMs: 1805_000, writes: false });
+    assert.deepEqual(await store.listSigningKeys(), []);
+    assert.deepEqual(ring.list(), []);
+    const { kid } = await ring.rotate({ algorithm: 'ES256' });
+    assert.deepEqual(ring.list().map((key) => [key.kid, key.alg, key.status]), [[kid, 'ES256', 'current']]);
   });
 });

@@ -13,7 +13,7 @@ const CORE = [
   'AdminService', 'AuthService', 'CursorCodec', 'DEFAULT_FAILOVER_RETRY_INTERVAL_MS', 'DEFAULT_INTAKE_WORKER_OPTIONS', 'DEFAULT_LIMITS', 'ERROR_CODES', 'ERROR_DESCRIPTIONS',
   'EXAMPLE_RECEIVED_AT', 'EXAMPLE_VIN', 'FailoverWindowCounter', 'FixedWindowLimiter', 'HEADINGS', 'HTTP_STATUS_BY_CODE', 'IDEMPOTENCY_WINDOW_MS', 'INTAKE_STATUSES',
   'IntakeService', 'IntakeWorker', 'PartitionedIntakeQueue', 'JSON_SCHEMA_DIALECT', 'LiveHub', 'MAX_READING_LEAD_MS', 'MAX_WINDOW_SECONDS', 'ManualClock', 'MemoryLiveBus',
-  'MemoryWindowCounter', 'PRODUCT_NAME_PATTERN', 'ProductRegistry', 'ReadService', 'SigningKeyRing', 'TAKE_DEFAULT', 'TAKE_MAX',
+  'MemoryWindowCounter', 'PRODUCT_NAME_PATTERN', 'ProductRegistry', 'ReadService', 'SigningKeyRing', 'TAKE_DEFAULT', 'TAKE_MAX', 'TEXT_LINE_PATTERN',
   'TokenService', 'TrailwireError', 'cardinalHeading', 'checkCanonicalTelemetry', 'createProductRegistry', 'createTrailwire',
   'defineProduct', 'deriveTrailerStatus', 'invalidField', 'isProduct', 'isTrailwireError', 'loadProductModule', 'parseRfc3339',
   'parseVin', 'problemType', 'productOfScope', 'randomIds', 'requireAudience', 'systemClock', 'vinCheckDigit', 'withCheckDigit',

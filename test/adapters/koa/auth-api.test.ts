@@ -16,6 +16,7 @@ import { ManualClock } from '../../../core/clock.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { assertProblem, seedFleet, serveTrailwire, type SeededFleet } from '../../support/fixtures.ts';
 import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+import { otherSpellingsOf } from '../../support/token-spellings.ts';
 
 const MINUTE = 60_000;
 
@@ -296,6 +297,19 @@ describe('Bearer tokens', () => {
     const claims = decodeComplete(token).payload;
     const edited = `${header}.${segment({ ...claims, sub: partner.id })}.${signature}`;
     assertInvalidToken(await app.call('GET', '/api/v1/fleets', { token: edited }));
+  });
+
+  it('refuses every non-canonical base64url spelling of a signature, before and after the token was cached (issue 37)', async () => {
+    const { token } = await customerWithToken(app, 'Respelled');
+    const spellings = otherSpellingsOf(token);
+    assert.equal(spellings.length, 15);
+    for (const spelling of spellings) {
+      const response = await app.call('GET', '/api/v1/fleets', { token: spelling });
+      assertInvalidToken(response);
+      assert.match(response.body.detail, /canonical base64url/);
+    }
+    assert.equal((await app.call('GET', '/api/v1/fleets', { token })).status, 200);
+    for (const spelling of spellings) assertInvalidToken(await app.call('GET', '/api/v1/fleets', { token: spelling }));
   });
 
   it('rejects an alg "none" token', async () => {

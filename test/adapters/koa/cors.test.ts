@@ -90,7 +90,13 @@ describe('CORS', () => {
 
   it('--cors-origin takes origins only', () => {
     assert.deepEqual(parseCorsOrigins(['https://a.example.com', 'http://localhost:3000/']), ['https://a.example.com', 'http://localhost:3000']);
-    for (const bad of ['*', 'a.example.com', 'https://a.example.com/app', 'ftp://a.example.com'])
+    for (const bad of ['*', 'a.example.com', 'https://a.example.com/app', 'ftp://a.example.com', 'https://a$b.example.com'])
       assert.throws(() => parseCorsOrigins([bad]), /--cors-origin/, bad);
+    assert.deepEqual(parseCorsOrigins(['http://[::1]:8080', 'http://127.0.0.1:3000', 'https://my_app.example.com']), ['http://[::1]:8080', 'http://127.0.0.1:3000', 'https://my_app.example.com']);
+  });
+
+  it('--cors-origin refuses a wildcard pattern, which would never match, with a message that says so (issue 37)', () => {
+    for (const pattern of ['https://*.example.com', 'https://app.*.example.com', 'https://exa*mple.com', 'http://localhost:*'])
+      assert.throws(() => parseCorsOrigins([pattern]), (error: any) => error.code === 'validation_failed' && /wildcards are not supported; list each origin/.test(error.message), pattern);
   });
 });

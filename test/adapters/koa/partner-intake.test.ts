@@ -337,7 +337,9 @@ describe('partner grants', () => {
     const later = uniqueVin();
     assert.equal((await h.post(stranger, later, fix(app.clock.now()))).status, 202);
     const fleet = await app.trailwire.admin.createFleet({ customerId: granting, name: 'Later' });
-    await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: later });
+    // Once processed, what the stranger sent is adopted only when the operator says so (issue 37:
+    // test/core/admin-service.test.ts); whether it is processed yet here is up to the worker.
+    await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: later, adoptUnassignedData: true });
     assert.equal((await h.post(stranger, later, fix(app.clock.now()))).status, 403);
   });
 });

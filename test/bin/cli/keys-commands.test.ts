@@ -215,6 +215,43 @@ for (const backend of BACKENDS) {
   });
 }
 
+describe('trailwire keys list and the read commands write no key (issue 37)', () => {
+  it('on a fresh store keys list makes none; after keys rotate --algorithm ES256, reads and serve keep one current ES256 key', async () => {
+    const db = join(directory, 'read-only.db');
+    const keysIn = async () => JSON.parse((await runTrailwire(['keys', 'list', '--json', '--db', db])).stdout).data.map((key: any) => [key.kid, key.alg, key.status]);
+    const fresh = await runTrailwire(['keys', 'list', '--db', db]);
+    assert.equal(fresh.code, 0, fresh.stderr);
+    assert.equal(fresh.stdout.trim(), 'no signing keys');
+    assert.deepEqual(await keysIn(), [], 'keys list made no key');
+
+    const rotated = await runTrailwire(['keys', 'rotate', '--algorithm', 'ES256', '--json', '--db', db]);
+    assert.equal(rotated.code, 0, rotated.stderr);
+    const { kid } = JSON.parse(rotated.stdout);
+    for (const read of [['grants', 'list'], ['partners', 'list'], ['customers', 'create', '--name', 'Acme']]) {
+      const result = await runTrailwire([...read, '--db', db]);
+      assert.equal(result.code, 0, `${read.join(' ')}: ${result.stderr}`);
+    }
+    assert.deepEqual(await keysIn(), [[kid, 'ES256', 'current']], 'one key, ES256, current: no command made an RS256 key');
+
+    const server = await startServer({ db, port: 0, grpcPort: 0, host: '127.0.0.1', intakeWorker: false, logger: pino({ level: 'silent' }) });
+    try {
+      const { apiKey } = await server.trailwire.auth.createCustomer({ name: 'Acme' });
+      const response = await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': apiKey } });
+      const { header } = jwt.decode((await response.json()).access_token, { complete: true })!;
+      assert.deepEqual([header.kid, header.alg], [kid, 'ES256'], 'serve without --signing-algorithm signs with the ring');
+    } finally {
+      await server.close();
+    }
+    assert.deepEqual(await keysIn(), [[kid, 'ES256', 'current']]);
+    await assert.rejects(
+      startServer({ db, port: 0, grpcPort: 0, logger: pino({ level: 'silent' }), core: { signingAlgorithm: 'RS256' } }),
+      /sign ES256 .*keys rotate --algorithm RS256/,
+      'a server asking for RS256 is refused at start rather than adding a second current key',
+    );
+    assert.deepEqual(await keysIn(), [[kid, 'ES256', 'current']]);
+  });
+});
+
 describe('serve --signing-key-file', () => {
   it('signs with the key of the file, which keys list shows as kept in a file and keys rotate refuses to replace', async () => {
     const keyFile = join(directory, 'jwt.pem');

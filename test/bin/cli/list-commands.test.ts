@@ -168,10 +168,20 @@ for (const backend of BACKENDS) {
         assert.equal(unknownCustomer.code, 1);
         assert.equal(documentOf(unknownCustomer).error.code, 'not_found');
 
+        // With grants required (as serve --require-grants, through its variable), the partners that sent
+        // it are not known to be granted: refused, saying what intake holds (issue 37).
+        const refused = await runTrailwire(['trailers', 'create', '--fleet', String(fleet.id), '--vin', vin, '--json', ...cli], { TRAILWIRE_REQUIRE_GRANTS: 'true' });
+        assert.equal(refused.code, 1);
+        assert.equal(documentOf(refused).error.code, 'conflict');
+        assert.match(documentOf(refused).error.message, /GPS fix.*device.*--adopt-unassigned-data/);
+
         // Assign it (a VIN intake knows is assigned, not created again): it leaves the unassigned list.
         const assigned = await runTrailwire(['trailers', 'create', '--fleet', String(fleet.id), '--vin', vin, '--unit-id', 'R-12', '--json', ...cli]);
         assert.equal(assigned.code, 0, assigned.stderr);
         assert.equal(documentOf(assigned).id, found.id);
+        const { adopted } = documentOf(assigned);
+        assert.ok(adopted.gpsFixes > 0 && adopted.devices > 0, `the document says what it adopted: ${JSON.stringify(adopted)}`);
+        assert.equal(adopted.lastSeenAt, iso(tiresAt));
         const [inFleet, stillUnassigned, everyTrailer, devices, history, missing] = await Promise.all([
           listed(['trailers', 'list', '--fleet', String(fleet.id), ...cli]),
           listed(['trailers', 'list', '--unassigned', ...cli]),
@@ -213,5 +223,29 @@ describe('trailwire ... list arguments', () => {
     assert.equal(unknown.code, 1);
     assert.equal(unknown.stdout, '');
     assert.match(unknown.stderr, /No fleet 7/);
+  });
+});
+
+describe('trailwire ... list output and control characters (issue 37)', () => {
+  // ESC [2J clears the screen, ESC [31m colours, BEL rings, U+009B is CSI in terminals taking 8-bit controls.
+  const hostile = 'A\u001b[2J\u001b[31mX\u0007\u009b1m\nfake row';
+  const controls = (text: string): string[] => [...text].filter((char) => /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/.test(char));
+
+  it('a table shows control characters escaped, and a value cannot start a row; --json keeps the value and prints no C1 control', async () => {
+    const db = join(directory, 'controls.db');
+    const created = await runTrailwire(['customers', 'create', '--name', hostile, '--db', db]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.deepEqual(controls(created.stdout), [], 'the create command echoes the name escaped');
+
+    const table = await runTrailwire(['customers', 'list', '--db', db]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.deepEqual(controls(table.stdout), [], JSON.stringify(table.stdout));
+    const lines = table.stdout.trimEnd().split('\n');
+    assert.equal(lines.length, 2, 'a header and one row');
+    assert.ok(lines[1]!.includes('A\\u001b[2J\\u001b[31mX\\u0007\\u009b1m\\u000afake row'), lines[1]);
+
+    const json = await runTrailwire(['customers', 'list', '--json', '--db', db]);
+    assert.deepEqual(controls(json.stdout), []);
+    assert.equal(documentOf(json).data[0].name, hostile, 'the JSON document carries the value itself');
   });
 });
