@@ -9,15 +9,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import KoaRouter from '@koa/router';
 import Koa, { type Context, type Middleware } from 'koa';
 import compose from 'koa-compose';
-import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
-import { createIntakePostHandler, INTAKE_PATH, intakeRouterOf } from './intake-routes.ts';
-import { createIntakeLane, edgeRefusalAnswerer, type IntakeLane, type IntakeLaneOptions } from './intake-lane.ts';
+import { createIntakeRouter, INTAKE_PATH } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -26,6 +24,8 @@ import { edgeMiddleware } from './edge.ts';
 import { type ClientAddressOf, clientAddressResolver } from './client-address.ts';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
+import { defaultLogger, type TrailwireLogger } from './logger.ts';
+import { PREFIX_PATTERN } from './mount-path.ts';
 
 export interface TrailwireAppOptions {
   /** Mount the authentication API. Default true. */
@@ -61,8 +61,11 @@ export interface TrailwireAppOptions {
    * X-Forwarded-For entry that is not one of them (`client-address.ts`). Implies `trustProxy`. Default: none.
    */
   trustedProxies?: readonly string[];
-  /** Default: pino at `info`. */
-  logger?: Logger;
+  /**
+   * Where request failures, access lines and audit lines go: any pino-compatible logger (pino, a child
+   * of it, `fastify.log`). Default: pino at `info` on stderr, as `trailwire serve` logs.
+   */
+  logger?: TrailwireLogger;
   /**
    * The level of the access-log lines, one per request (`access-log.ts`); audit lines are `info`
    * (limit hits `warn`). Default `info`.
@@ -101,38 +104,33 @@ export interface TrailwireAppOptions {
 /** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` and `trustedProxies` (your app's `proxy` setting decides). */
 export type TrailwireMiddlewareOptions = Omit<TrailwireAppOptions, 'trustProxy' | 'trustedProxies'>;
 
-/** A path prefix: one or more `/segment`s of unreserved URL characters. */
-const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
-
 /** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
   const clientAddressOf = clientAddressResolver(options);
-  const proxy = clientAddressOf !== undefined;
-  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
-  const stack = buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf });
-  const app = new TrailwireKoa({ proxy }, stack.intakeLane && createIntakeLane({ ...stack.intakeLane, answerRefusal: edgeRefusalAnswerer(stack.edge, proxy) }));
+  const app = new Koa({ proxy: clientAddressOf !== undefined });
   // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
-  for (const middleware of stack.middleware) app.use(middleware);
+  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
+  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf }).middleware) app.use(middleware);
   return app;
 }
 
-/** Trailwire's Koa app: its HTTP callback lets the intake lane (`intake-lane.ts`) take the usual intake POST before Koa does. */
-class TrailwireKoa extends Koa {
-  constructor(
-    options: { proxy: boolean },
-    private readonly intakeLane: IntakeLane | undefined,
-  ) {
-    super(options);
-  }
-
-  override callback(): ReturnType<Koa['callback']> {
-    const viaKoa = super.callback();
-    const lane = this.intakeLane;
-    if (!lane) return viaKoa;
-    return (req, res) => lane(req as IncomingMessage, res as ServerResponse) ?? viaKoa(req, res);
-  }
+/**
+ * A node:http request handler, `(req, res) => void`: what `trailwire serve` runs, and what a host
+ * mounts — `http.createServer(handler)`, Express's `app.use('/fleet-api', handler)`, a Fastify hook
+ * that hands it `request.raw` and `reply.raw` (docs/embedding.md). Under Express the mount path is
+ * read from `req.originalUrl`; a host that hands over whole URLs (node:http, Fastify) names it with
+ * `prefix`. It must see the request before any body parser of the host: a body already read is
+ * answered at once with a problem+json 500 (`body_already_read`) and a log line.
+ */
+export function createTrailwireHandler(trailwire: Trailwire, options: TrailwireAppOptions = {}): TrailwireHandler {
+  const answer = createTrailwireApp(trailwire, options).callback();
+  // Koa's answer never rejects: whatever fails is answered, and logged, by the edge layer.
+  return (req, res) => void answer(req, res);
 }
+
+/** A node:http request handler (`createTrailwireHandler`). */
+export type TrailwireHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
  * The same service as one middleware for a Koa app of your own. With a `prefix`, every request under
@@ -162,16 +160,13 @@ function buildStack(
   root: KoaRouter;
   prefix: string;
   servesPage: (path: string) => boolean;
-  edge: Middleware;
-  /** The intake lane's parts, when the app is Trailwire's own and takes intake. */
-  intakeLane: Omit<IntakeLaneOptions, 'answerRefusal'> | undefined;
 } {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
     throw new TypeError(`Trailwire app: \`prefix\` must look like "/fleet-api" (a leading "/", no trailing "/", no parameters), got ${JSON.stringify(prefix)}`);
   const mountAuth = options.auth ?? true;
   const mountData = options.data ?? true;
-  const logger = options.logger ?? pino();
+  const logger = options.logger ?? defaultLogger();
   const metrics = createHttpMetrics(options.registry);
 
   const routers: KoaRouter[] = [];
@@ -186,14 +181,16 @@ function buildStack(
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
   let intakeRouter: KoaRouter | undefined;
-  let intakeLane: Omit<IntakeLaneOptions, 'answerRefusal'> | undefined;
   if (withIntake) {
-    const takePost = createIntakePostHandler(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, refusalDelayMs: options.intakeRefusalDelayMs, pathPrefix: prefix, auditLogger: logger });
-    intakeRouter = intakeRouterOf(trailwire, takePost, ownsTheApp);
+    intakeRouter = createIntakeRouter(trailwire, {
+      bodyLimitBytes: options.intakeBodyLimitBytes,
+      refusalDelayMs: options.intakeRefusalDelayMs,
+      pathPrefix: prefix,
+      auditLogger: logger,
+      writeAtOnce: ownsTheApp,
+    });
     routers.push(intakeRouter);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
-    // Only an app of Trailwire's own: inside yours, your middleware sees every request.
-    if (ownsTheApp) intakeLane = { prefix, tokens: trailwire.tokens, takePost, metrics, accessLog, clientAddressOf, logger };
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(
@@ -201,13 +198,13 @@ function buildStack(
       trailwire,
       registry: metrics.registry,
       metrics: options.metricsRoute,
-      openapi: () =>
+      openapi: (mountPath) =>
         buildOpenApiDocument({
           auth: mountAuth,
           data: mountData,
           extraPaths: { ...intakeDocs.extraPaths, ...options.openapi?.extraPaths },
           extraSchemas: { ...intakeDocs.extraSchemas, ...options.openapi?.extraSchemas },
-          ...(prefix ? { serverUrl: prefix } : {}),
+          ...(mountPath + prefix ? { serverUrl: mountPath + prefix } : {}),
         }),
       readinessChecks: {
         ...(withIntake ? { queue: () => checkIntake(trailwire) } : {}),
@@ -235,8 +232,6 @@ function buildStack(
     root,
     prefix,
     servesPage: pages?.serves ?? (() => false),
-    edge,
-    intakeLane,
   };
 }
 
