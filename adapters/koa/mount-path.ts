@@ -14,8 +14,8 @@ export const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
 
 /**
  * The path the host mounted Trailwire at (`/fleet-api`), or '' at the root. A mount path that is not
- * a plain prefix (one with characters to escape, from a host route's parameter) counts as none: it
- * is written into headers and HTML, and the client chose it.
+ * a plain prefix counts as none: it is written into headers and HTML, and a host route's parameter in
+ * it carries whatever the client sent.
  */
 export function mountPathOf(ctx: Context): string {
   const mounted = (ctx as Context & { mountPath?: unknown }).mountPath;
