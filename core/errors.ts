@@ -30,6 +30,7 @@ export const ERROR_CODES = [
   'rate_limited',
   'unavailable',
   'store_unavailable',
+  'body_already_read',
   'internal',
 ] as const;
 
@@ -109,6 +110,7 @@ export const HTTP_STATUS_BY_CODE: Record<ErrorCode, { status: number; title: str
   rate_limited: { status: 429, title: 'Too Many Requests' },
   unavailable: { status: 503, title: 'Service Unavailable' },
   store_unavailable: { status: 503, title: 'Service Unavailable' },
+  body_already_read: { status: 500, title: 'Internal Server Error' },
   internal: { status: 500, title: 'Internal Server Error' },
 };
 
@@ -133,6 +135,8 @@ export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   unavailable: 'The service is starting or shutting down, or not ready; retry after the seconds in Retry-After.',
   store_unavailable:
     'A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check).',
+  body_already_read:
+    "The server that mounts Trailwire read the request body before Trailwire could (a body parser such as express.json() above the mount, or a route of the host that parsed it): mount Trailwire above the parser. Nothing was stored.",
   internal: 'An unexpected error; the log has the details under the request id.',
 };
 

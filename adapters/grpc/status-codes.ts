@@ -24,6 +24,7 @@ export const GRPC_STATUS_BY_CODE: Record<ErrorCode, status> = {
   rate_limited: status.RESOURCE_EXHAUSTED,
   unavailable: status.UNAVAILABLE,
   store_unavailable: status.UNAVAILABLE,
+  body_already_read: status.INTERNAL,
   internal: status.INTERNAL,
 };
 

@@ -13,14 +13,14 @@
  * per `limitHitWindowMs`, with the count of those left out.
  */
 import type { Context } from 'koa';
-import type { Logger } from 'pino';
+import { type TrailwireLogger, writesAt } from './logger.ts';
 import { type AccessLogLevel, millisecondsSince, OncePerWindow } from '../../core/audit.ts';
 import type { Clock } from '../../core/clock.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
 import { matchedRouteOf } from './metrics.ts';
 
 export interface AccessLogOptions {
-  logger: Logger;
+  logger: TrailwireLogger;
   /** The level of the access lines. Default `info`. */
   level?: AccessLogLevel;
   /** Limit hits logged at most once per principal and route per this many ms. Default 60,000. */
@@ -41,7 +41,7 @@ export interface AccessLogState {
 }
 
 /** What the access log says of one answered request. */
-export interface AccessFacts {
+interface AccessFacts {
   requestId: string | undefined;
   method: string;
   /** The router's pattern; undefined when no route matched. */
@@ -56,8 +56,6 @@ export interface AccessLog {
   begin(ctx: Context): void;
   /** `started`: the request's `performance.now()` when it came in. */
   end(ctx: Context, started: number): void;
-  /** The same for a request answered outside Koa (the app's intake lane, `intake-lane.ts`). */
-  record(facts: AccessFacts, started: number): void;
 }
 
 export function createAccessLog(options: AccessLogOptions): AccessLog {
@@ -81,7 +79,7 @@ export function createAccessLog(options: AccessLogOptions): AccessLog {
   const record = (facts: AccessFacts, started: number, streamEnd?: string) => {
     // The line is built only when it is written (or a limit hit is audited): on every request
     // otherwise, for nothing, when the level is off.
-    const writesAccess = logger.isLevelEnabled(level);
+    const writesAccess = writesAt(logger, level);
     if (!writesAccess && facts.status !== 429) return;
     const fields = fieldsOf(facts);
     if (writesAccess && streamEnd === undefined) logger[level]({ access: 'http', ...fields, durationMs: millisecondsSince(started) }, 'request');
@@ -99,6 +97,5 @@ export function createAccessLog(options: AccessLogOptions): AccessLog {
     end(ctx, started) {
       record(factsOf(ctx), started, (ctx.state as AccessLogState).streamEnd);
     },
-    record,
   };
 }

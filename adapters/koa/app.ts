@@ -9,15 +9,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import KoaRouter from '@koa/router';
 import Koa, { type Context, type Middleware } from 'koa';
 import compose from 'koa-compose';
-import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
-import { createIntakePostHandler, INTAKE_PATH, intakeRouterOf } from './intake-routes.ts';
-import { createIntakeLane, edgeRefusalAnswerer, type IntakeLane, type IntakeLaneOptions } from './intake-lane.ts';
+import { createIntakeRoutes, INTAKE_PATH } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -26,6 +24,8 @@ import { edgeMiddleware } from './edge.ts';
 import { type ClientAddressOf, clientAddressResolver } from './client-address.ts';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
+import { defaultLogger, type TrailwireLogger } from './logger.ts';
+import { PREFIX_PATTERN } from './mount-path.ts';
 
 export interface TrailwireAppOptions {
   /** Mount the authentication API. Default true. */
@@ -61,8 +61,11 @@ export interface TrailwireAppOptions {
    * X-Forwarded-For entry that is not one of them (`client-address.ts`). Implies `trustProxy`. Default: none.
    */
   trustedProxies?: readonly string[];
-  /** Default: pino at `info`. */
-  logger?: Logger;
+  /**
+   * Where request failures, access lines and audit lines go: any pino-compatible logger (pino, a child
+   * of it, `fastify.log`). Default: pino at `info` on stderr, as `trailwire serve` logs.
+   */
+  logger?: TrailwireLogger;
   /**
    * The level of the access-log lines, one per request (`access-log.ts`); audit lines are `info`
    * (limit hits `warn`). Default `info`.
@@ -81,7 +84,9 @@ export interface TrailwireAppOptions {
    * Serve every route under this path prefix, e.g. `/fleet-api` (then `/fleet-api/api/v1/fleets`,
    * `/fleet-api/openapi.json`, ...); the OpenAPI document names it as its server URL and intake's
    * `Location` header includes it. A `/` followed by path segments, without a trailing `/`. Default:
-   * none (routes at the root, as the specification spells them).
+   * none (routes at the root, as the specification spells them). A path a host mounted Trailwire at
+   * (Express's `app.use('/fleet-api', ...)`, koa-mount) comes before it in what Trailwire writes for
+   * clients (`mount-path.ts`), and needs no `prefix`.
    */
   prefix?: string;
   /**
@@ -101,46 +106,42 @@ export interface TrailwireAppOptions {
 /** Options of `createTrailwireMiddleware`: the app's, less `trustProxy` and `trustedProxies` (your app's `proxy` setting decides). */
 export type TrailwireMiddlewareOptions = Omit<TrailwireAppOptions, 'trustProxy' | 'trustedProxies'>;
 
-/** A path prefix: one or more `/segment`s of unreserved URL characters. */
-const PREFIX_PATTERN = /^(\/[A-Za-z0-9._~-]+)+$/;
-
 /** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
   const clientAddressOf = clientAddressResolver(options);
-  const proxy = clientAddressOf !== undefined;
-  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
-  const stack = buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf });
-  const app = new TrailwireKoa({ proxy }, stack.intakeLane && createIntakeLane({ ...stack.intakeLane, answerRefusal: edgeRefusalAnswerer(stack.edge, proxy) }));
+  const app = new Koa({ proxy: clientAddressOf !== undefined });
   // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
-  for (const middleware of stack.middleware) app.use(middleware);
+  // The app is all Trailwire's: nothing above it adds headers once a route has answered.
+  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf }).middleware) app.use(middleware);
   return app;
 }
 
-/** Trailwire's Koa app: its HTTP callback lets the intake lane (`intake-lane.ts`) take the usual intake POST before Koa does. */
-class TrailwireKoa extends Koa {
-  constructor(
-    options: { proxy: boolean },
-    private readonly intakeLane: IntakeLane | undefined,
-  ) {
-    super(options);
-  }
-
-  override callback(): ReturnType<Koa['callback']> {
-    const viaKoa = super.callback();
-    const lane = this.intakeLane;
-    if (!lane) return viaKoa;
-    return (req, res) => lane(req as IncomingMessage, res as ServerResponse) ?? viaKoa(req, res);
-  }
+/**
+ * A node:http request handler, `(req, res) => void`: what `trailwire serve` runs, and what a host
+ * mounts — `http.createServer(handler)`, Express's `app.use('/fleet-api', handler)`, a Fastify hook
+ * that hands it `request.raw` and `reply.raw` (docs/embedding.md). Under Express the mount path is
+ * read from `req.originalUrl`; a host that hands over whole URLs (node:http, Fastify) names it with
+ * `prefix`. It must see the request before any body parser of the host: a body already read is
+ * answered at once with a problem+json 500 (`body_already_read`) and a log line.
+ */
+export function createTrailwireHandler(trailwire: Trailwire, options: TrailwireAppOptions = {}): TrailwireHandler {
+  const answer = createTrailwireApp(trailwire, options).callback();
+  // Koa's answer never rejects: whatever fails is answered, and logged, by the edge layer.
+  return (req, res) => void answer(req, res);
 }
+
+/** A node:http request handler (`createTrailwireHandler`). */
+export type TrailwireHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
  * The same service as one middleware for a Koa app of your own. With a `prefix`, every request under
  * it is Trailwire's (an unknown path there is a problem+json 404) and every other request goes on to
  * your middleware untouched; without one, the requests whose path is a Trailwire route or page
  * (`/`, `/live`, `/docs`, `/assets/...`; `pages: false` leaves those to you) are Trailwire's and the
- * rest go on. Trailwire reads intake bodies itself: mount it before any body
- * parser, or keep the parser off its paths. Its errors never reach your error handling; yours never
+ * rest go on; under koa-mount, the mount path is its prefix for clients. Trailwire reads intake
+ * bodies itself: mount it before any body parser, or keep the parser off its paths (a body already
+ * read is answered `body_already_read`). Its errors never reach your error handling; yours never
  * become problem+json.
  */
 export function createTrailwireMiddleware(trailwire: Trailwire, options: TrailwireMiddlewareOptions = {}): Middleware {
@@ -162,16 +163,13 @@ function buildStack(
   root: KoaRouter;
   prefix: string;
   servesPage: (path: string) => boolean;
-  edge: Middleware;
-  /** The intake lane's parts, when the app is Trailwire's own and takes intake. */
-  intakeLane: Omit<IntakeLaneOptions, 'answerRefusal'> | undefined;
 } {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
     throw new TypeError(`Trailwire app: \`prefix\` must look like "/fleet-api" (a leading "/", no trailing "/", no parameters), got ${JSON.stringify(prefix)}`);
   const mountAuth = options.auth ?? true;
   const mountData = options.data ?? true;
-  const logger = options.logger ?? pino();
+  const logger = options.logger ?? defaultLogger();
   const metrics = createHttpMetrics(options.registry);
 
   const routers: KoaRouter[] = [];
@@ -185,15 +183,17 @@ function buildStack(
   const accessLog = createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock });
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
-  let intakeRouter: KoaRouter | undefined;
-  let intakeLane: Omit<IntakeLaneOptions, 'answerRefusal'> | undefined;
+  let intake: ReturnType<typeof createIntakeRoutes> | undefined;
   if (withIntake) {
-    const takePost = createIntakePostHandler(trailwire, { bodyLimitBytes: options.intakeBodyLimitBytes, refusalDelayMs: options.intakeRefusalDelayMs, pathPrefix: prefix, auditLogger: logger });
-    intakeRouter = intakeRouterOf(trailwire, takePost, ownsTheApp);
-    routers.push(intakeRouter);
+    intake = createIntakeRoutes(trailwire, {
+      bodyLimitBytes: options.intakeBodyLimitBytes,
+      refusalDelayMs: options.intakeRefusalDelayMs,
+      pathPrefix: prefix,
+      auditLogger: logger,
+      writeAtOnce: ownsTheApp,
+    });
+    routers.push(intake.router);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
-    // Only an app of Trailwire's own: inside yours, your middleware sees every request.
-    if (ownsTheApp) intakeLane = { prefix, tokens: trailwire.tokens, takePost, metrics, accessLog, clientAddressOf, logger };
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
   routers.push(
@@ -201,13 +201,13 @@ function buildStack(
       trailwire,
       registry: metrics.registry,
       metrics: options.metricsRoute,
-      openapi: () =>
+      openapi: (mountPath) =>
         buildOpenApiDocument({
           auth: mountAuth,
           data: mountData,
           extraPaths: { ...intakeDocs.extraPaths, ...options.openapi?.extraPaths },
           extraSchemas: { ...intakeDocs.extraSchemas, ...options.openapi?.extraSchemas },
-          ...(prefix ? { serverUrl: prefix } : {}),
+          ...(mountPath + prefix ? { serverUrl: mountPath + prefix } : {}),
         }),
       readinessChecks: {
         ...(withIntake ? { queue: () => checkIntake(trailwire) } : {}),
@@ -228,35 +228,49 @@ function buildStack(
       ...(options.corsOrigins?.length ? [corsMiddleware(parseCorsOrigins(options.corsOrigins), prefix)] : []),
       edge,
       ...(pages ? [pages.middleware] : []),
-      ...(intakeRouter ? [routeByPathStart(intakeRouter, prefix, 'POST', `${INTAKE_PATH}/`)] : []),
+      ...(intake ? [intakePostDispatch(intake.post, prefix)] : []),
       root.routes() as Middleware,
       root.allowedMethods() as Middleware,
     ],
     root,
     prefix,
     servesPage: pages?.serves ?? (() => false),
-    edge,
-    intakeLane,
   };
 }
 
 /**
- * Hands requests of `method` whose path starts with `pathStart` (under `prefix`) to `router`'s routes
- * alone; what those do not answer, and every other request, goes on to the root router. For the
- * intake POST, the one route taken thousands of times a second: @koa/router tries every route's
- * pattern on every request, about forty here: about 6,000 of the ~61,000 instructions Trailwire
- * adds to bare Koa per 202 (`npm run bench -- accept-path` under callgrind, counted side by side
- * with and without this). The routes answer as they do under the root router: the same patterns,
- * params and `_matchedRoute` (the metrics' and access log's route), and a path or method they do not
- * take still gets the root's 404 or 405.
+ * Takes the intake POST, `POST {prefix}/api/v1/telemetry/intake/{VIN}`, the one request taken
+ * thousands of times a second, straight to its route's middleware (the Bearer check, then intake),
+ * as @koa/router would after matching it, with the same `params` and route pattern (the metrics' and
+ * access log's route); any other request, and a path the route's pattern would not match, goes on to
+ * the root router, which answers it (a 404, a 405) as before. The router's dispatch — reading the
+ * Host header, composing the matched layers into a new function, matching, decoding params — was
+ * about a third of what the request's own frames cost (`--cpu-prof` of `bench/lib/accept-server.ts`);
+ * without it the HTTP thread took 207 µs per 202 against 236 through the router (medians of 3 rounds
+ * of `npm run bench -- intake` in one run on a loaded machine, rounds 199–215 and 221–248).
  */
-function routeByPathStart(router: KoaRouter, prefix: string, method: string, pathStart: string): Middleware {
-  // A router's routes can be mounted under several routers: each mount clones them.
-  const mounted = new KoaRouter(prefix ? { prefix } : {});
-  mounted.use(router.routes());
-  const routes = mounted.routes() as Middleware;
-  const start = `${prefix}${pathStart}`;
-  return (ctx, next) => (ctx.method === method && ctx.path.startsWith(start) ? routes(ctx, next) : next());
+function intakePostDispatch(post: Middleware, prefix: string): Middleware {
+  const start = `${prefix}${INTAKE_PATH}/`;
+  const route = `${start}:VIN`;
+  return (ctx, next) => {
+    if (ctx.method !== 'POST' || !ctx.path.startsWith(start)) return next();
+    const vin = ctx.path.slice(start.length);
+    // The route's pattern: one path segment (a trailing `/` is the root router's to answer).
+    if (vin === '' || vin.includes('/')) return next();
+    ctx.params = { VIN: decodedSegment(vin) };
+    (ctx as Context & { _matchedRoute?: string })._matchedRoute = route;
+    return post(ctx, next);
+  };
+}
+
+/** A path segment decoded as @koa/router decodes params: as it is when it is not valid percent-encoding. */
+function decodedSegment(segment: string): string {
+  if (!segment.includes('%')) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 /** The queue answers, and the core's worker runs when it has one (a processing thread brings checks of its own). */

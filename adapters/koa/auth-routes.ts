@@ -4,7 +4,7 @@
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import type { Logger } from 'pino';
+import type { TrailwireLogger } from './logger.ts';
 import { isTrailwireError } from '../../core/errors.ts';
 import type { Audience } from '../../core/model.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
@@ -19,7 +19,7 @@ export interface AuthRouterOptions {
    * Where the audit lines go (`audit: true`): every authenticate, ok or failed, with the client
    * address, and every key rotation. Ids and error codes only, never a key or a token. Default: none.
    */
-  auditLogger?: Logger;
+  auditLogger?: TrailwireLogger;
 }
 
 export function createAuthRouter(trailwire: Trailwire, options: AuthRouterOptions = {}): Router {

@@ -8,22 +8,20 @@
  * them around every route cost the intake 202 about as much as its rate limit does.
  */
 import type { Context, Middleware } from 'koa';
-import type { Logger } from 'pino';
+import type { TrailwireLogger } from './logger.ts';
 import type { AccessLog } from './access-log.ts';
 import type { ClientAddressOf } from './client-address.ts';
 import { type HttpMetrics, matchedRouteOf } from './metrics.ts';
 import { answerError, answerUnrouted } from './problem.ts';
 import { assignRequestId, setRequestIdHeader } from './request-id.ts';
 
-export function edgeMiddleware(options: { logger: Logger; accessLog: AccessLog; metrics: HttpMetrics; clientAddressOf?: ClientAddressOf }): Middleware {
+export function edgeMiddleware(options: { logger: TrailwireLogger; accessLog: AccessLog; metrics: HttpMetrics; clientAddressOf?: ClientAddressOf }): Middleware {
   const { logger, accessLog, metrics, clientAddressOf } = options;
   return async (ctx, next) => {
-    // A request the intake lane took before handing it here (`intake-lane.ts`) keeps its start and id.
-    const state = ctx.state as { startedAt?: number; requestId?: string };
-    const started = state.startedAt ?? performance.now();
+    const started = performance.now();
     // Behind trusted proxies, `ctx.ip` is the client's by `client-address.ts`, for every layer below.
     if (clientAddressOf) ctx.request.ip = clientAddressOf(ctx.req);
-    if (state.requestId === undefined) assignRequestId(ctx);
+    assignRequestId(ctx);
     accessLog.begin(ctx);
     try {
       await next();

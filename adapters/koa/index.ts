@@ -1,17 +1,28 @@
 /**
- * `trailwire/koa`: the HTTP adapter. `createTrailwireApp(trailwire)` is the whole HTTP service as a
- * Koa app; `createTrailwireMiddleware(trailwire, { prefix })` is the same service as one middleware
- * for a Koa app you already run (docs/embedding.md). The routers and middleware it is built from are
+ * `trailwire/koa`: the HTTP adapter. `createTrailwireHandler(trailwire)` is the whole HTTP service as
+ * a node:http handler, what `trailwire serve` runs and what Express, Fastify or node:http mount;
+ * `createTrailwireApp(trailwire)` is the same as a Koa app, and `createTrailwireMiddleware(trailwire,
+ * { prefix })` as one middleware for a Koa app you already run (docs/embedding.md). The routers and middleware it is built from are
  * exported for an app that assembles its own stack.
  */
 
 /**
- * `createTrailwireApp(trailwire, options)` answers the Koa app (`TrailwireAppOptions`: which APIs,
+ * `createTrailwireHandler(trailwire, options)` answers `(req, res) => void` (`TrailwireHandler`),
+ * `createTrailwireApp(trailwire, options)` the Koa app (`TrailwireAppOptions`: which APIs,
  * `prefix`, logger, metrics registry, body limit, readiness checks, `trustProxy`).
  * `createTrailwireMiddleware(trailwire, options)` answers it as one middleware
  * (`TrailwireMiddlewareOptions`): everything under `prefix` is Trailwire's, the rest goes on to your app.
  */
-export { createTrailwireApp, createTrailwireMiddleware, type TrailwireAppOptions, type TrailwireMiddlewareOptions } from './app.ts';
+export {
+  createTrailwireApp,
+  createTrailwireHandler,
+  createTrailwireMiddleware,
+  type TrailwireAppOptions,
+  type TrailwireHandler,
+  type TrailwireMiddlewareOptions,
+} from './app.ts';
+/** `TrailwireLogger`: the pino-compatible logger the `logger` options take (pino, a child of it, `fastify.log`). */
+export type { TrailwireLogger } from './logger.ts';
 /**
  * The routers, each a `@koa/router` instance with paths as the specification spells them: the auth
  * API with the JWKS (`createAuthRouter`), the customer read API (`createReadRouter`), partner intake

@@ -14,8 +14,8 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import Router from '@koa/router';
-import type { Context } from 'koa';
-import type { Logger } from 'pino';
+import type { Context, Middleware } from 'koa';
+import type { TrailwireLogger } from './logger.ts';
 import { OncePerWindow } from '../../core/audit.ts';
 import { HTTP_STATUS_BY_CODE, isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import type { JsonShapeScan } from '../../core/json-shape.ts';
@@ -25,6 +25,7 @@ import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { rateLimitHeaderList, setRateLimitHeaders } from './rate-limit-headers.ts';
 import { answerJson } from './answer-json.ts';
+import { mountPathOf } from './mount-path.ts';
 
 export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
 export const INTAKE_PATH = '/api/v1/telemetry/intake';
@@ -46,7 +47,7 @@ export interface IntakeRouteOptions {
    * Where audit lines go (`audit: true`): an intake refused `partner_not_granted`, at most one
    * line per partner a minute with the count of those left out. Default: none.
    */
-  auditLogger?: Logger;
+  auditLogger?: TrailwireLogger;
   /**
    * How long a refusal given before the body was read in full (429 over the partner's budget, 415,
    * 413, a large body its product cannot accept) is held before it is answered, in ms; its
@@ -56,11 +57,8 @@ export interface IntakeRouteOptions {
   refusalDelayMs?: number;
 }
 
-/**
- * One intake POST as its transport hands it over, the partner's token already checked: the Koa route
- * below, or the app's intake lane (`intake-lane.ts`), which takes the usual request before Koa does.
- */
-export interface IntakePost {
+/** One intake POST as the route hands it over, the partner's token already checked. */
+interface IntakePost {
   req: IncomingMessage;
   res: ServerResponse;
   /** The path's VIN, decoded. */
@@ -69,31 +67,38 @@ export interface IntakePost {
   /** Whether the body is declared `application/json` (`isJsonBody`). */
   jsonBody: boolean;
   requestId?: string;
+  /** Where the host mounted Trailwire (`mount-path.ts`), or '': the `Location` starts with it. */
+  mountPath: string;
   /** The client's address, for the audit line of a refusal (asked only then). */
   clientAddress(): string;
 }
 
 /** The 202 of an accepted payload: its headers (name, value, ...) and its body. */
-export interface IntakeAccepted {
+interface IntakeAccepted {
   headers: string[];
   body: { id: string; status: 'queued' };
 }
 
 /** Takes one intake POST: answers its 202, or throws the refusal (a `TrailwireError`) for the transport to answer. */
-export type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
+type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
 
 /** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
 export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOptions = {}): Router {
-  return intakeRouterOf(trailwire, createIntakePostHandler(trailwire, options), options.writeAtOnce ?? false);
+  return createIntakeRoutes(trailwire, options).router;
 }
 
-/** The intake router around a POST handler the caller shares with another transport (the app's intake lane). */
-export function intakeRouterOf(trailwire: Trailwire, takePost: IntakePostHandler, writeAtOnce: boolean): Router {
+/**
+ * The intake router, and the middleware of its POST route (the partner's Bearer check, then the
+ * intake) for the app's dispatch, which reaches that route without the router's (`app.ts`).
+ */
+export function createIntakeRoutes(trailwire: Trailwire, options: IntakeRouteOptions = {}): { router: Router; post: Middleware } {
+  const takePost = createIntakePostHandler(trailwire, options);
+  const writeAtOnce = options.writeAtOnce ?? false;
   const intake = trailwire.intake!;
   const router = new Router();
   const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
 
-  router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
+  const accept = async (ctx: Context): Promise<void> => {
     const accepted = await takePost({
       req: ctx.req,
       res: ctx.res,
@@ -101,10 +106,13 @@ export function intakeRouterOf(trailwire: Trailwire, takePost: IntakePostHandler
       claims: (ctx.state as AuthenticatedState).claims,
       jsonBody: isJsonBody(ctx),
       requestId: ctx.state.requestId as string | undefined,
+      mountPath: mountPathOf(ctx),
       clientAddress: () => ctx.ip,
     });
     answerJson(ctx, 202, accepted.body, accepted.headers, writeAtOnce);
-  });
+  };
+  const post: Middleware = (ctx, next) => partnerOnly(ctx, () => accept(ctx));
+  router.post(`${INTAKE_PATH}/:VIN`, post);
 
   // Status polling counts against the same per-principal read limit as the customer read API.
   router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
@@ -114,16 +122,16 @@ export function intakeRouterOf(trailwire: Trailwire, takePost: IntakePostHandler
     ctx.set('Cache-Control', 'no-store');
     ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
   });
-  return router;
+  return { router, post };
 }
 
 /**
- * The intake POST, whichever transport hands it over: the partner's budget first (contract 4: every
+ * The intake POST: the partner's budget first (contract 4: every
  * request counts, refusals too, before its body is read), then the body (JSON only, uncompressed, at
  * most `bodyLimitBytes`, a large one scanned as it arrives), then the core's `accept`; the 202's
  * headers are the tighter of the two limits, `Location` and `Idempotent-Replayed`.
  */
-export function createIntakePostHandler(trailwire: Trailwire, options: IntakeRouteOptions = {}): IntakePostHandler {
+function createIntakePostHandler(trailwire: Trailwire, options: IntakeRouteOptions = {}): IntakePostHandler {
   const intake = trailwire.intake;
   if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
   const bodyLimit = options.bodyLimitBytes ?? DEFAULT_INTAKE_BODY_LIMIT;
@@ -147,6 +155,9 @@ export function createIntakePostHandler(trailwire: Trailwire, options: IntakeRou
 
   return async (post) => {
     const { claims, req } = post;
+    // A parser of the host's above the mount took the body (its stream is read): waiting for it would
+    // wait until the client gives up. Not the partner's doing, so not counted against its budget.
+    if (req.readableDidRead) throw new TrailwireError('body_already_read', BODY_ALREADY_READ);
     let budget: RateLimitState;
     let rawBody: string;
     try {
@@ -181,11 +192,14 @@ export function createIntakePostHandler(trailwire: Trailwire, options: IntakeRou
       throw error;
     }
     const headers = rateLimitHeaderList(tighterOf(budget, accepted.rateLimit));
-    headers.push('Location', `${statusPath}/${accepted.record.id}`);
+    headers.push('Location', `${post.mountPath}${statusPath}/${accepted.record.id}`);
     if (accepted.replayed) headers.push('Idempotent-Replayed', 'true');
     return { headers, body: { id: accepted.record.id, status: 'queued' } };
   };
 }
+
+const BODY_ALREADY_READ =
+  'The server that mounts Trailwire read this request body before Trailwire could (a body parser such as express.json() above the mount, or a route of the host that parsed it). Mount Trailwire above the body parser, or keep the parser off its paths. Nothing was stored.';
 
 /**
  * Bodies longer than this are scanned against their product's shape as they are read, counted in
@@ -225,7 +239,7 @@ function tighterOf(a: RateLimitState, b: RateLimitState): RateLimitState {
  * Whether a request declares a JSON body in one of the usual spellings, with a length or chunks:
  * answered without parsing the media type, which costs most of a microsecond.
  */
-export function declaresPlainJsonBody(headers: IncomingHttpHeaders): boolean {
+function declaresPlainJsonBody(headers: IncomingHttpHeaders): boolean {
   const type = headers['content-type'];
   return (type === 'application/json' || type === 'application/json; charset=utf-8') && (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined);
 }

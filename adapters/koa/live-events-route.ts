@@ -29,7 +29,7 @@
  */
 import Router from '@koa/router';
 import type { ServerResponse } from 'node:http';
-import type { Logger } from 'pino';
+import type { TrailwireLogger } from './logger.ts';
 import { TrailwireError, isTrailwireError } from '../../core/errors.ts';
 import type { LiveSignal, LiveTrailerEvent } from '../../core/live-hub.ts';
 import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
@@ -49,7 +49,7 @@ export interface LiveEventsOptions {
   /** Open live streams (SSE and LiveFeed together) one customer may hold in this process; the next is refused 429. Default 100. */
   maxStreamsPerCustomer?: number;
   /** Where a stream ended by an unexpected error is logged. Default: nowhere. */
-  logger?: Logger;
+  logger?: TrailwireLogger;
 }
 
 /** The route and a handle on its streams. */
@@ -194,7 +194,7 @@ function badQuery(path: string, message: string): TrailwireError {
 }
 
 /** Writes the final `error` event naming why the stream ends, and ends the response. */
-function endResponse(res: ServerResponse, reason: unknown, requestId: string | undefined, logger: Logger | undefined): void {
+function endResponse(res: ServerResponse, reason: unknown, requestId: string | undefined, logger: TrailwireLogger | undefined): void {
   if (res.destroyed || res.writableEnded) return;
   const error = isTrailwireError(reason) ? reason : new TrailwireError('internal', 'The live stream failed.', { cause: reason });
   if (error.code === 'internal') logger?.error({ err: reason, requestId, route: LIVE_EVENTS_PATH }, 'live event stream failed');

@@ -69,7 +69,8 @@ const sharedResponses: Record<string, Json> = {
     content: { 'application/problem+json': { schema: ref('Problem') } },
   },
   InternalError: {
-    description: '`internal`: a bug. The body reveals nothing; quote its `requestId` (also the `X-Request-Id` header) to the operator.',
+    description:
+      "`internal`: a bug. The body reveals nothing; quote its `requestId` (also the `X-Request-Id` header) to the operator. `body_already_read`: the server that mounts Trailwire read the request body first (a body parser above the mount); mount Trailwire above the parser.",
     content: { 'application/problem+json': { schema: ref('Problem') } },
   },
 };

@@ -5,7 +5,7 @@
  * nothing about internals — the log has the error under the request id the response carries.
  */
 import type { Context, Middleware } from 'koa';
-import type { Logger } from 'pino';
+import type { TrailwireLogger } from './logger.ts';
 import {
   DEFAULT_RETRY_AFTER_SECONDS,
   type ErrorCode,
@@ -36,7 +36,7 @@ const CODE_BY_HTTP_STATUS: Record<number, ErrorCode> = {
 };
 
 /** Catches every error below it and answers a problem+json response (Trailwire's app does this in its edge layer). */
-export function problemMiddleware(logger: Logger): Middleware {
+export function problemMiddleware(logger: TrailwireLogger): Middleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -61,7 +61,7 @@ export function answerUnrouted(ctx: Context): void {
 }
 
 /** Answers whatever a layer below threw as its problem; an internal error is logged under the request id, never shown. */
-export function answerError(ctx: Context, error: unknown, logger: Logger): void {
+export function answerError(ctx: Context, error: unknown, logger: TrailwireLogger): void {
   // The route's pattern, never the raw path: a path is the caller's text (a VIN, junk, a long string).
   const route = (ctx as Context & { _matchedRoute?: string })._matchedRoute;
   if (!isTrailwireError(error) && clientGone(ctx)) {
@@ -73,6 +73,8 @@ export function answerError(ctx: Context, error: unknown, logger: Logger): void 
   }
   const problem = toTrailwireError(error, ctx);
   if (problem.code === 'internal') logger.error({ err: error, requestId: ctx.state.requestId, route }, 'request failed');
+  // The host's mounting, not a fault of this request: the operator's line says what to change.
+  else if (problem.code === 'body_already_read') logger.error({ code: problem.code, requestId: ctx.state.requestId, route }, problem.message);
   sendProblem(ctx, problem);
 }
 
@@ -105,10 +107,10 @@ function fromAuthenticationError(ctx: Context): TrailwireError {
 /** The RFC 9457 body of an error (also the `data` of a live event stream's final `error` event). */
 export function problemBody(error: TrailwireError, requestId?: string) {
   const { status, title } = HTTP_STATUS_BY_CODE[error.code];
-  // Only 4xx details are written for the caller; a 5xx detail is fixed text.
-  // Only 4xx and 503 details are written for the caller (a 503's message names the failing part in
-  // the operator's terms); a 500's detail is fixed text.
-  const detail = status >= 500 && status !== 503 ? 'An unexpected error occurred; quote the request id to support.' : error.message;
+  // An internal error's detail is fixed text: its message may name internals. Every other code's
+  // message is written for the caller (a 503's names the failing part in the operator's terms,
+  // `body_already_read`'s says how to mount Trailwire).
+  const detail = error.code === 'internal' ? 'An unexpected error occurred; quote the request id to support.' : error.message;
   return {
     type: problemType(error.code),
     title,

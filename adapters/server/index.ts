@@ -16,7 +16,7 @@ import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
-import { createLiveEventsRoute, createTrailwireApp, type LiveEventsRoute } from '../koa/index.ts';
+import { createLiveEventsRoute, createTrailwireHandler, type LiveEventsRoute } from '../koa/index.ts';
 import { type HealthWatchLimits, type RunningGrpcServer, startGrpcServer } from '../grpc/index.ts';
 import { readableByOthers, type SqliteDurability } from '../sqlite/index.ts';
 import { openStoreBackend, redactUrl, type StoreBackend } from './backends.ts';
@@ -274,7 +274,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     ...(shared ? { redis: () => shared.isUp() } : {}),
     ...(options.databaseUrl ? { postgres: () => trailwire.store.ping().then(() => true) } : {}),
   });
-  const app = createTrailwireApp(trailwire, {
+  const handler = createTrailwireHandler(trailwire, {
     logger,
     registry,
     liveEvents,
@@ -287,7 +287,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     pages: { mapTilesUrl: options.mapTilesUrl },
     readinessChecks: intake.readinessChecks,
   });
-  const server: Server = createServer(HTTP_SERVER_TIMEOUTS, app.callback());
+  const server: Server = createServer(HTTP_SERVER_TIMEOUTS, handler);
   let connections: ConnectionLimits | undefined;
   let metricsListener: MetricsListener | undefined;
   const closeListeners = async () => {

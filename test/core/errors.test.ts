@@ -28,10 +28,10 @@ describe('error codes', () => {
     assert.ok(readme.includes(problemType('validation_failed')));
   });
 
-  it('every refusal caused by a dependency is a 503; 500 is for bugs only (contract 6)', () => {
+  it('every refusal caused by a dependency is a 503; 500 is for bugs only, ours or the mounting host\'s (contract 6)', () => {
     const byStatus = (status: number) => ERROR_CODES.filter((code) => HTTP_STATUS_BY_CODE[code].status === status).sort();
     assert.deepEqual(byStatus(503), ['store_unavailable', 'unavailable']);
-    assert.deepEqual(byStatus(500), ['internal']);
+    assert.deepEqual(byStatus(500), ['body_already_read', 'internal']);
     assert.equal(storeUnavailable('the disk is full').retryAfterSeconds, undefined);
     assert.equal(storeUnavailable('the disk is full', undefined, 7).retryAfterSeconds, 7);
     assert.ok(DEFAULT_RETRY_AFTER_SECONDS >= 1);

@@ -25,7 +25,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './core': CORE,
   './koa': [
     'DEFAULT_INTAKE_BODY_LIMIT', 'INTAKE_PATH', 'LIVE_EVENTS_PATH', 'bearerAuth', 'buildOpenApiDocument', 'createAuthRouter', 'createHttpMetrics',
-    'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp',
+    'createIntakeRouter', 'createLiveEventsRoute', 'createOpsRouter', 'createPagesMiddleware', 'createReadRouter', 'createTrailwireApp', 'createTrailwireHandler',
     'createTrailwireMiddleware', 'problemMiddleware', 'registerDependencyMetrics',
     'requestIdMiddleware', 'trustedProxyList',
   ],

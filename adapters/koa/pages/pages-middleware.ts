@@ -10,6 +10,7 @@
  */
 import type { Context, Middleware } from 'koa';
 import { TrailwireError } from '../../../core/errors.ts';
+import { mountPathOf } from '../mount-path.ts';
 import { type PageFile, pageFileTable, preparePageFile } from './page-files.ts';
 
 /** Options of the pages (`TrailwireAppOptions.pages`). */
@@ -34,17 +35,23 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
   const tiles = options.mapTilesUrl === undefined ? undefined : parseTileTemplate(options.mapTilesUrl);
   const { html, assets } = pageFileTable();
   const headers = securityHeaders(tiles?.imageSource);
-  const fill = (text: string) => fillPlaceholders(text, { base: prefix, mapTiles: tiles?.template ?? '' });
-  // Each file is read and gzipped once, on its first request; later ones share the result.
-  const prepared = new Map<string, Promise<PageFile>>();
-  const fileOf = (path: string): Promise<PageFile> => {
-    let file = prepared.get(path);
+  // Each file is read and gzipped once, on its first request; later ones share the result. A page
+  // links its assets below the path it is served at, the host's mount path included (`mount-path.ts`),
+  // so pages are prepared per mount path: one or two in practice, but one taken from a host route's
+  // parameter could vary per request, so past a few the prepared pages are let go and made again.
+  const preparedAssets = new Map<string, Promise<PageFile>>();
+  const preparedPages = new Map<string, Promise<PageFile>>();
+  const fileOf = (path: string, mountPath: string): Promise<PageFile> => {
+    const page = HTML_PAGES[path];
+    const [prepared, key] = page ? [preparedPages, `${mountPath}${prefix}|${page}`] : [preparedAssets, path];
+    let file = prepared.get(key);
     if (!file) {
-      const page = HTML_PAGES[path];
-      file = page ? preparePageFile(html[page], fill) : preparePageFile(assets.get(path)!);
+      if (page && preparedPages.size >= PAGES_REMEMBERED) preparedPages.clear();
+      const base = mountPath + prefix;
+      file = page ? preparePageFile(html[page], (text) => fillPlaceholders(text, { base, mapTiles: tiles?.template ?? '' })) : preparePageFile(assets.get(path)!);
       // A failed read (a file removed under a running server) is tried again next time.
-      file.catch(() => prepared.delete(path));
-      prepared.set(path, file);
+      file.catch(() => prepared.delete(key));
+      prepared.set(key, file);
     }
     return file;
   };
@@ -70,12 +77,15 @@ export function createPagesMiddleware(options: PagesOptions & { prefix: string }
     const own = below(ctx.path)!;
     // The route template /metrics counts requests by, as the router would set it: one per page, one for every asset.
     (ctx as Context & { _matchedRoute?: string })._matchedRoute = Object.hasOwn(HTML_PAGES, own) ? ctx.path : `${prefix}/assets/*`;
-    send(ctx, await fileOf(own), headers);
+    send(ctx, await fileOf(own, mountPathOf(ctx)), headers);
   };
   // Not async: an API request passes on with `next`'s own promise, not another around it.
   const middleware: Middleware = (ctx, next) => (serves(ctx.path) ? servePage(ctx) : next());
   return { middleware, serves };
 }
+
+/** How many prepared pages are kept at once: both pages under several mount paths. */
+const PAGES_REMEMBERED = 16;
 
 function send(ctx: Context, file: PageFile, headers: Record<string, string>): void {
   ctx.set(headers);

@@ -21,7 +21,7 @@ describe('answer headers', () => {
       const fix = { timestamp: Math.floor(app.clock.now() / 1000) - 60, position: { latitude: 41.88, longitude: -87.63 }, speedKph: 88.5, bearingDeg: 271 };
       const intakePath = `/api/v1/telemetry/intake/${withCheckDigit('1HEADERS0ZZ123456')}`;
       const answers = {
-        // The first through Koa's route, the second through the app's intake lane (a token seen before).
+        // The first verifies the token, the second finds it in the core's token cache.
         intake: await app.call('POST', intakePath, { token: partner.token, body: fix }),
         intakeAgain: await app.call('POST', intakePath, { token: partner.token, body: { ...fix, timestamp: fix.timestamp + 1 } }),
         read: await app.call('GET', '/api/v1/fleets', { token: customer.token }),
