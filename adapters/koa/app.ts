@@ -15,7 +15,7 @@ import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
-import { createIntakeRoutes, INTAKE_PATH } from './intake-routes.ts';
+import { createIntakeRouter, INTAKE_PATH } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -84,9 +84,7 @@ export interface TrailwireAppOptions {
    * Serve every route under this path prefix, e.g. `/fleet-api` (then `/fleet-api/api/v1/fleets`,
    * `/fleet-api/openapi.json`, ...); the OpenAPI document names it as its server URL and intake's
    * `Location` header includes it. A `/` followed by path segments, without a trailing `/`. Default:
-   * none (routes at the root, as the specification spells them). A path a host mounted Trailwire at
-   * (Express's `app.use('/fleet-api', ...)`, koa-mount) comes before it in what Trailwire writes for
-   * clients (`mount-path.ts`), and needs no `prefix`.
+   * none (routes at the root, as the specification spells them).
    */
   prefix?: string;
   /**
@@ -139,9 +137,8 @@ export type TrailwireHandler = (req: IncomingMessage, res: ServerResponse) => vo
  * it is Trailwire's (an unknown path there is a problem+json 404) and every other request goes on to
  * your middleware untouched; without one, the requests whose path is a Trailwire route or page
  * (`/`, `/live`, `/docs`, `/assets/...`; `pages: false` leaves those to you) are Trailwire's and the
- * rest go on; under koa-mount, the mount path is its prefix for clients. Trailwire reads intake
- * bodies itself: mount it before any body parser, or keep the parser off its paths (a body already
- * read is answered `body_already_read`). Its errors never reach your error handling; yours never
+ * rest go on. Trailwire reads intake bodies itself: mount it before any body
+ * parser, or keep the parser off its paths. Its errors never reach your error handling; yours never
  * become problem+json.
  */
 export function createTrailwireMiddleware(trailwire: Trailwire, options: TrailwireMiddlewareOptions = {}): Middleware {
@@ -183,16 +180,16 @@ function buildStack(
   const accessLog = createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock });
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
-  let intake: ReturnType<typeof createIntakeRoutes> | undefined;
+  let intakeRouter: KoaRouter | undefined;
   if (withIntake) {
-    intake = createIntakeRoutes(trailwire, {
+    intakeRouter = createIntakeRouter(trailwire, {
       bodyLimitBytes: options.intakeBodyLimitBytes,
       refusalDelayMs: options.intakeRefusalDelayMs,
       pathPrefix: prefix,
       auditLogger: logger,
       writeAtOnce: ownsTheApp,
     });
-    routers.push(intake.router);
+    routers.push(intakeRouter);
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
@@ -228,7 +225,7 @@ function buildStack(
       ...(options.corsOrigins?.length ? [corsMiddleware(parseCorsOrigins(options.corsOrigins), prefix)] : []),
       edge,
       ...(pages ? [pages.middleware] : []),
-      ...(intake ? [intakePostDispatch(intake.post, prefix)] : []),
+      ...(intakeRouter ? [routeByPathStart(intakeRouter, prefix, 'POST', `${INTAKE_PATH}/`)] : []),
       root.routes() as Middleware,
       root.allowedMethods() as Middleware,
     ],
@@ -239,38 +236,22 @@ function buildStack(
 }
 
 /**
- * Takes the intake POST, `POST {prefix}/api/v1/telemetry/intake/{VIN}`, the one request taken
- * thousands of times a second, straight to its route's middleware (the Bearer check, then intake),
- * as @koa/router would after matching it, with the same `params` and route pattern (the metrics' and
- * access log's route); any other request, and a path the route's pattern would not match, goes on to
- * the root router, which answers it (a 404, a 405) as before. The router's dispatch — reading the
- * Host header, composing the matched layers into a new function, matching, decoding params — was
- * about a third of what the request's own frames cost (`--cpu-prof` of `bench/lib/accept-server.ts`);
- * without it the HTTP thread took 207 µs per 202 against 236 through the router (medians of 3 rounds
- * of `npm run bench -- intake` in one run on a loaded machine, rounds 199–215 and 221–248).
+ * Hands requests of `method` whose path starts with `pathStart` (under `prefix`) to `router`'s routes
+ * alone; what those do not answer, and every other request, goes on to the root router. For the
+ * intake POST, the one route taken thousands of times a second: @koa/router tries every route's
+ * pattern on every request, about forty here: about 6,000 of the ~61,000 instructions Trailwire
+ * adds to bare Koa per 202 (`npm run bench -- accept-path` under callgrind, counted side by side
+ * with and without this). The routes answer as they do under the root router: the same patterns,
+ * params and `_matchedRoute` (the metrics' and access log's route), and a path or method they do not
+ * take still gets the root's 404 or 405.
  */
-function intakePostDispatch(post: Middleware, prefix: string): Middleware {
-  const start = `${prefix}${INTAKE_PATH}/`;
-  const route = `${start}:VIN`;
-  return (ctx, next) => {
-    if (ctx.method !== 'POST' || !ctx.path.startsWith(start)) return next();
-    const vin = ctx.path.slice(start.length);
-    // The route's pattern: one path segment (a trailing `/` is the root router's to answer).
-    if (vin === '' || vin.includes('/')) return next();
-    ctx.params = { VIN: decodedSegment(vin) };
-    (ctx as Context & { _matchedRoute?: string })._matchedRoute = route;
-    return post(ctx, next);
-  };
-}
-
-/** A path segment decoded as @koa/router decodes params: as it is when it is not valid percent-encoding. */
-function decodedSegment(segment: string): string {
-  if (!segment.includes('%')) return segment;
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
+function routeByPathStart(router: KoaRouter, prefix: string, method: string, pathStart: string): Middleware {
+  // A router's routes can be mounted under several routers: each mount clones them.
+  const mounted = new KoaRouter(prefix ? { prefix } : {});
+  mounted.use(router.routes());
+  const routes = mounted.routes() as Middleware;
+  const start = `${prefix}${pathStart}`;
+  return (ctx, next) => (ctx.method === method && ctx.path.startsWith(start) ? routes(ctx, next) : next());
 }
 
 /** The queue answers, and the core's worker runs when it has one (a processing thread brings checks of its own). */

@@ -14,7 +14,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import Router from '@koa/router';
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
 import type { TrailwireLogger } from './logger.ts';
 import { OncePerWindow } from '../../core/audit.ts';
 import { HTTP_STATUS_BY_CODE, isTrailwireError, TrailwireError } from '../../core/errors.ts';
@@ -84,21 +84,13 @@ type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
 
 /** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
 export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOptions = {}): Router {
-  return createIntakeRoutes(trailwire, options).router;
-}
-
-/**
- * The intake router, and the middleware of its POST route (the partner's Bearer check, then the
- * intake) for the app's dispatch, which reaches that route without the router's (`app.ts`).
- */
-export function createIntakeRoutes(trailwire: Trailwire, options: IntakeRouteOptions = {}): { router: Router; post: Middleware } {
   const takePost = createIntakePostHandler(trailwire, options);
   const writeAtOnce = options.writeAtOnce ?? false;
   const intake = trailwire.intake!;
   const router = new Router();
   const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
 
-  const accept = async (ctx: Context): Promise<void> => {
+  router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
     const accepted = await takePost({
       req: ctx.req,
       res: ctx.res,
@@ -110,9 +102,7 @@ export function createIntakeRoutes(trailwire: Trailwire, options: IntakeRouteOpt
       clientAddress: () => ctx.ip,
     });
     answerJson(ctx, 202, accepted.body, accepted.headers, writeAtOnce);
-  };
-  const post: Middleware = (ctx, next) => partnerOnly(ctx, () => accept(ctx));
-  router.post(`${INTAKE_PATH}/:VIN`, post);
+  });
 
   // Status polling counts against the same per-principal read limit as the customer read API.
   router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
@@ -122,7 +112,7 @@ export function createIntakeRoutes(trailwire: Trailwire, options: IntakeRouteOpt
     ctx.set('Cache-Control', 'no-store');
     ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
   });
-  return { router, post };
+  return router;
 }
 
 /**
