@@ -454,7 +454,7 @@ export interface components {
              * Format: uri
              * @enum {string}
              */
-            type: "https://trailwire.dev/problems/validation-failed" | "https://trailwire.dev/problems/invalid-api-key" | "https://trailwire.dev/problems/missing-token" | "https://trailwire.dev/problems/invalid-token" | "https://trailwire.dev/problems/wrong-audience" | "https://trailwire.dev/problems/forbidden" | "https://trailwire.dev/problems/partner-not-granted" | "https://trailwire.dev/problems/not-found" | "https://trailwire.dev/problems/method-not-allowed" | "https://trailwire.dev/problems/conflict" | "https://trailwire.dev/problems/idempotency-key-reused" | "https://trailwire.dev/problems/payload-too-large" | "https://trailwire.dev/problems/unsupported-media-type" | "https://trailwire.dev/problems/rate-limited" | "https://trailwire.dev/problems/unavailable" | "https://trailwire.dev/problems/store-unavailable" | "https://trailwire.dev/problems/internal";
+            type: "https://trailwire.dev/problems/validation-failed" | "https://trailwire.dev/problems/invalid-api-key" | "https://trailwire.dev/problems/missing-token" | "https://trailwire.dev/problems/invalid-token" | "https://trailwire.dev/problems/wrong-audience" | "https://trailwire.dev/problems/forbidden" | "https://trailwire.dev/problems/partner-not-granted" | "https://trailwire.dev/problems/not-found" | "https://trailwire.dev/problems/method-not-allowed" | "https://trailwire.dev/problems/conflict" | "https://trailwire.dev/problems/idempotency-key-reused" | "https://trailwire.dev/problems/payload-too-large" | "https://trailwire.dev/problems/unsupported-media-type" | "https://trailwire.dev/problems/rate-limited" | "https://trailwire.dev/problems/unavailable" | "https://trailwire.dev/problems/store-unavailable" | "https://trailwire.dev/problems/body-already-read" | "https://trailwire.dev/problems/internal";
             title: string;
             status: number;
             detail: string;
@@ -734,7 +734,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description `internal`: a bug. The body reveals nothing; quote its `requestId` (also the `X-Request-Id` header) to the operator. */
+        /** @description `internal`: a bug. The body reveals nothing; quote its `requestId` (also the `X-Request-Id` header) to the operator. `body_already_read`: the server that mounts Trailwire read the request body first (a body parser above the mount); mount Trailwire above the parser. */
         InternalError: {
             headers: {
                 [name: string]: unknown;

@@ -14,6 +14,7 @@ import {
   isProduct,
   loadProductModule,
   ProductRegistry,
+  TEXT_LINE_PATTERN,
   type ProductDefinition,
 } from '../../core/products.ts';
 
@@ -34,7 +35,7 @@ function meterDefinition(overrides: Partial<ProductDefinition<Meter>> = {}): Pro
       additionalProperties: false,
       required: ['meterId', 'value', 'at'],
       properties: {
-        meterId: { type: 'string', minLength: 1, maxLength: 10 },
+        meterId: { type: 'string', minLength: 1, maxLength: 10, pattern: TEXT_LINE_PATTERN },
         value: { type: 'number', minimum: 0, maximum: 100 },
         at: { type: 'integer', minimum: 0 },
       },
@@ -296,6 +297,10 @@ describe('ProductRegistry', () => {
     assert.deepEqual(registry.validate('meter', { meterId: '', value: 1, at: 1, extra: true }), [
       { path: '/extra', message: 'is not an allowed property' },
       { path: '/meterId', message: 'must be at least 1 characters long' },
+      { path: '/meterId', message: `must match the pattern ${TEXT_LINE_PATTERN}` },
+    ]);
+    assert.deepEqual(registry.validate('meter', { meterId: 'm\u001b[2J', value: 1, at: 1 }), [
+      { path: '/meterId', message: `must match the pattern ${TEXT_LINE_PATTERN}` },
     ]);
     assert.deepEqual(registry.validate('meter', 'text'), [{ path: '', message: 'must be an object' }]);
   });
@@ -465,12 +470,12 @@ describe('the product conformance suite', () => {
   const file = join(dir, 'faulty-products.ts');
   writeFileSync(
     file,
-    `import { defineProduct } from '${url('core/products.ts')}';
+    `import { defineProduct, TEXT_LINE_PATTERN } from '${url('core/products.ts')}';
 import { runProductConformance } from '${url('test/conformance/product.ts')}';
 const base = {
   description: 'A faulty test product.', limit: { requests: 1, windowSeconds: 1 },
   schema: { type: 'object', additionalProperties: false, required: ['id', 'metrics'],
-    properties: { id: { type: 'string', minLength: 1 }, metrics: { type: 'object', additionalProperties: false,
+    properties: { id: { type: 'string', minLength: 1, pattern: TEXT_LINE_PATTERN }, metrics: { type: 'object', additionalProperties: false,
       required: ['value'], properties: { value: { type: 'number', minimum: 0 } } } } },
   examples: [{ id: 'a', metrics: { value: 1 } }],
   transform: (_vin, p, at) => ({ gps: [], devices: [{ kind: 'k', serial: p.id, position: null, timestamp: at,
@@ -487,6 +492,7 @@ runProductConformance(withTransform('aliasing', (t, p) => { t.devices[0].metrics
 runProductConformance(defineProduct({ ...base, name: 'lax', schema: { ...base.schema, additionalProperties: true } }));
 runProductConformance(defineProduct({ ...base, name: 'loose-types', schema: { ...base.schema, properties: loose } }));
 runProductConformance(defineProduct({ ...base, name: 'optional', schema: { ...base.schema, required: [] } }));
+runProductConformance(defineProduct({ ...base, name: 'control-text', schema: { ...base.schema, properties: { ...base.schema.properties, id: { type: 'string', minLength: 1 } } } }));
 runProductConformance(defineProduct({ ...base, name: 'wrong-path' }), { invalidPayloads: [{ payload: { id: 'a', metrics: { value: -1 } }, path: '/metrics' }] });
 runProductConformance(defineProduct({ ...base, name: 'receipt-dated', readingTimes: () => [] }));
 const dated = { ...base,
@@ -522,6 +528,7 @@ runProductConformance(defineProduct({ ...dated, name: 'wrong-time-field', readin
     lax: ['is a product with a valid definition', 'rejects an unknown property at every level, at its path', 'answers field errors, without throwing, for hostile bodies'],
     'loose-types': ['rejects a wrong type in every field, at its path'],
     optional: ['rejects an empty object'],
+    'control-text': ['refuses C0 and C1 control characters in every string field, at its path'],
     'wrong-path': ['rejects its own invalid payloads at the expected paths'],
     'receipt-dated': [],
     dated: [],
