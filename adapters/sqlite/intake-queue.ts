@@ -32,6 +32,7 @@ import {
   type NewIntake,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import { type BatchPlan, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
@@ -161,12 +162,7 @@ interface PendingEnqueue {
 /** A batch of this queue: its transaction is open on the connection until it is committed or abandoned. */
 interface SqliteBatch extends IntakeBatch {
   readonly owner: SqliteIntakeQueue;
-  /** Seqs of the entries that came from the parked table (retries, and payloads held behind them). */
-  readonly parked: ReadonlySet<number>;
-  /** Log payloads read past the watermark but held back (their VIN waits for a retry): parked at commit. */
-  readonly heldBack: readonly LogRow[];
-  /** The greatest seq read from the log: the watermark after the commit; null when none was read. */
-  readonly lastLogSeq: number | null;
+  readonly plan: BatchPlan<PlannedEntry>;
 }
 
 export class SqliteIntakeQueue implements IntakeQueue {
@@ -283,7 +279,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
         throw error;
       }
       if (batch.entries.length > 0) return (this.openBatch = batch);
-      if (batch.heldBack.length === 0) {
+      if (batch.plan.heldBack.length === 0) {
         this.sql.rollback.run();
         return null;
       }
@@ -296,19 +292,12 @@ export class SqliteIntakeQueue implements IntakeQueue {
   async commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
     const open = this.ownBatch(batch);
     try {
-      for (const entry of open.entries) {
-        const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
-        const attempts = entry.attempts + 1;
-        if (open.parked.has(entry.seq)) {
-          if (outcome.kind === 'processed') this.sql.repark.run('done', attempts, null, null, now, entry.seq);
-          else if (outcome.kind === 'retry') this.sql.repark.run('retry', attempts, outcome.nextAttemptAt, outcome.error, null, entry.seq);
-          else if (outcome.kind === 'failed') this.sql.repark.run('failed', attempts, null, outcome.error, now, entry.seq);
-        } else if (outcome.kind === 'retry') this.sql.park.run(entry.seq, entry.vin, 'retry', attempts, outcome.nextAttemptAt, outcome.error, null);
-        else if (outcome.kind === 'failed') this.sql.park.run(entry.seq, entry.vin, 'failed', attempts, entry.receivedAt, outcome.error, now);
-        else if (outcome.kind === 'held') this.sql.park.run(entry.seq, entry.vin, 'retry', 0, entry.receivedAt, null, null);
+      for (const write of settleBatch(open.plan, outcomes, now, { recordProcessed: false })) {
+        if (write.fresh) this.sql.park.run(write.seq, write.vin, write.state, write.attempts, write.nextAttemptAt!, write.error, write.processedAt);
+        else this.sql.repark.run(write.state, write.attempts, write.nextAttemptAt, write.error, write.processedAt, write.seq);
       }
-      for (const row of open.heldBack) this.sql.park.run(row.seq, row.vin, 'retry', 0, row.received_at, null, null);
-      if (open.lastLogSeq !== null) this.sql.addBatch.run(open.lastLogSeq, now);
+      const lastLogSeq = open.plan.positions.get(0);
+      if (lastLogSeq !== undefined) this.sql.addBatch.run(lastLogSeq, now);
       this.sql.commit.run();
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
@@ -380,29 +369,15 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return this.enqueueOneByOne(items, skipExisting);
   }
 
+  /** Reads what the core's plan picks from (`core/intake-batch-plan.ts`): due retries, what follows the watermark, the VINs waiting for a retry. */
   private readBatch(limit: number, now: number): SqliteBatch {
-    const dueParked = this.sql.dueParked.all({ now, limit });
+    const due = this.sql.dueParked.all({ now, limit }).map((row) => planned(row, row.attempts, true));
     const watermark = this.sql.watermark.get()!.watermark ?? 0;
-    const logRows = dueParked.length < limit ? this.sql.afterWatermark.all(watermark, limit - dueParked.length) : [];
-    // A VIN with a parked retry that is not in this batch holds its newer payloads back.
+    const fresh = due.length < limit ? this.sql.afterWatermark.all(watermark, limit - due.length).map((row) => planned(row, 0, false)) : [];
     const waiting = new Map<string, number>();
-    if (logRows.length > 0) {
-      for (const { vin, n } of this.sql.parkedPerVin.all()) waiting.set(vin, n);
-      for (const row of dueParked) waiting.set(row.vin, waiting.get(row.vin)! - 1);
-    }
-    const entries = dueParked.map((row) => toIntakeEntry(row, row.attempts));
-    const heldBack: LogRow[] = [];
-    for (const row of logRows) {
-      if ((waiting.get(row.vin) ?? 0) > 0) heldBack.push(row);
-      else entries.push(toIntakeEntry(row, 0));
-    }
-    return {
-      owner: this,
-      entries,
-      parked: new Set(dueParked.map((row) => row.seq)),
-      heldBack,
-      lastLogSeq: logRows.length > 0 ? logRows[logRows.length - 1]!.seq : null,
-    };
+    if (fresh.length > 0) for (const { vin, n } of this.sql.parkedPerVin.all()) waiting.set(waitingKey(0, vin), n);
+    const plan = planBatch({ due, fresh, waiting }, limit);
+    return { owner: this, entries: plan.take.map((candidate) => candidate.entry), plan };
   }
 
   private ownBatch(batch: IntakeBatch): SqliteBatch {
@@ -499,6 +474,11 @@ export type AppendOutcome =
   | { kind: 'refused'; code: ErrorCode; message: string };
 
 const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+
+/** A log row as the batch plan sees it: the file's one partition. */
+function planned(row: LogRow, attempts: number, parked: boolean): PlannedEntry {
+  return { partition: 0, seq: row.seq, vin: row.vin, entry: toIntakeEntry(row, attempts), parked };
+}
 
 /** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
 export function refusedOutcome(error: unknown): AppendOutcome {
