@@ -22,10 +22,10 @@
  * commit a position, lease a partition) and an index (idempotency keys, parked retries and dead
  * letters, status lookups: `findByIdempotencyKey`, `get`, `listFailed`, `requeue`,
  * `purgeProcessed`). SQLite and PostgreSQL keep both in one database and commit a batch's outcomes
- * with its log position at once; each also opens its log part and its index part alone
- * (`openSqliteIntakeLog`/`openSqliteIntakeIndex`, `openPostgresIntakeLog`/`openPostgresIntakeIndex`),
- * which pass the log and index suites and compose, by `PartitionedIntakeQueue`, into a queue that
- * passes this one — as NATS JetStream's log does beside PostgreSQL's index.
+ * with its log position at once; PostgreSQL also opens its log part and its index part alone
+ * (`openPostgresIntakeLog`/`openPostgresIntakeIndex`), which pass the log and index suites and
+ * compose, by `PartitionedIntakeQueue`, into a queue that passes this one — as NATS JetStream's log
+ * does beside PostgreSQL's index.
  */
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;
@@ -109,7 +109,8 @@ export type IntakeOutcome =
   /** Not attempted: an earlier payload of its VIN is to be retried first. */
   | { kind: 'held' };
 
-export interface IntakeQueue {
+/** The accept role: what the HTTP path needs of a queue. */
+export interface IntakeAcceptor {
   /**
    * Appends a payload and resolves once it is durable, answering its record. The record's id is the
    * queue's: the item's own, or one that begins with it (a log engine's queue adds the payload's
@@ -122,11 +123,25 @@ export interface IntakeQueue {
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null>;
   /** The payload with its derived status, or null (unknown, or purged). */
   get(id: string): Promise<IntakeRecord | null>;
+}
+
+/** The operate role: what the operator's commands and the metrics need. */
+export interface IntakeOperations {
+  /** Dead letters, oldest (by arrival) first. */
+  listFailed(limit: number): Promise<IntakeRecord[]>;
+  /** failed -> queued, due at `at`, with attempts reset; false when the item is not failed. */
+  requeue(id: string, at: number): Promise<boolean>;
+  /** Payloads queued or processing (retries included). */
+  depth(): Promise<number>;
+}
+
+/** The process role: what a worker (`intake-worker.ts`) needs. */
+export interface IntakeProcessing {
   /**
    * Opens the next batch: up to `limit` payloads that may be processed at `now` — due retries and
-   * what follows the watermark — each VIN's in log order. Answers null when there is nothing to do
-   * (or another process holds all that there is). Every opened batch is ended by exactly one
-   * `commitBatch` or `abandonBatch`.
+   * what follows the watermark — each VIN's in log order (`intake-batch-plan.ts`). Answers null when
+   * there is nothing to do (or another process holds all that there is). Every opened batch is ended
+   * by exactly one `commitBatch` or `abandonBatch`.
    */
   nextBatch(limit: number, now: number): Promise<IntakeBatch | null>;
   /**
@@ -136,14 +151,22 @@ export interface IntakeQueue {
   commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void>;
   /** Ends a batch with nothing recorded: its payloads are handed out again, their attempt uncounted. */
   abandonBatch(batch: IntakeBatch): Promise<void>;
-  /** Dead letters, oldest (by arrival) first. */
-  listFailed(limit: number): Promise<IntakeRecord[]>;
-  /** failed -> queued, due at `at`, with attempts reset; false when the item is not failed. */
-  requeue(id: string, at: number): Promise<boolean>;
   /** Trims up to `limit` payloads processed before `before`; answers how many. Dead letters and retries stay. */
   purgeProcessed(before: number, limit: number): Promise<number>;
-  /** Payloads queued or processing (retries included). */
-  depth(): Promise<number>;
+}
+
+/**
+ * The queue the core takes intake into: accept and operate. Its processing is the backend's (SQLite's
+ * processing thread) or, for a `ProcessableIntakeQueue`, the core's worker.
+ */
+export interface IntakeQueue extends IntakeAcceptor, IntakeOperations {}
+
+/** A queue in every role: one the core's worker processes (SQLite's log, PostgreSQL's, the partitioned queue). */
+export interface ProcessableIntakeQueue extends IntakeQueue, IntakeProcessing {}
+
+/** Whether the queue offers the process role (a core asked to build a worker checks it at start). */
+export function isProcessable(queue: IntakeQueue): queue is ProcessableIntakeQueue {
+  return typeof (queue as Partial<IntakeProcessing>).nextBatch === 'function';
 }
 
 /**

@@ -32,7 +32,7 @@ import {
   type IntakeBatch,
   type IntakeEntry,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
   queuedRecord,
@@ -86,7 +86,7 @@ interface PartitionedBatch extends IntakeBatch {
   plan: BatchPlan<PartitionedEntry>;
 }
 
-export class PartitionedIntakeQueue implements IntakeQueue {
+export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
   private readonly turn = new TurnBatcher<PendingAppend>((group) => void this.appendGroup(group));
   private readonly open = new Set<PartitionedBatch>();
   /** Keys this process is appending: a repeat waits for their ids. */

@@ -49,7 +49,7 @@ import {
   IDEMPOTENCY_WINDOW_MS,
   type IntakeBatch,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
   queuedRecord,
@@ -140,7 +140,7 @@ interface PostgresBatch extends IntakeBatch {
   ended: boolean;
 }
 
-export class PostgresIntakeQueue implements IntakeQueue {
+export class PostgresIntakeQueue implements ProcessableIntakeQueue {
   private readonly sql: QueueStatements;
   private pending: PendingEnqueue[] = [];
   private flushScheduled = false;

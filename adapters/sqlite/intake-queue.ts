@@ -27,7 +27,7 @@ import {
   IDEMPOTENCY_WINDOW_MS,
   type IntakeBatch,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
   queuedRecord,
@@ -165,7 +165,7 @@ interface SqliteBatch extends IntakeBatch {
   readonly plan: BatchPlan<PlannedEntry>;
 }
 
-export class SqliteIntakeQueue implements IntakeQueue {
+export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   private readonly sql;
   private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
   /** Appends a group in one transaction: each item's outcome. */

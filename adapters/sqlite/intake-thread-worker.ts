@@ -206,5 +206,5 @@ async function stop(): Promise<void> {
   port.close();
 }
 
-if (data.processing) await worker.start();
+await worker.start();
 send({ type: 'ready' });

@@ -59,8 +59,6 @@ export interface IntakeThreadOptions {
   cwd?: string;
   /** Worker tuning (batch size, retries, retention...). */
   worker?: IntakeWorkerOptions;
-  /** Whether the thread processes the log, or only appends to it (the queue conformance suite processes through the queue itself). Default true. */
-  processing?: boolean;
   /** Receives the live updates of each round, in order. */
   onEvents: (events: LiveTrailerEvent[]) => void;
   /** Receives what the thread has to say (failed attempts, faults — each said once, then once per interval — and restarts). */
@@ -86,7 +84,6 @@ export interface IntakeThreadData {
   productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
-  processing: boolean;
 }
 
 /** Messages from the thread. */
@@ -212,7 +209,6 @@ export class IntakeThread {
       productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: { batchSize: PROCESSING_BATCH_SIZE, ...this.options.worker },
-      processing: this.options.processing ?? true,
     };
     const worker = RUNS_FROM_SOURCE ? spawnSourceWorker(data) : new Worker(WORKER_MODULE, { workerData: data });
     const ready = new Promise<void>((resolve, reject) => {

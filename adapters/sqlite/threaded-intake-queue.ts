@@ -22,8 +22,6 @@
 import { storeUnavailable, type TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
-  type IntakeBatch,
-  type IntakeOutcome,
   type IntakeQueue,
   type IntakeRecord,
   type NewIntake,
@@ -222,24 +220,6 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     return this.local.get(id);
   }
 
-  /**
-   * Batches on the main connection, for a caller that processes here (the conformance suite, with
-   * the thread's processing off): once every group answered so far is in the log, so that a batch
-   * sees everything its caller was told was queued.
-   */
-  async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
-    await this.confirmed();
-    return this.local.nextBatch(limit, now);
-  }
-
-  commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
-    return this.local.commitBatch(batch, outcomes, now);
-  }
-
-  abandonBatch(batch: IntakeBatch): Promise<void> {
-    return this.local.abandonBatch(batch);
-  }
-
   listFailed(limit: number): Promise<IntakeRecord[]> {
     return this.local.listFailed(limit);
   }
@@ -250,10 +230,6 @@ export class ThreadedIntakeQueue implements IntakeQueue {
     return requeued;
   }
 
-  purgeProcessed(before: number, limit: number): Promise<number> {
-    return this.local.purgeProcessed(before, limit);
-  }
-
   /**
    * Queued payloads: the log's, counted by the thread once it has appended every group sent before
    * the question, and the staged ones, which at its answer are exactly those not in that count.
@@ -261,12 +237,6 @@ export class ThreadedIntakeQueue implements IntakeQueue {
   async depth(): Promise<number> {
     const counted = this.thread?.isRunning ? await this.thread.depth().catch(() => undefined) : undefined;
     return (counted ?? (await this.local.depth())) + this.stagedCount;
-  }
-
-  /** Resolves once every group journaled so far is confirmed. */
-  private async confirmed(): Promise<void> {
-    await new Promise((resolve) => setImmediate(resolve));
-    while (this.unconfirmed.length > 0) await new Promise((resolve) => setTimeout(resolve, 1));
   }
 }
 

@@ -34,7 +34,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'createLiveFeedService', 'decodeLiveUpdateResponse', 'grpcStatusOf', 'startGrpcServer',
   ],
   './sqlite': [
-    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeIndex', 'openSqliteIntakeLog', 'openSqliteIntakeQueue',
+    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeQueue',
     'openSqliteStore', 'readableByOthers', 'resolveSqliteStoreOptions',
   ],
   './nats': ['DEFAULT_JETSTREAM_INTAKE_LOG_OPTIONS', 'JetStreamIntakeLog', 'jetStreamOptionsOfUrl', 'openJetStreamIntakeLog', 'resolveJetStreamIntakeLogOptions'],
