@@ -63,6 +63,13 @@ export interface EnqueueResult {
   created: boolean;
 }
 
+/** An enqueue waiting for its group's commit: the item and how its caller is answered. */
+export interface PendingEnqueue<R = EnqueueResult> {
+  item: NewIntake;
+  resolve: (result: R) => void;
+  reject: (error: unknown) => void;
+}
+
 /** The record of an item just stored: queued, due at once, never attempted. */
 export function queuedRecord(item: NewIntake): IntakeRecord {
   // Field by field rather than spread: on the accept path of every 202, a spread of the item cost

@@ -35,6 +35,7 @@ import {
   type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  type PendingEnqueue,
   queuedRecord,
 } from './intake-queue.ts';
 import { type BatchPlan, type PlannedEntry, planBatch, settleBatch, waitingKey } from './intake-batch-plan.ts';
@@ -68,12 +69,6 @@ function parseQueueId(id: string): ({ id: string } & LogPosition) | null {
   return Number.isSafeInteger(partition) && Number.isSafeInteger(seq) && partition >= 0 && seq > 0 ? { id: logId, partition, seq } : null;
 }
 
-interface PendingAppend {
-  item: NewIntake;
-  resolve: (position: LogPosition) => void;
-  reject: (error: unknown) => void;
-}
-
 /** A planned entry with what it came from: the log (a first attempt) or the index (a retry). */
 interface PartitionedEntry extends PlannedEntry {
   readonly from: IndexedIntake;
@@ -87,7 +82,7 @@ interface PartitionedBatch extends IntakeBatch {
 }
 
 export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
-  private readonly turn = new TurnBatcher<PendingAppend>((group) => void this.appendGroup(group));
+  private readonly turn = new TurnBatcher<PendingEnqueue<LogPosition>>((group) => void this.appendGroup(group));
   private readonly open = new Set<PartitionedBatch>();
   /** Keys this process is appending: a repeat waits for their ids. */
   private readonly inFlightKeys = new Map<string, Promise<string | null>>();
@@ -216,7 +211,7 @@ export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
     return new Promise((resolve, reject) => this.turn.push({ item, resolve, reject }));
   }
 
-  private async appendGroup(group: PendingAppend[]): Promise<void> {
+  private async appendGroup(group: PendingEnqueue<LogPosition>[]): Promise<void> {
     let answers: Array<LogPosition | TrailwireError>;
     try {
       answers = await this.log.append(group.map((pending) => pending.item));

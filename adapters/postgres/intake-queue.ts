@@ -52,6 +52,7 @@ import {
   type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
 import { type BatchPlan, type PlannedEntry, settleBatch } from '../../core/intake-batch-plan.ts';
@@ -117,11 +118,9 @@ export function resolvePostgresIntakeQueueOptions(options: PostgresIntakeQueueOp
   return resolved;
 }
 
-interface PendingEnqueue {
-  item: NewIntake;
+/** An enqueue with the groups it has been in (its key kept changing hands under it). */
+interface TriedEnqueue extends PendingEnqueue {
   tries: number;
-  resolve: (result: EnqueueResult) => void;
-  reject: (error: unknown) => void;
 }
 
 /** A row of `intake_next_batch`: a due retry (`parked`), a payload past the watermark (`log`), or one held back (`held`). */
@@ -142,7 +141,7 @@ interface PostgresBatch extends IntakeBatch {
 
 export class PostgresIntakeQueue implements ProcessableIntakeQueue {
   private readonly sql: QueueStatements;
-  private pending: PendingEnqueue[] = [];
+  private pending: TriedEnqueue[] = [];
   private flushScheduled = false;
   private flushing: Promise<void> | undefined;
   private readonly open = new Set<PostgresBatch>();
@@ -322,8 +321,8 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
   private flush(): Promise<void> {
     if (this.flushing !== undefined || this.pending.length === 0) return this.flushing ?? Promise.resolve();
     // A key may appear once per group (an upsert touches a row once per statement): repeats wait for the next group.
-    const group: PendingEnqueue[] = [];
-    const later: PendingEnqueue[] = [];
+    const group: TriedEnqueue[] = [];
+    const later: TriedEnqueue[] = [];
     const keys = new Set<string>();
     for (const entry of this.pending) {
       const { partnerId, idempotencyKey } = entry.item;
@@ -342,7 +341,7 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
     return this.flushing;
   }
 
-  private async appendGroup(group: PendingEnqueue[]): Promise<void> {
+  private async appendGroup(group: TriedEnqueue[]): Promise<void> {
     const items = group.map((entry) => entry.item);
     let stored: Map<string, number>;
     try {

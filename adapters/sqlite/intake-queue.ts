@@ -30,6 +30,7 @@ import {
   type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
 import { type BatchPlan, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
@@ -144,7 +145,7 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
 ];
 
 
-/** How long a group commit waits before trying again while another connection holds the write lock. */
+/** How long a group commit waits before trying again while another connection (another process) holds the write lock. */
 const LOCKED_RETRY_MS = 1;
 
 /** A payload's status read: its log row, its parked row, the watermark and its batch's time. */
@@ -152,12 +153,6 @@ const STATUS_SELECT = `SELECT ${LOG_COLUMNS}, ${PARKED_COLUMNS},
     (SELECT max(last_seq) FROM intake_batches) AS watermark,
     (SELECT b.processed_at FROM intake_batches b WHERE b.last_seq >= l.seq ORDER BY b.last_seq LIMIT 1) AS batch_processed_at
   FROM intake_log l LEFT JOIN intake_parked p ON p.seq = l.seq`;
-
-interface PendingEnqueue {
-  item: NewIntake;
-  resolve: (result: EnqueueResult) => void;
-  reject: (error: unknown) => void;
-}
 
 /** A batch of this queue: its transaction is open on the connection until it is committed or abandoned. */
 interface SqliteBatch extends IntakeBatch {
@@ -173,6 +168,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
+  /** Writes waiting for the open batch to end (`whenNoBatch`), in order. */
+  private readonly afterBatch: Array<() => void> = [];
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -303,19 +300,38 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       if (this.db.inTransaction) this.sql.rollback.run();
       throw storageFaultError(error, 'the intake log') ?? error;
     } finally {
-      this.openBatch = null;
+      this.batchEnded();
     }
   }
 
   async abandonBatch(batch: IntakeBatch): Promise<void> {
     this.ownBatch(batch);
-    this.openBatch = null;
     if (this.db.inTransaction) this.sql.rollback.run();
+    this.batchEnded();
   }
 
-  /** Whether the log holds the payload (processed or not, until it is trimmed). */
-  holdsPayload(id: string): boolean {
-    return this.sql.seqOfId.get(id) !== undefined;
+  /**
+   * Runs `write` once no batch is open on this connection — at once when none is, else right after
+   * the batch commits or is abandoned, in call order: a write made inside the batch's transaction
+   * would commit with it, or be rolled back with it, after its caller was answered.
+   */
+  whenNoBatch(write: () => void): void {
+    if (this.openBatch === null) write();
+    else this.afterBatch.push(write);
+  }
+
+  private batchEnded(): void {
+    this.openBatch = null;
+    for (const write of this.afterBatch.splice(0)) {
+      try {
+        write();
+      } catch (error) {
+        // A bug in the waiting write is its own, not the batch's (already ended): it surfaces apart.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
@@ -397,9 +413,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
   /** Writes every append of this turn in one transaction: one commit (one fsync in `power` mode). */
   private flush(group: PendingEnqueue[]): void {
-    // A batch is open on this connection: a group written now would commit with the batch, or be
-    // rolled back with it, after its 202.
-    if (this.db.inTransaction) return this.turn.putBack(group, LOCKED_RETRY_MS);
+    if (this.openBatch !== null) return this.whenNoBatch(() => this.flush(group));
     const items = group.map((entry) => entry.item);
     let outcomes: AppendOutcome[] | 'locked';
     try {
@@ -408,14 +422,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       outcomes = this.outcomesAfterFailure(error, items, false);
     }
     if (outcomes === 'locked') return this.turn.putBack(group, LOCKED_RETRY_MS);
-    let created = false;
-    group.forEach((entry, i) => {
-      const outcome = outcomes[i]!;
-      if (outcome.kind === 'refused') return entry.reject(refusalError(outcome));
-      created ||= outcome.kind === 'appended';
-      entry.resolve(toEnqueueResult(outcome, entry.item));
-    });
-    if (created) this.options.onEnqueued?.();
+    group.forEach((entry, i) => answerEnqueue(entry, outcomes[i]!));
+    if (outcomes.some((outcome) => outcome.kind === 'appended')) this.options.onEnqueued?.();
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
@@ -463,8 +471,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 }
 
 /**
- * What became of one item of a group written to the log — one shape on both sides of the processing
- * thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
+ * What became of one item of a group written to the log — the one shape from the log to the waiting
+ * enqueue, on both sides of the processing thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
  * sender holds, so nothing large comes back), replayed (its idempotency key was used before: the
  * earlier record), or refused with the code and message of the error a client is to get.
  */
@@ -486,14 +494,14 @@ export function refusedOutcome(error: unknown): AppendOutcome {
   return { kind: 'refused', code: 'internal', message: `the payload could not be stored: ${error instanceof Error ? error.message : String(error)}` };
 }
 
-/** The error a refused item's client gets. */
-export function refusalError(outcome: Extract<AppendOutcome, { kind: 'refused' }>): TrailwireError {
-  return new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {});
-}
-
-/** The enqueue result of an item that was appended or replayed (the queue's answer to its caller). */
-export function toEnqueueResult(outcome: Exclude<AppendOutcome, { kind: 'refused' }>, item: NewIntake): EnqueueResult {
-  return outcome.kind === 'appended' ? { record: queuedRecord(item), created: true } : { record: outcome.record, created: false };
+/**
+ * Answers a waiting enqueue with its item's outcome: the item's queued record when appended, the
+ * earlier record when its key was used before, or the refusal as the error its client gets.
+ */
+export function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
+  if (outcome.kind === 'appended') pending.resolve({ record: queuedRecord(pending.item), created: true });
+  else if (outcome.kind === 'replayed') pending.resolve({ record: outcome.record, created: false });
+  else pending.reject(new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {}));
 }
 
 export interface SqliteIntakeQueueOptions {

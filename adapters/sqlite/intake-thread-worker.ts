@@ -22,17 +22,18 @@ import { createProductRegistry, loadProductModule } from '../../core/products.ts
 import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { builtInProducts } from '../../products/index.ts';
-import { decodeIntakeGroup } from './intake-group-codec.ts';
-import { type AppendOutcome, openSqliteIntakeQueue } from './intake-queue.ts';
+import { decodeIntakeGroup } from './intake-journal.ts';
+import { openSqliteIntakeQueue } from './intake-queue.ts';
 import {
   type IntakeThreadCommand,
   type IntakeThreadData,
   type IntakeThreadLog,
   type IntakeThreadMessage,
+  lowerThisThreadPriority,
+  PROCESSING_THREAD_NICENESS,
   PROCESSING_WAL_AUTOCHECKPOINT_PAGES,
 } from './intake-thread.ts';
 import { openSqliteStore } from './sqlite-store.ts';
-import { lowerThisThreadPriority, PROCESSING_THREAD_NICENESS } from './thread-priority.ts';
 
 /** Held groups are tried again after this long, doubling up to `MAX_RETRY_MS`. */
 const FIRST_RETRY_MS = 250;
@@ -135,14 +136,11 @@ let retryDelayMs = FIRST_RETRY_MS;
 let retryTimer: NodeJS.Timeout | undefined;
 
 function appendOrHold(groups: ReceivedGroup[]): void {
-  // Never inside an open batch: the groups would commit with the batch, after their answer.
-  if (store.db.inTransaction) return received.putBack(groups, 1);
-  // Behind held groups: a VIN's payloads reach the log in arrival order.
-  if (held.length > 0) {
-    held.push(...groups);
-    return;
-  }
-  append(groups);
+  queue.whenNoBatch(() => {
+    // Behind held groups: a VIN's payloads reach the log in arrival order.
+    if (held.length > 0) held.push(...groups);
+    else append(groups);
+  });
 }
 
 /** Appends groups in one commit and answers them; when the store refuses, holds them and tries again later. */
@@ -160,39 +158,30 @@ function append(groups: ReceivedGroup[]): void {
   retryDelayMs = FIRST_RETRY_MS;
   storeWrote();
   let offset = 0;
-  const answers = groups.map(({ requestId, items: groupItems }) => {
-    const groupOutcomes: AppendOutcome[] = outcomes.slice(offset, (offset += groupItems.length));
-    return { requestId, outcomes: groupOutcomes.every((outcome) => outcome.kind === 'appended') ? null : groupOutcomes };
-  });
-  send({ type: 'appended', answers });
+  const answers = groups.map(({ requestId, items: groupItems }) => ({ requestId, value: outcomes.slice(offset, (offset += groupItems.length)) }));
+  send({ type: 'answers', answers });
   worker.notify();
 }
 
 function retryHeld(): void {
   retryTimer = undefined;
-  if (store.db.inTransaction) {
-    retryTimer = setTimeout(retryHeld, 1);
-    return;
-  }
-  const groups = held;
-  held = [];
-  append(groups);
+  queue.whenNoBatch(() => {
+    const groups = held;
+    held = [];
+    append(groups);
+  });
 }
 
 /** The log's depth once every group received before the request is appended (after the batch in hand, if any). */
-async function answerDepth(requestId: number): Promise<void> {
-  if (store.db.inTransaction) {
-    setImmediate(() => void answerDepth(requestId));
-    return;
-  }
+function answerDepth(requestId: number): void {
   received.flushNow();
-  send({ type: 'depth', requestId, depth: await queue.depth() });
+  queue.whenNoBatch(() => void queue.depth().then((depth) => send({ type: 'answers', answers: [{ requestId, value: depth }] })));
 }
 
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
   else if (command.type === 'append') received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group), skipExisting: command.skipExisting });
-  else if (command.type === 'depth') void answerDepth(command.requestId);
+  else if (command.type === 'depth') answerDepth(command.requestId);
   else if (command.type === 'stop') void stop();
 });
 

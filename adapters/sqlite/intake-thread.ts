@@ -17,6 +17,8 @@
  * product objects cannot cross threads; a server given product objects processes inline instead.
  */
 import { once } from 'node:events';
+import { readlinkSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
@@ -91,9 +93,8 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
-  /** The answers to `append` commands, once their groups are committed: per group an outcome per item, or null when every item was appended (the usual answer, the cheapest to send). */
-  | { type: 'appended'; answers: Array<{ requestId: number; outcomes: AppendOutcome[] | null }> }
-  | { type: 'depth'; requestId: number; depth: number }
+  /** Answers to requests (`append`: each group's outcome per item once committed; `depth`: the count), several at once. */
+  | { type: 'answers'; answers: Array<{ requestId: number; value: AppendOutcome[] | number }> }
   | { type: 'store'; fault: string | null }
   | { type: 'stopped' };
 
@@ -104,8 +105,8 @@ export type IntakeThreadCommand =
   | { type: 'depth'; requestId: number }
   | { type: 'stop' };
 
-interface PendingRequest<T> {
-  resolve: (value: T) => void;
+interface PendingRequest {
+  resolve: (value: AppendOutcome[] | number) => void;
   reject: (error: unknown) => void;
 }
 
@@ -119,8 +120,8 @@ export class IntakeThread {
   private stopping = false;
   private wakePending = false;
   private nextRequestId = 1;
-  private readonly pendingAppends = new Map<number, PendingRequest<AppendOutcome[] | null>>();
-  private readonly pendingDepths = new Map<number, PendingRequest<number>>();
+  /** Requests sent to the thread and not answered yet, by id. */
+  private readonly pending = new Map<number, PendingRequest>();
   private processedCount = 0;
   private failedCount = 0;
   private restartTimer: NodeJS.Timeout | undefined;
@@ -152,18 +153,18 @@ export class IntakeThread {
 
   /**
    * Has the thread append a group of payloads (`encodeIntakeGroup`) in one commit; resolves once it
-   * is durable in the log, with each item's outcome (null: every item appended). While the store
+   * is durable in the log, with each item's outcome. While the store
    * refuses writes the thread holds the group and answers once it is written. Rejects with
    * `unavailable` when the thread is not running or ends before it answers (the group may or may
    * not have been appended: send it again with `skipExisting`).
    */
-  append(group: Uint8Array, skipExisting = false): Promise<AppendOutcome[] | null> {
-    return this.request(this.pendingAppends, (requestId) => ({ type: 'append', requestId, group, skipExisting }));
+  append(group: Uint8Array, skipExisting = false): Promise<AppendOutcome[]> {
+    return this.request((requestId) => ({ type: 'append', requestId, group, skipExisting })) as Promise<AppendOutcome[]>;
   }
 
   /** Payloads of the log queued or being processed, counted by the thread once every group sent before this call is appended. */
   depth(): Promise<number> {
-    return this.request(this.pendingDepths, (requestId) => ({ type: 'depth', requestId }));
+    return this.request((requestId) => ({ type: 'depth', requestId })) as Promise<number>;
   }
 
   get isRunning(): boolean {
@@ -192,12 +193,12 @@ export class IntakeThread {
     await this.worker?.terminate();
   }
 
-  private request<T>(pending: Map<number, PendingRequest<T>>, command: (requestId: number) => IntakeThreadCommand): Promise<T> {
+  private request(command: (requestId: number) => IntakeThreadCommand): Promise<AppendOutcome[] | number> {
     const worker = this.worker;
     if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
     const requestId = this.nextRequestId++;
     return new Promise((resolve, reject) => {
-      pending.set(requestId, { resolve, reject });
+      this.pending.set(requestId, { resolve, reject });
       worker.postMessage(command(requestId));
     });
   }
@@ -238,20 +239,20 @@ export class IntakeThread {
       this.processedCount += message.processed;
       this.failedCount += message.failed;
       if (message.events.length > 0) this.options.onEvents(message.events);
-    } else if (message.type === 'appended') {
-      for (const { requestId, outcomes } of message.answers) settle(this.pendingAppends, requestId, outcomes);
-    } else if (message.type === 'depth') settle(this.pendingDepths, message.requestId, message.depth);
-    else if (message.type === 'store') this.options.onStoreFault?.(message.fault);
+    } else if (message.type === 'answers') {
+      for (const { requestId, value } of message.answers) {
+        this.pending.get(requestId)?.resolve(value);
+        this.pending.delete(requestId);
+      }
+    } else if (message.type === 'store') this.options.onStoreFault?.(message.fault);
     else if (message.type === 'log') this.log(message.entry);
   }
 
   private exited(code: number): void {
     this.worker = undefined;
     const ended = new TrailwireError('unavailable', 'The intake thread ended before it answered; try again.');
-    for (const pending of [this.pendingAppends, this.pendingDepths]) {
-      for (const request of pending.values()) request.reject(ended);
-      pending.clear();
-    }
+    for (const request of this.pending.values()) request.reject(ended);
+    this.pending.clear();
     if (this.stopping) return;
     // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
     if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartsInARow = 0;
@@ -271,12 +272,6 @@ export class IntakeThread {
   }
 }
 
-function settle<T>(pending: Map<number, PendingRequest<T>>, requestId: number, value: T): void {
-  const request = pending.get(requestId);
-  pending.delete(requestId);
-  request?.resolve(value);
-}
-
 /**
  * A checkout runs the thread from TypeScript through tsx, whose module hooks are not inherited by
  * worker threads: the entry imports the module with tsx's own importer. (The compiled thread inherits
@@ -287,4 +282,35 @@ function spawnSourceWorker(data: IntakeThreadData): Worker {
   const module = JSON.stringify(WORKER_MODULE.href);
   const entry = `import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${module}, ${module}))`;
   return new Worker(entry, { eval: true, workerData: data, execArgv: [] });
+}
+
+/**
+ * Lowers the scheduling priority of the calling thread alone (not its process), where the system
+ * allows it: on Linux a thread is a task with its own id, which `setpriority` accepts, and
+ * `/proc/thread-self` names it. Elsewhere nothing changes.
+ *
+ * The intake processing thread runs a little below the HTTP thread (`PROCESSING_THREAD_NICENESS`):
+ * when the cores are short, the scheduler then gives them to the thread that answers partners first,
+ * and a payload waits a moment longer in the durable log instead of a partner waiting for its 202.
+ * Under contention the processing thread still gets about a quarter of a core, and all of what is idle.
+ */
+/** How far below the process's priority the processing thread runs (a nice value; higher is lower). */
+export const PROCESSING_THREAD_NICENESS = 5;
+
+/** Lowers this thread's priority by `niceness` steps; answers whether it could. */
+export function lowerThisThreadPriority(niceness: number): boolean {
+  let threadId: number;
+  try {
+    // "<pid>/task/<tid>"
+    threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
+  } catch {
+    return false;
+  }
+  if (!Number.isSafeInteger(threadId) || threadId <= 0) return false;
+  try {
+    setPriority(threadId, Math.min(19, getPriority(threadId) + niceness));
+    return true;
+  } catch {
+    return false;
+  }
 }
