@@ -177,20 +177,18 @@ export function isProcessable(queue: IntakeQueue): queue is ProcessableIntakeQue
 }
 
 /**
- * An intake as a storage backend opens it (`openSqliteIntake`, the server's PostgreSQL backend): the
- * queue the core takes intake into, and the backend's own processing of it, if it has any.
+ * An intake as a storage backend's front door opens it (`openSqliteIntake`, `openPostgresIntake`): the
+ * queue the core takes intake into, and the backend's own part of intake (a processing thread, a
+ * session that hears other processes' enqueues). A queue that offers the process role
+ * (`ProcessableIntakeQueue`) is processed by the core's worker; one that does not, by the backend.
  */
 export interface IntakeBackend {
   /** The queue the core takes intake into. */
   readonly queue: IntakeQueue;
-  /** True when the backend processes the queue itself (SQLite's processing thread); false when the core's worker is to. */
-  readonly processesItself: boolean;
-  /** Starts the backend's processing; resolves once it runs. */
+  /** Starts the backend's part; resolves once it runs. */
   start(): Promise<void>;
-  /** Finishes the round in hand, ends the backend's processing and releases what the intake holds besides the store. */
+  /** Finishes the round in hand, ends the backend's part and releases what the intake holds besides the store. Call after the core's worker stopped. */
   stop(): Promise<void>;
-  /** Payloads processed and dead-lettered by the backend's own processing since it started. */
-  readonly counts: { processed: number; failed: number };
   /** `/readyz` checks of the intake path, by name, each throwing (its message names the fault) while its part cannot take intake. */
   readonly readinessChecks: Readonly<Record<string, () => Promise<void>>>;
 }

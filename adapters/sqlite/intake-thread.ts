@@ -63,6 +63,8 @@ export interface IntakeThreadOptions {
   worker?: IntakeWorkerOptions;
   /** Receives the live updates of each round, in order. */
   onEvents: (events: LiveTrailerEvent[]) => void;
+  /** Told after each round how many payloads it processed and dead-lettered. */
+  onRound?: (counts: { processed: number; failed: number }) => void;
   /** Receives what the thread has to say (failed attempts, faults — each said once, then once per interval — and restarts). */
   onLog?: (entry: IntakeThreadLog) => void;
   /** Told each time a thread is ready: at the start (before `start` resolves), and after each restart. */
@@ -122,8 +124,6 @@ export class IntakeThread {
   private nextRequestId = 1;
   /** Requests sent to the thread and not answered yet, by id. */
   private readonly pending = new Map<number, PendingRequest>();
-  private processedCount = 0;
-  private failedCount = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private restartsInARow = 0;
   /** The start of a thread after one died, while it is under way. */
@@ -169,11 +169,6 @@ export class IntakeThread {
 
   get isRunning(): boolean {
     return this.worker !== undefined && !this.stopping;
-  }
-
-  /** Payloads processed and dead-lettered by the thread since it started. */
-  get counts(): { processed: number; failed: number } {
-    return { processed: this.processedCount, failed: this.failedCount };
   }
 
   /** Finishes the round in hand, appends what it was sent, closes the thread's connection and ends the thread. */
@@ -236,8 +231,7 @@ export class IntakeThread {
 
   private receive(message: IntakeThreadMessage): void {
     if (message.type === 'round') {
-      this.processedCount += message.processed;
-      this.failedCount += message.failed;
+      this.options.onRound?.({ processed: message.processed, failed: message.failed });
       if (message.events.length > 0) this.options.onEvents(message.events);
     } else if (message.type === 'answers') {
       for (const { requestId, value } of message.answers) {

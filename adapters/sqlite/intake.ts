@@ -8,7 +8,7 @@
  *   that appends the groups to the log and processes it (`intake-thread.ts`);
  * - without one (an in-memory database, product objects that cannot cross threads, an injected
  *   clock): the log on the store's own connection (`intake-queue.ts`), processed by the core's
- *   `IntakeWorker` on the event loop (`processesItself` is false).
+ *   `IntakeWorker` on the event loop (its queue offers the process role: `ProcessableIntakeQueue`).
  *
  * Either way, what a previous server acknowledged and had not appended to the log when it ended is
  * appended from its journal before any new intake (`replayIntoLog`). The path's states and what a
@@ -56,6 +56,8 @@ export interface SqliteIntakeOptions {
   worker?: IntakeWorkerOptions;
   /** Receives the live updates of each processing round, in order. */
   onEvents?: (events: LiveTrailerEvent[]) => void;
+  /** Told after each round of the processing thread how many payloads it processed and dead-lettered. Default: nobody. */
+  onRound?: (counts: { processed: number; failed: number }) => void;
   /** Where the intake says what happens to it (faults once, then once per interval). Default: nowhere. */
   log?: SqliteIntakeLog;
   /** The journal's file calls (tests inject a failing disk's). Default: Node's. */
@@ -84,11 +86,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   let thread: IntakeThread | undefined;
   return {
     queue,
-    processesItself: true,
     readinessChecks: queue.readinessChecks,
-    get counts() {
-      return thread?.counts ?? { processed: 0, failed: 0 };
-    },
     async start() {
       thread = await IntakeThread.start({
         file: store.file,
@@ -96,6 +94,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         productModules: options.productModules,
         worker: options.worker,
         onEvents: (events) => options.onEvents?.(events),
+        onRound: options.onRound,
         onLog: log,
         onReady: (started) => queue.attach(started),
         onStoreFault: (fault) => queue.storeFaultChanged(fault),
@@ -115,9 +114,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
 function inlineIntake(queue: IntakeQueue): SqliteIntake {
   return {
     queue,
-    processesItself: false,
     readinessChecks: {},
-    counts: { processed: 0, failed: 0 },
     async start() {},
     async stop() {},
     async killThread() {},
