@@ -14,7 +14,7 @@
  *   is parked as it arrived; a parked payload processed is marked done; a first attempt processed
  *   needs no row where the position says it (`recordProcessed: false`).
  */
-import type { IntakeEntry, IntakeOutcome } from './intake-queue.ts';
+import type { IntakeBatch, IntakeEntry, IntakeOutcome } from './intake-queue.ts';
 
 /** A payload a batch may hand out, as a storage read it. */
 export interface BatchCandidate {
@@ -116,6 +116,12 @@ export function settleBatch(
   }
   for (const { entry, partition } of plan.heldBack) writes.push(arrived(partition, entry.seq, entry.vin, entry.receivedAt));
   return writes;
+}
+
+/** Whether one of a queue's open batches holds the payload at `seq`: its status is then `processing`. */
+export function inOpenBatches(batches: Iterable<IntakeBatch | null>, seq: number): boolean {
+  for (const batch of batches) if (batch?.entries.some((entry) => entry.seq === seq)) return true;
+  return false;
 }
 
 const HELD: IntakeOutcome = { kind: 'held' };

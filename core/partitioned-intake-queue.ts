@@ -38,7 +38,7 @@ import {
   type PendingEnqueue,
   queuedRecord,
 } from './intake-queue.ts';
-import { type BatchPlan, type PlannedEntry, planBatch, settleBatch, waitingKey } from './intake-batch-plan.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from './intake-batch-plan.ts';
 import { TurnBatcher } from './turn-batcher.ts';
 
 export interface PartitionedIntakeQueueOptions {
@@ -144,7 +144,7 @@ export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
     if (row) return row.id === at.id ? this.recordOfRow(row) : null;
     if (at.seq > (await this.index.position(at.partition))) {
       const logged = await this.log.at(at);
-      if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: this.inOpenBatch(at.seq) ? 'processing' : 'queued' };
+      if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: inOpenBatches(this.open, at.seq) ? 'processing' : 'queued' };
     }
     // Committed since its row was looked for (the position moved past it, the log let it go): its row is there now.
     const committed = await this.index.row(at.partition, at.seq);
@@ -328,11 +328,6 @@ export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
     return open;
   }
 
-  private inOpenBatch(seq: number): boolean {
-    for (const batch of this.open) if (batch.entries.some((entry) => entry.seq === seq)) return true;
-    return false;
-  }
-
   private recordOfRow(row: IndexedIntake): IntakeRecord {
     const base = {
       ...payloadOfRow(row),
@@ -341,7 +336,7 @@ export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
       nextAttemptAt: row.nextAttemptAt,
       error: row.error,
     };
-    if (row.state === 'retry') return { ...base, status: this.inOpenBatch(row.seq) ? 'processing' : 'queued', processedAt: null };
+    if (row.state === 'retry') return { ...base, status: inOpenBatches(this.open, row.seq) ? 'processing' : 'queued', processedAt: null };
     if (row.state === 'failed') return { ...base, status: 'failed', processedAt: row.processedAt };
     return { ...base, status: 'processed', processedAt: row.processedAt, error: null };
   }

@@ -43,6 +43,7 @@
  * does not close the store's pool).
  */
 import pg from 'pg';
+import { Backoff } from '../../core/backoff.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
@@ -55,7 +56,7 @@ import {
   type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
-import { type BatchPlan, type PlannedEntry, settleBatch } from '../../core/intake-batch-plan.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, settleBatch } from '../../core/intake-batch-plan.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
@@ -149,7 +150,7 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
   private readonly lettingGo = new Set<Promise<void>>();
   private session: pg.Client | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
-  private reconnectDelayMs: number;
+  private readonly reconnectDelay: Backoff;
   private closed = false;
 
   /** Use `openPostgresIntakeQueue`: the queue needs its migrations first. */
@@ -159,7 +160,7 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
     private readonly settings: PostgresIntakeQueueSettings,
   ) {
     this.sql = queueStatements(schema);
-    this.reconnectDelayMs = settings.reconnectDelayMs;
+    this.reconnectDelay = new Backoff(settings.reconnectDelayMs, MAX_RECONNECT_DELAY_MS);
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -177,7 +178,7 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
 
   async get(id: string): Promise<IntakeRecord | null> {
     const row = await queryRow<LogStatusRow>(this.pool, this.sql.statusById, [id]);
-    return row === undefined ? null : toIntakeRecord(row, this.inOpenBatch(row.seq));
+    return row === undefined ? null : toIntakeRecord(row, inOpenBatches(this.open, row.seq));
   }
 
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
@@ -303,7 +304,7 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
       return;
     }
     this.session = client;
-    this.reconnectDelayMs = this.settings.reconnectDelayMs;
+    this.reconnectDelay.reset();
   }
 
   // --- appends --------------------------------------------------------------------------------
@@ -424,11 +425,6 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
     return open;
   }
 
-  private inOpenBatch(seq: number): boolean {
-    for (const batch of this.open) if (batch.entries.some((entry) => entry.seq === seq)) return true;
-    return false;
-  }
-
   // --- the session ----------------------------------------------------------------------------
 
   /** The session's connection failed or ended: LISTEN again once a new one is open. */
@@ -441,8 +437,7 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
 
   private scheduleReconnect(): void {
     if (this.closed) return;
-    const delay = this.reconnectDelayMs;
-    this.reconnectDelayMs = Math.min(delay * 2, MAX_RECONNECT_DELAY_MS);
+    const delay = this.reconnectDelay.next();
     this.reconnectTimer = setTimeout(() => {
       this.openSession().then(
         // Enqueues while the session was down were not heard.

@@ -33,7 +33,7 @@ import {
   type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
-import { type BatchPlan, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
@@ -254,7 +254,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
   async get(id: string): Promise<IntakeRecord | null> {
     const row = this.sql.statusById.get(id);
-    return row ? toIntakeRecord(row, this.inOpenBatch(row.seq)) : null;
+    return row ? toIntakeRecord(row, inOpenBatches([this.openBatch], row.seq)) : null;
   }
 
   /**
@@ -402,13 +402,9 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     return open;
   }
 
-  private inOpenBatch(seq: number): boolean {
-    return this.openBatch?.entries.some((entry) => entry.seq === seq) ?? false;
-  }
-
   private recordAt(seq: number): IntakeRecord | null {
     const row = this.sql.statusBySeq.get(seq);
-    return row ? toIntakeRecord(row, this.inOpenBatch(seq)) : null;
+    return row ? toIntakeRecord(row, inOpenBatches([this.openBatch], seq)) : null;
   }
 
   /** Writes every append of this turn in one transaction: one commit (one fsync in `power` mode). */

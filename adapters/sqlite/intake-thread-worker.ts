@@ -13,6 +13,7 @@
  * then once per interval with a count (`core/repeating-fault-log.ts`).
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { Backoff } from '../../core/backoff.ts';
 import { systemClock } from '../../core/clock.ts';
 import { isTrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
@@ -132,7 +133,7 @@ interface ReceivedGroup {
 const received = new TurnBatcher<ReceivedGroup>((groups) => appendOrHold(groups));
 /** Groups the store refused, in order, with those that came after them: tried again until written. */
 let held: ReceivedGroup[] = [];
-let retryDelayMs = FIRST_RETRY_MS;
+const retryDelay = new Backoff(FIRST_RETRY_MS, MAX_RETRY_MS);
 let retryTimer: NodeJS.Timeout | undefined;
 
 function appendOrHold(groups: ReceivedGroup[]): void {
@@ -151,11 +152,10 @@ function append(groups: ReceivedGroup[]): void {
   if (refusal && refusal.kind === 'refused') {
     held = groups;
     storeFailed(refusal.message);
-    retryTimer = setTimeout(retryHeld, retryDelayMs);
-    retryDelayMs = Math.min(retryDelayMs * 2, MAX_RETRY_MS);
+    retryTimer = setTimeout(retryHeld, retryDelay.next());
     return;
   }
-  retryDelayMs = FIRST_RETRY_MS;
+  retryDelay.reset();
   storeWrote();
   let offset = 0;
   const answers = groups.map(({ requestId, items: groupItems }) => ({ requestId, value: outcomes.slice(offset, (offset += groupItems.length)) }));

@@ -20,6 +20,7 @@ import { once } from 'node:events';
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { Backoff } from '../../core/backoff.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
@@ -125,12 +126,16 @@ export class IntakeThread {
   /** Requests sent to the thread and not answered yet, by id. */
   private readonly pending = new Map<number, PendingRequest>();
   private restartTimer: NodeJS.Timeout | undefined;
-  private restartsInARow = 0;
   /** The start of a thread after one died, while it is under way. */
   private restarting: Promise<void> | undefined;
   private startedAt = 0;
 
-  private constructor(private readonly options: IntakeThreadOptions) {}
+  /** The delay before restarting a thread that died: doubled for each restart in a row. */
+  private readonly restartDelay: Backoff;
+
+  private constructor(private readonly options: IntakeThreadOptions) {
+    this.restartDelay = new Backoff(options.restartDelayMs ?? RESTART_DELAY_MS, MAX_RESTART_DELAY_MS);
+  }
 
   /** Starts the thread and resolves once it processes. */
   static async start(options: IntakeThreadOptions): Promise<IntakeThread> {
@@ -249,8 +254,8 @@ export class IntakeThread {
     this.pending.clear();
     if (this.stopping) return;
     // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
-    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartsInARow = 0;
-    const delay = Math.min((this.options.restartDelayMs ?? RESTART_DELAY_MS) * 2 ** this.restartsInARow++, MAX_RESTART_DELAY_MS);
+    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
+    const delay = this.restartDelay.next();
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
     this.restartTimer = setTimeout(() => {
       this.restarting = this.spawn().catch((error: unknown) => {
