@@ -9,8 +9,8 @@
  *
  * When the store refuses a write (a full or failing disk), the groups that could not be appended are
  * held, in order, with every group that arrives after them, and tried again with a backoff; the main
- * thread is told once when the store fails and once when it writes again, and the log says it once,
- * then once per interval with a count (`core/repeating-fault-log.ts`).
+ * thread is told of each refused write and of the first write after them, and keeps the state and
+ * the one fault log of the intake (said once, then once per interval with a count).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { Backoff } from '../../core/backoff.ts';
@@ -20,7 +20,6 @@ import type { NewIntake } from '../../core/intake-queue.ts';
 import { IntakeWorker } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
-import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { decodeIntakeGroup } from './intake-journal.ts';
@@ -45,7 +44,6 @@ const port = parentPort!;
 const data = workerData as IntakeThreadData;
 const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
-const faults = new RepeatingFaultLog({ write: log });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
 store.db.pragma(`wal_autocheckpoint = ${PROCESSING_WAL_AUTOCHECKPOINT_PAGES}`);
@@ -68,21 +66,19 @@ async function importProductModule(target: string): Promise<Record<string, unkno
   return (await tsx.tsImport(target, import.meta.url)) as Record<string, unknown>;
 }
 
-// --- the store's state: told to the main thread when it changes ---------------------------------
+// --- the store's state: each refused write, and the first write after them, told to the main thread
+// (which keeps the state and says it once, then once per interval) --------------------------------
 
-let storeFault: string | null = null;
+let storeFaulted = false;
 
 function storeFailed(reason: string): void {
-  faults.failed('store', { level: 'error', message: `the store refuses writes: ${reason}; intake is refused and processing waits until it writes again` });
-  if (storeFault !== null) return;
-  storeFault = reason;
+  storeFaulted = true;
   send({ type: 'store', fault: reason });
 }
 
 function storeWrote(): void {
-  if (storeFault === null) return;
-  storeFault = null;
-  faults.recovered('store', 'the store writes again; intake and processing resume');
+  if (!storeFaulted) return;
+  storeFaulted = false;
   send({ type: 'store', fault: null });
 }
 
@@ -115,7 +111,7 @@ const worker = new IntakeWorker(
       }),
     onRoundFailed: (error) => {
       if (isTrailwireError(error) && error.code === 'store_unavailable') return storeFailed(error.message);
-      faults.failed('round', { level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack });
+      send({ type: 'fault', key: 'round', entry: { level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack } });
     },
   },
   data.worker,

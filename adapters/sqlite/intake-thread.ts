@@ -66,12 +66,14 @@ export interface IntakeThreadOptions {
   onEvents: (events: LiveTrailerEvent[]) => void;
   /** Told after each round how many payloads it processed and dead-lettered. */
   onRound?: (counts: { processed: number; failed: number }) => void;
-  /** Receives what the thread has to say (failed attempts, faults — each said once, then once per interval — and restarts). */
+  /** Receives what the thread has to say (failed attempts and restarts). */
   onLog?: (entry: IntakeThreadLog) => void;
   /** Told each time a thread is ready: at the start (before `start` resolves), and after each restart. */
   onReady?: (thread: IntakeThread) => void;
   /** Told when the store stops taking the thread's writes (the reason) and when it takes them again (null). */
   onStoreFault?: (fault: string | null) => void;
+  /** Told of each fault that may repeat (a failed round), by key, to be said once and then once per interval. */
+  onFault?: (key: string, entry: IntakeThreadLog & { level: 'error' }) => void;
   /** Delay before a thread that died is started again, doubled for each restart in a row. Default 1000 ms. */
   restartDelayMs?: number;
 }
@@ -96,6 +98,8 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
+  /** A fault that may repeat (a failed round): said once, then once per interval, by the main thread. */
+  | { type: 'fault'; key: string; entry: IntakeThreadLog & { level: 'error' } }
   /** Answers to requests (`append`: each group's outcome per item once committed; `depth`: the count), several at once. */
   | { type: 'answers'; answers: Array<{ requestId: number; value: AppendOutcome[] | number }> }
   | { type: 'store'; fault: string | null }
@@ -244,6 +248,7 @@ export class IntakeThread {
         this.pending.delete(requestId);
       }
     } else if (message.type === 'store') this.options.onStoreFault?.(message.fault);
+    else if (message.type === 'fault') this.options.onFault?.(message.key, message.entry);
     else if (message.type === 'log') this.log(message.entry);
   }
 

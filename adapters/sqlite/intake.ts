@@ -98,6 +98,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         onLog: log,
         onReady: (started) => queue.attach(started),
         onStoreFault: (fault) => queue.storeFaultChanged(fault),
+        onFault: (key, entry) => faults.failed(key, entry),
       });
     },
     async stop() {
@@ -229,9 +230,18 @@ class ThreadedIntakeQueue implements IntakeQueue {
     }
   }
 
-  /** What the thread says of the store: the reason it refuses writes, or null once it writes again. */
+  /**
+   * What the thread says of the store at each refused write (the reason) and at the first write
+   * after them (null): intake is refused meanwhile, and the fault log says it once, then once per interval.
+   */
   storeFaultChanged(fault: string | null): void {
-    this.storeFault = fault === null ? undefined : storeUnavailable(`the intake log cannot be written: ${fault}`, undefined, STORAGE_FAULT_RETRY_AFTER_SECONDS);
+    if (fault === null) {
+      this.storeFault = undefined;
+      this.options.faults.recovered('store', 'the store writes again; intake and processing resume');
+      return;
+    }
+    this.storeFault = storeUnavailable(`the intake log cannot be written: ${fault}`, undefined, STORAGE_FAULT_RETRY_AFTER_SECONDS);
+    this.options.faults.failed('store', { level: 'error', message: `the store refuses writes: ${fault}; intake is refused and processing waits until it writes again` });
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
