@@ -140,18 +140,25 @@ export {
 } from './rate-limit.ts';
 /**
  * The durable intake queue: `IntakeQueue` (`NewIntake` in, `IntakeRecord`s out, `IntakeOutcome`s
- * settled, `EnqueueResult`), its states `INTAKE_STATUSES` (`IntakeStatus`) and the idempotency window
+ * settled, `EnqueueResult`), by role — `IntakeAcceptor`, `IntakeOperations`, `IntakeProcessing`
+ * (what a worker needs; `ProcessableIntakeQueue` has every role) — a backend's front door
+ * (`IntakeBackend`), its states `INTAKE_STATUSES` (`IntakeStatus`) and the idempotency window
  * `IDEMPOTENCY_WINDOW_MS`; every implementation passes `test/conformance/intake-queue.ts`.
  */
 export {
   IDEMPOTENCY_WINDOW_MS,
   INTAKE_STATUSES,
   type EnqueueResult,
+  type IntakeAcceptor,
+  type IntakeBackend,
+  type IntakeOperations,
   type IntakeOutcome,
+  type IntakeProcessing,
   type IntakeQueue,
   type IntakeRecord,
   type IntakeStatus,
   type NewIntake,
+  type ProcessableIntakeQueue,
 } from './intake-queue.ts';
 /**
  * The log part of the intake queue: `IntakeLog` (append a group, read a partition from a position,

@@ -22,10 +22,10 @@
  * commit a position, lease a partition) and an index (idempotency keys, parked retries and dead
  * letters, status lookups: `findByIdempotencyKey`, `get`, `listFailed`, `requeue`,
  * `purgeProcessed`). SQLite and PostgreSQL keep both in one database and commit a batch's outcomes
- * with its log position at once; each also opens its log part and its index part alone
- * (`openSqliteIntakeLog`/`openSqliteIntakeIndex`, `openPostgresIntakeLog`/`openPostgresIntakeIndex`),
- * which pass the log and index suites and compose, by `PartitionedIntakeQueue`, into a queue that
- * passes this one — as NATS JetStream's log does beside PostgreSQL's index.
+ * with its log position at once; PostgreSQL also opens its log part and its index part alone
+ * (`openPostgresIntakeLog`/`openPostgresIntakeIndex`), which pass the log and index suites and
+ * compose, by `PartitionedIntakeQueue`, into a queue that passes this one — as NATS JetStream's log
+ * does beside PostgreSQL's index.
  */
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;
@@ -61,6 +61,13 @@ export interface EnqueueResult {
   record: IntakeRecord;
   /** False when an earlier payload of the same partner carried the same idempotency key (within 24 h). */
   created: boolean;
+}
+
+/** An enqueue waiting for its group's commit: the item and how its caller is answered. */
+export interface PendingEnqueue<R = EnqueueResult> {
+  item: NewIntake;
+  resolve: (result: R) => void;
+  reject: (error: unknown) => void;
 }
 
 /** The record of an item just stored: queued, due at once, never attempted. */
@@ -109,7 +116,8 @@ export type IntakeOutcome =
   /** Not attempted: an earlier payload of its VIN is to be retried first. */
   | { kind: 'held' };
 
-export interface IntakeQueue {
+/** The accept role: what the HTTP path needs of a queue. */
+export interface IntakeAcceptor {
   /**
    * Appends a payload and resolves once it is durable, answering its record. The record's id is the
    * queue's: the item's own, or one that begins with it (a log engine's queue adds the payload's
@@ -122,11 +130,25 @@ export interface IntakeQueue {
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null>;
   /** The payload with its derived status, or null (unknown, or purged). */
   get(id: string): Promise<IntakeRecord | null>;
+}
+
+/** The operate role: what the operator's commands and the metrics need. */
+export interface IntakeOperations {
+  /** Dead letters, oldest (by arrival) first. */
+  listFailed(limit: number): Promise<IntakeRecord[]>;
+  /** failed -> queued, due at `at`, with attempts reset; false when the item is not failed. */
+  requeue(id: string, at: number): Promise<boolean>;
+  /** Payloads queued or processing (retries included). */
+  depth(): Promise<number>;
+}
+
+/** The process role: what a worker (`intake-worker.ts`) needs. */
+export interface IntakeProcessing {
   /**
    * Opens the next batch: up to `limit` payloads that may be processed at `now` — due retries and
-   * what follows the watermark — each VIN's in log order. Answers null when there is nothing to do
-   * (or another process holds all that there is). Every opened batch is ended by exactly one
-   * `commitBatch` or `abandonBatch`.
+   * what follows the watermark — each VIN's in log order (`intake-batch-plan.ts`). Answers null when
+   * there is nothing to do (or another process holds all that there is). Every opened batch is ended
+   * by exactly one `commitBatch` or `abandonBatch`.
    */
   nextBatch(limit: number, now: number): Promise<IntakeBatch | null>;
   /**
@@ -136,31 +158,37 @@ export interface IntakeQueue {
   commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void>;
   /** Ends a batch with nothing recorded: its payloads are handed out again, their attempt uncounted. */
   abandonBatch(batch: IntakeBatch): Promise<void>;
-  /** Dead letters, oldest (by arrival) first. */
-  listFailed(limit: number): Promise<IntakeRecord[]>;
-  /** failed -> queued, due at `at`, with attempts reset; false when the item is not failed. */
-  requeue(id: string, at: number): Promise<boolean>;
   /** Trims up to `limit` payloads processed before `before`; answers how many. Dead letters and retries stay. */
   purgeProcessed(before: number, limit: number): Promise<number>;
-  /** Payloads queued or processing (retries included). */
-  depth(): Promise<number>;
 }
 
 /**
- * An intake as a storage backend opens it (`openSqliteIntake`, the server's PostgreSQL backend): the
- * queue the core takes intake into, and the backend's own processing of it, if it has any.
+ * The queue the core takes intake into: accept and operate. Its processing is the backend's (SQLite's
+ * processing thread) or, for a `ProcessableIntakeQueue`, the core's worker.
+ */
+export interface IntakeQueue extends IntakeAcceptor, IntakeOperations {}
+
+/** A queue in every role: one the core's worker processes (SQLite's log, PostgreSQL's, the partitioned queue). */
+export interface ProcessableIntakeQueue extends IntakeQueue, IntakeProcessing {}
+
+/** Whether the queue offers the process role (a core asked to build a worker checks it at start). */
+export function isProcessable(queue: IntakeQueue): queue is ProcessableIntakeQueue {
+  return typeof (queue as Partial<IntakeProcessing>).nextBatch === 'function';
+}
+
+/**
+ * An intake as a storage backend's front door opens it (`openSqliteIntake`, `openPostgresIntake`): the
+ * queue the core takes intake into, and the backend's own part of intake (a processing thread, a
+ * session that hears other processes' enqueues). A queue that offers the process role
+ * (`ProcessableIntakeQueue`) is processed by the core's worker; one that does not, by the backend.
  */
 export interface IntakeBackend {
   /** The queue the core takes intake into. */
   readonly queue: IntakeQueue;
-  /** True when the backend processes the queue itself (SQLite's processing thread); false when the core's worker is to. */
-  readonly processesItself: boolean;
-  /** Starts the backend's processing; resolves once it runs. */
+  /** Starts the backend's part; resolves once it runs. */
   start(): Promise<void>;
-  /** Finishes the round in hand, ends the backend's processing and releases what the intake holds besides the store. */
+  /** Finishes the round in hand, ends the backend's part and releases what the intake holds besides the store. Call after the core's worker stopped. */
   stop(): Promise<void>;
-  /** Payloads processed and dead-lettered by the backend's own processing since it started. */
-  readonly counts: { processed: number; failed: number };
   /** `/readyz` checks of the intake path, by name, each throwing (its message names the fault) while its part cannot take intake. */
   readonly readinessChecks: Readonly<Record<string, () => Promise<void>>>;
 }

@@ -26,7 +26,7 @@
 import { type CanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock } from './clock.ts';
 import { isTrailwireError } from './errors.ts';
-import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeQueue } from './intake-queue.ts';
+import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeProcessing } from './intake-queue.ts';
 import { liveEventOf, type LiveTrailerEvent } from './live-hub.ts';
 import type { ProductRegistry } from './products.ts';
 import type { AppliedTelemetry, TelemetryBatch, TelemetryWriteStore } from './store.ts';
@@ -53,7 +53,7 @@ export interface IntakeWorkerOptions {
 }
 
 export interface IntakeWorkerDependencies {
-  queue: IntakeQueue;
+  queue: IntakeProcessing;
   store: TelemetryWriteStore;
   products: ProductRegistry;
   clock: Clock;

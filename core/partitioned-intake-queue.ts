@@ -22,6 +22,7 @@
  * - Status. A row in the index says it; without one, a payload after the partition's position is
  *   `queued` (read from the log), and one at or before it was trimmed.
  */
+import { type Clock, systemClock } from './clock.ts';
 import { storeUnavailable, type TrailwireError, isTrailwireError } from './errors.ts';
 import type { IndexedIntake, IntakeIndex, KeyHolder } from './intake-index.ts';
 import type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from './intake-log.ts';
@@ -31,11 +32,13 @@ import {
   type IntakeBatch,
   type IntakeEntry,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  type PendingEnqueue,
   queuedRecord,
 } from './intake-queue.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from './intake-batch-plan.ts';
 import { TurnBatcher } from './turn-batcher.ts';
 
 export interface PartitionedIntakeQueueOptions {
@@ -45,6 +48,13 @@ export interface PartitionedIntakeQueueOptions {
   staleKeyMs?: number;
   /** How long a repeat of a key waits for the first's append before its 503. Default 5,000 ms. */
   keyWaitMs?: number;
+  /**
+   * How often a repeat of a key another process is appending looks for its id (the index has no
+   * notification to wait on). Default 20 ms.
+   */
+  keyPollMs?: number;
+  /** What the key wait's deadline is read from. Default: the system clock. */
+  clock?: Clock;
 }
 
 /** A payload's queue id: its log id and position. */
@@ -59,34 +69,28 @@ function parseQueueId(id: string): ({ id: string } & LogPosition) | null {
   return Number.isSafeInteger(partition) && Number.isSafeInteger(seq) && partition >= 0 && seq > 0 ? { id: logId, partition, seq } : null;
 }
 
-interface PendingAppend {
-  item: NewIntake;
-  resolve: (position: LogPosition) => void;
-  reject: (error: unknown) => void;
+/** A planned entry with what it came from: the log (a first attempt) or the index (a retry). */
+interface PartitionedEntry extends PlannedEntry {
+  readonly from: IndexedIntake;
 }
-
-/** What a batch entry came from: the log (a first attempt) or the index (a retry). */
-type Source = { from: 'log'; logged: LoggedIntake } | { from: 'index'; row: IndexedIntake };
 
 interface PartitionedBatch extends IntakeBatch {
   readonly owner: PartitionedIntakeQueue;
   entries: IntakeEntry[];
   readonly leases: PartitionLease[];
-  readonly sources: Map<number, Source>;
-  /** Log payloads read and held back (their VIN waits for a retry): parked at the commit. */
-  readonly heldBack: LoggedIntake[];
-  /** Per partition read past its position: the position after the commit. */
-  readonly positions: Map<number, number>;
+  plan: BatchPlan<PartitionedEntry>;
 }
 
-export class PartitionedIntakeQueue implements IntakeQueue {
-  private readonly turn = new TurnBatcher<PendingAppend>((group) => void this.appendGroup(group));
+export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
+  private readonly turn = new TurnBatcher<PendingEnqueue<LogPosition>>((group) => void this.appendGroup(group));
   private readonly open = new Set<PartitionedBatch>();
   /** Keys this process is appending: a repeat waits for their ids. */
   private readonly inFlightKeys = new Map<string, Promise<string | null>>();
   private readonly maxPartitionsPerBatch: number;
   private readonly staleKeyMs: number;
   private readonly keyWaitMs: number;
+  private readonly keyPollMs: number;
+  private readonly clock: Clock;
   /** Where the next batch starts looking, so that every partition's work gets its turn. */
   private nextPartition = 0;
 
@@ -98,6 +102,8 @@ export class PartitionedIntakeQueue implements IntakeQueue {
     this.maxPartitionsPerBatch = options.maxPartitionsPerBatch ?? Math.max(1, Math.floor(log.partitions / 2));
     this.staleKeyMs = options.staleKeyMs ?? 30_000;
     this.keyWaitMs = options.keyWaitMs ?? 5_000;
+    this.keyPollMs = options.keyPollMs ?? 20;
+    this.clock = options.clock ?? systemClock;
   }
 
   async enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -138,7 +144,7 @@ export class PartitionedIntakeQueue implements IntakeQueue {
     if (row) return row.id === at.id ? this.recordOfRow(row) : null;
     if (at.seq > (await this.index.position(at.partition))) {
       const logged = await this.log.at(at);
-      if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: this.inOpenBatch(at.seq) ? 'processing' : 'queued' };
+      if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: inOpenBatches(this.open, at.seq) ? 'processing' : 'queued' };
     }
     // Committed since its row was looked for (the position moved past it, the log let it go): its row is there now.
     const committed = await this.index.row(at.partition, at.seq);
@@ -205,7 +211,7 @@ export class PartitionedIntakeQueue implements IntakeQueue {
     return new Promise((resolve, reject) => this.turn.push({ item, resolve, reject }));
   }
 
-  private async appendGroup(group: PendingAppend[]): Promise<void> {
+  private async appendGroup(group: PendingEnqueue<LogPosition>[]): Promise<void> {
     let answers: Array<LogPosition | TrailwireError>;
     try {
       answers = await this.log.append(group.map((pending) => pending.item));
@@ -235,8 +241,8 @@ export class PartitionedIntakeQueue implements IntakeQueue {
     const local = this.inFlightKeys.get(`${partnerId}\n${key}`);
     const id = local ? await local : null;
     if (id !== null) return id;
-    for (const deadline = Date.now() + this.keyWaitMs; Date.now() < deadline; ) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const deadline = this.clock.now() + this.keyWaitMs; this.clock.now() < deadline; ) {
+      await new Promise((resolve) => setTimeout(resolve, this.keyPollMs));
       const holder = await this.index.findKey(partnerId, key);
       if (holder?.id) return holder.id;
     }
@@ -246,14 +252,14 @@ export class PartitionedIntakeQueue implements IntakeQueue {
   // --- batches --------------------------------------------------------------------------------
 
   private async openBatch(limit: number, now: number): Promise<PartitionedBatch | null> {
-    const [pending, due] = await Promise.all([this.log.pending(), this.index.partitionsWithDueRetries(now)]);
+    const [pending, dueParts] = await Promise.all([this.log.pending(), this.index.partitionsWithDueRetries(now)]);
     const start = this.nextPartition;
     this.nextPartition = (start + 1) % this.log.partitions;
-    const candidates = Array.from({ length: this.log.partitions }, (_, i) => (start + i) % this.log.partitions).filter((p) => pending[p]! > 0 || due.has(p));
+    const candidates = Array.from({ length: this.log.partitions }, (_, i) => (start + i) % this.log.partitions).filter((p) => pending[p]! > 0 || dueParts.has(p));
     if (candidates.length === 0) return null;
-    const batch: PartitionedBatch = { owner: this, entries: [], leases: [], sources: new Map(), heldBack: [], positions: new Map() };
-    type Candidate = { rank: number; seq: number; source: Source; partition: number };
-    const found: Candidate[] = [];
+    const batch: PartitionedBatch = { owner: this, entries: [], leases: [], plan: { take: [], heldBack: [], positions: new Map() } };
+    const due: PartitionedEntry[] = [];
+    const fresh: PartitionedEntry[] = [];
     const waiting = new Map<string, number>();
     try {
       for (const partition of candidates) {
@@ -265,43 +271,19 @@ export class PartitionedIntakeQueue implements IntakeQueue {
       await Promise.all(
         batch.leases.map(async ({ partition }) => {
           const state = await this.index.partitionState(partition, now, limit);
-          for (const [vin, n] of state.waiting) waiting.set(`${partition}\n${vin}`, n);
-          for (const row of state.due) found.push({ rank: 0, seq: row.seq, source: { from: 'index', row }, partition });
-          for (const logged of await this.log.read(partition, state.position, limit)) found.push({ rank: 1, seq: logged.seq, source: { from: 'log', logged }, partition });
+          for (const [vin, n] of state.waiting) waiting.set(waitingKey(partition, vin), n);
+          for (const row of state.due) due.push(planned(row, row.attempts, true));
+          for (const logged of await this.log.read(partition, state.position, limit)) fresh.push(planned(arrivedRow(logged), 0, false));
         }),
       );
     } catch (error) {
       await this.letGo(batch);
       throw error;
     }
-    // The oldest `limit`, due retries first; a log payload whose VIN has a retry waiting outside them is held back.
-    const picked = found.sort((a, b) => a.rank - b.rank || a.seq - b.seq).slice(0, limit);
-    for (const { source } of picked) if (source.from === 'index') waiting.set(`${source.row.partition}\n${source.row.vin}`, waiting.get(`${source.row.partition}\n${source.row.vin}`)! - 1);
-    const entries: IntakeEntry[] = [];
-    for (const { source, partition, seq } of picked) {
-      if (source.from === 'log') {
-        batch.positions.set(partition, Math.max(batch.positions.get(partition) ?? 0, seq));
-        if ((waiting.get(`${partition}\n${source.logged.vin}`) ?? 0) > 0) {
-          batch.heldBack.push(source.logged);
-          continue;
-        }
-      }
-      batch.sources.set(seq, source);
-      const of = source.from === 'log' ? source.logged : source.row;
-      entries.push({
-        seq,
-        id: queueIdOf(of),
-        partnerId: of.partnerId,
-        product: of.product,
-        vin: of.vin,
-        payload: source.from === 'log' ? source.logged.payload : source.row.payload ?? '',
-        receivedAt: of.receivedAt,
-        attempts: source.from === 'log' ? 0 : source.row.attempts,
-      });
-    }
-    batch.entries = entries;
+    batch.plan = planBatch({ due, fresh, waiting }, limit);
+    batch.entries = batch.plan.take.map((candidate) => candidate.entry);
     // Partitions that gave nothing to this batch go at once.
-    const used = new Set(picked.map((candidate) => candidate.partition));
+    const used = new Set([...batch.plan.take, ...batch.plan.heldBack].map((candidate) => candidate.partition));
     for (const lease of batch.leases.filter((held) => !used.has(held.partition))) await lease.release();
     batch.leases.splice(0, batch.leases.length, ...batch.leases.filter((held) => used.has(held.partition)));
     if (batch.leases.length === 0) return null;
@@ -312,24 +294,24 @@ export class PartitionedIntakeQueue implements IntakeQueue {
   /** Writes the batch's rows and positions (one index transaction), then lets the log go of what they cover, then the leases. */
   private async record(batch: PartitionedBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
     this.open.delete(batch);
-    const rows: IndexedIntake[] = [];
-    const fresh = (logged: LoggedIntake): IndexedIntake => ({ ...logged, state: 'retry', attempts: 0, nextAttemptAt: logged.receivedAt, error: null, processedAt: null });
-    for (const entry of batch.entries) {
-      const source = batch.sources.get(entry.seq)!;
-      const base: IndexedIntake = source.from === 'log' ? fresh(source.logged) : source.row;
-      const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
-      const attempts = entry.attempts + 1;
-      if (outcome.kind === 'processed') rows.push({ ...base, payload: null, state: 'done', attempts, error: null, processedAt: now });
-      else if (outcome.kind === 'retry') rows.push({ ...base, state: 'retry', attempts, nextAttemptAt: outcome.nextAttemptAt, error: outcome.error, processedAt: null });
-      else if (outcome.kind === 'failed') rows.push({ ...base, state: 'failed', attempts, error: outcome.error, processedAt: now });
-      // Held: a retry stays as it was; a first attempt is parked behind its VIN's retry.
-      else if (source.from === 'log') rows.push(base);
-    }
-    for (const logged of batch.heldBack) rows.push(fresh(logged));
+    const from = new Map([...batch.plan.take, ...batch.plan.heldBack].map((candidate) => [candidate.seq, candidate.from]));
+    // The index keeps a row per payload a batch has been through: the log lets processed ones go.
+    const rows = settleBatch(batch.plan, outcomes, now, { recordProcessed: true }).map((write): IndexedIntake => {
+      const base = from.get(write.seq)!;
+      return {
+        ...base,
+        payload: write.state === 'done' ? null : base.payload,
+        state: write.state,
+        attempts: write.attempts,
+        nextAttemptAt: write.nextAttemptAt ?? base.nextAttemptAt,
+        error: write.error,
+        processedAt: write.processedAt,
+      };
+    });
     try {
-      await this.index.commit(rows, batch.positions);
+      await this.index.commit(rows, batch.plan.positions);
       // The log's retention follows; a failure here only keeps more in the log until the next commit.
-      await Promise.all([...batch.positions].map(([partition, seq]) => this.log.commit(partition, seq).catch(() => {})));
+      await Promise.all([...batch.plan.positions].map(([partition, seq]) => this.log.commit(partition, seq).catch(() => {})));
     } finally {
       await this.letGo(batch);
     }
@@ -346,26 +328,38 @@ export class PartitionedIntakeQueue implements IntakeQueue {
     return open;
   }
 
-  private inOpenBatch(seq: number): boolean {
-    for (const batch of this.open) if (batch.sources.has(seq)) return true;
-    return false;
-  }
-
   private recordOfRow(row: IndexedIntake): IntakeRecord {
     const base = {
-      id: queueIdOf(row),
-      partnerId: row.partnerId,
-      product: row.product,
-      vin: row.vin,
-      payload: row.payload ?? '',
-      receivedAt: row.receivedAt,
+      ...payloadOfRow(row),
       idempotencyKey: row.idempotencyKey,
       attempts: row.attempts,
       nextAttemptAt: row.nextAttemptAt,
       error: row.error,
     };
-    if (row.state === 'retry') return { ...base, status: this.inOpenBatch(row.seq) ? 'processing' : 'queued', processedAt: null };
+    if (row.state === 'retry') return { ...base, status: inOpenBatches(this.open, row.seq) ? 'processing' : 'queued', processedAt: null };
     if (row.state === 'failed') return { ...base, status: 'failed', processedAt: row.processedAt };
     return { ...base, status: 'processed', processedAt: row.processedAt, error: null };
   }
+}
+
+/** A payload read from the log, as the index's row of it would begin: waiting, never attempted. */
+function arrivedRow(logged: LoggedIntake): IndexedIntake {
+  return { ...logged, state: 'retry', attempts: 0, nextAttemptAt: logged.receivedAt, error: null, processedAt: null };
+}
+
+/** An index row (a retry, or a log payload as its row would begin) as the batch plan sees it. */
+function planned(row: IndexedIntake, attempts: number, parked: boolean): PartitionedEntry {
+  return {
+    partition: row.partition,
+    seq: row.seq,
+    vin: row.vin,
+    parked,
+    from: row,
+    entry: { ...payloadOfRow(row), seq: row.seq, attempts },
+  };
+}
+
+/** The payload of an index row under its queue id (its text is empty once the row is done and the log let it go). */
+function payloadOfRow(row: IndexedIntake) {
+  return { id: queueIdOf(row), partnerId: row.partnerId, product: row.product, vin: row.vin, payload: row.payload ?? '', receivedAt: row.receivedAt };
 }

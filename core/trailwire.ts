@@ -14,7 +14,7 @@ import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './r
 import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
 import type { TrailwireStore } from './store.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
-import type { IntakeQueue } from './intake-queue.ts';
+import { type IntakeQueue, isProcessable } from './intake-queue.ts';
 import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
@@ -86,7 +86,11 @@ export interface TrailwireOptions {
    * `PartnerIntakeOptions` for the defaults (60,000 per 60 s, 10,000 new VINs a day, false).
    */
   partnerIntake?: PartnerIntakeOptions;
-  /** The durable intake queue; without one the service takes no intake. */
+  /**
+   * The durable intake queue; without one the service takes no intake. With a worker (the default)
+   * it must offer the process role too (`ProcessableIntakeQueue`); a queue whose backend processes
+   * it (`openSqliteIntake`'s) comes with `worker: false`.
+   */
   intakeQueue?: IntakeQueue;
   /**
    * The intake worker this core builds to process its queue (batch size, retries, retention), or
@@ -171,6 +175,8 @@ export interface Trailwire {
 /** Assembles the core over a store. Loads (or creates, once) the signing key and paging secret. */
 export async function createTrailwire(options: TrailwireOptions): Promise<Trailwire> {
   if (!options?.store) throw new TypeError('createTrailwire: `store` is required');
+  if (options.intakeQueue && options.worker !== false && !isProcessable(options.intakeQueue))
+    throw new TypeError('createTrailwire: `intakeQueue` has no process role (nextBatch, commitBatch...); pass `worker: false` when its backend processes it');
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? randomIds;
   const store = options.store;
@@ -231,8 +237,10 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   let intake: Trailwire['intake'];
   if (options.intakeQueue) {
     const queue = options.intakeQueue;
-    const worker =
-      options.worker === false ? undefined : new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
+    let worker: IntakeWorker | undefined;
+    if (options.worker !== false && isProcessable(queue)) {
+      worker = new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
+    }
     const service = new IntakeService({
       queue,
       products,

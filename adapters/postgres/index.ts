@@ -15,6 +15,12 @@ export {
   type PostgresStore,
   type PostgresStoreOptions,
 } from './postgres-store.ts';
+/**
+ * `openPostgresIntake({ store, process?, log? })`: the intake behind one front door — the queue
+ * (in the database, or a log engine's log beside this schema's index), readiness checks, `stop`, and
+ * `onEnqueuedElsewhere` to wake the worker (`PostgresIntakeOptions`, `PostgresIntake`). What a server uses.
+ */
+export { openPostgresIntake, type PostgresIntake, type PostgresIntakeOptions } from './intake.ts';
 export {
   DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS,
   INTAKE_PARTITIONS,

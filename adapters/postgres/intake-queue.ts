@@ -43,18 +43,21 @@
  * does not close the store's pool).
  */
 import pg from 'pg';
+import { Backoff } from '../../core/backoff.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
   IDEMPOTENCY_WINDOW_MS,
   type IntakeBatch,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
-import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, type ParkedState, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, settleBatch } from '../../core/intake-batch-plan.ts';
+import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
 import { queryRow, queryRows, queryRun, quoteSchema, type Statement } from './pool.ts';
@@ -116,11 +119,9 @@ export function resolvePostgresIntakeQueueOptions(options: PostgresIntakeQueueOp
   return resolved;
 }
 
-interface PendingEnqueue {
-  item: NewIntake;
+/** An enqueue with the groups it has been in (its key kept changing hands under it). */
+interface TriedEnqueue extends PendingEnqueue {
   tries: number;
-  resolve: (result: EnqueueResult) => void;
-  reject: (error: unknown) => void;
 }
 
 /** A row of `intake_next_batch`: a due retry (`parked`), a payload past the watermark (`log`), or one held back (`held`). */
@@ -134,33 +135,14 @@ interface BatchRow extends LogRow {
 interface PostgresBatch extends IntakeBatch {
   readonly owner: PostgresIntakeQueue;
   readonly client: pg.PoolClient;
-  /** Each entry's row (its partition, and whether it came from the parked table). */
-  readonly rows: ReadonlyMap<number, BatchRow>;
-  /** Log payloads held back (their VIN waits for a retry): parked at the commit. */
-  readonly heldBack: readonly BatchRow[];
-  /** Per partition read past its watermark: the greatest seq read, its watermark after the commit. */
-  readonly watermarks: ReadonlyMap<number, number>;
+  /** What the batch statement picked (the core's policy, `core/intake-batch-plan.ts`, which the statement follows in one round trip). */
+  readonly plan: BatchPlan<PlannedEntry>;
   ended: boolean;
 }
 
-/** A parked row as a commit writes it (an insert, or an update of the row already parked). */
-interface Parking {
-  /** True for a payload not parked yet (an insert), false for one parked already (an update). */
-  fresh: boolean;
-  seq: number;
-  part: number;
-  vin: string;
-  state: ParkedState;
-  attempts: number;
-  /** Null keeps the parked row's. */
-  nextAttemptAt: number | null;
-  error: string | null;
-  processedAt: number | null;
-}
-
-export class PostgresIntakeQueue implements IntakeQueue {
+export class PostgresIntakeQueue implements ProcessableIntakeQueue {
   private readonly sql: QueueStatements;
-  private pending: PendingEnqueue[] = [];
+  private pending: TriedEnqueue[] = [];
   private flushScheduled = false;
   private flushing: Promise<void> | undefined;
   private readonly open = new Set<PostgresBatch>();
@@ -168,7 +150,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
   private readonly lettingGo = new Set<Promise<void>>();
   private session: pg.Client | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
-  private reconnectDelayMs: number;
+  private readonly reconnectDelay: Backoff;
   private closed = false;
 
   /** Use `openPostgresIntakeQueue`: the queue needs its migrations first. */
@@ -178,7 +160,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
     private readonly settings: PostgresIntakeQueueSettings,
   ) {
     this.sql = queueStatements(schema);
-    this.reconnectDelayMs = settings.reconnectDelayMs;
+    this.reconnectDelay = new Backoff(settings.reconnectDelayMs, MAX_RECONNECT_DELAY_MS);
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -196,7 +178,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
 
   async get(id: string): Promise<IntakeRecord | null> {
     const row = await queryRow<LogStatusRow>(this.pool, this.sql.statusById, [id]);
-    return row === undefined ? null : toIntakeRecord(row, this.inOpenBatch(row.seq));
+    return row === undefined ? null : toIntakeRecord(row, inOpenBatches(this.open, row.seq));
   }
 
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
@@ -322,7 +304,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
       return;
     }
     this.session = client;
-    this.reconnectDelayMs = this.settings.reconnectDelayMs;
+    this.reconnectDelay.reset();
   }
 
   // --- appends --------------------------------------------------------------------------------
@@ -340,8 +322,8 @@ export class PostgresIntakeQueue implements IntakeQueue {
   private flush(): Promise<void> {
     if (this.flushing !== undefined || this.pending.length === 0) return this.flushing ?? Promise.resolve();
     // A key may appear once per group (an upsert touches a row once per statement): repeats wait for the next group.
-    const group: PendingEnqueue[] = [];
-    const later: PendingEnqueue[] = [];
+    const group: TriedEnqueue[] = [];
+    const later: TriedEnqueue[] = [];
     const keys = new Set<string>();
     for (const entry of this.pending) {
       const { partnerId, idempotencyKey } = entry.item;
@@ -360,7 +342,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
     return this.flushing;
   }
 
-  private async appendGroup(group: PendingEnqueue[]): Promise<void> {
+  private async appendGroup(group: TriedEnqueue[]): Promise<void> {
     const items = group.map((entry) => entry.item);
     let stored: Map<string, number>;
     try {
@@ -406,18 +388,12 @@ export class PostgresIntakeQueue implements IntakeQueue {
   // --- batches --------------------------------------------------------------------------------
 
   private batchOf(client: pg.PoolClient, rows: BatchRow[]): PostgresBatch {
-    const watermarks = new Map<number, number>();
-    for (const row of rows) if (row.kind !== 'parked') watermarks.set(row.part, Math.max(watermarks.get(row.part) ?? 0, row.seq));
-    const handedOut = rows.filter((row) => row.kind !== 'held');
-    return {
-      owner: this,
-      client,
-      entries: handedOut.map((row) => toIntakeEntry(row, row.attempts)),
-      rows: new Map(handedOut.map((row) => [row.seq, row])),
-      heldBack: rows.filter((row) => row.kind === 'held'),
-      watermarks,
-      ended: false,
-    };
+    const positions = new Map<number, number>();
+    for (const row of rows) if (row.kind !== 'parked') positions.set(row.part, Math.max(positions.get(row.part) ?? 0, row.seq));
+    const planned = (row: BatchRow): PlannedEntry => ({ partition: row.part, seq: row.seq, vin: row.vin, entry: toIntakeEntry(row, row.attempts), parked: row.kind === 'parked' });
+    const take = rows.filter((row) => row.kind !== 'held').map(planned);
+    const plan = { take, heldBack: rows.filter((row) => row.kind === 'held').map(planned), positions };
+    return { owner: this, client, entries: take.map((candidate) => candidate.entry), plan, ended: false };
   }
 
   /**
@@ -425,37 +401,21 @@ export class PostgresIntakeQueue implements IntakeQueue {
    * commit. The leases are let go of after it (never before: the next batch must see it).
    */
   private async record(batch: PostgresBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
-    const parkings: Parking[] = [];
-    for (const entry of batch.entries) {
-      const row = batch.rows.get(entry.seq)!;
-      const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
-      const base = { fresh: row.kind !== 'parked', seq: entry.seq, part: row.part, vin: entry.vin, attempts: entry.attempts + 1 };
-      if (row.kind === 'parked') {
-        // A parked payload not attempted stays as it was.
-        if (outcome.kind === 'processed') parkings.push({ ...base, state: 'done', nextAttemptAt: null, error: null, processedAt: now });
-        else if (outcome.kind === 'retry') parkings.push({ ...base, state: 'retry', nextAttemptAt: outcome.nextAttemptAt, error: outcome.error, processedAt: null });
-        else if (outcome.kind === 'failed') parkings.push({ ...base, state: 'failed', nextAttemptAt: null, error: outcome.error, processedAt: now });
-      } else if (outcome.kind === 'retry') parkings.push({ ...base, state: 'retry', nextAttemptAt: outcome.nextAttemptAt, error: outcome.error, processedAt: null });
-      else if (outcome.kind === 'failed') parkings.push({ ...base, state: 'failed', nextAttemptAt: entry.receivedAt, error: outcome.error, processedAt: now });
-      else if (outcome.kind === 'held') parkings.push({ ...base, attempts: 0, state: 'retry', nextAttemptAt: entry.receivedAt, error: null, processedAt: null });
-    }
-    for (const row of batch.heldBack) {
-      parkings.push({ fresh: true, seq: row.seq, part: row.part, vin: row.vin, state: 'retry', attempts: 0, nextAttemptAt: row.received_at, error: null, processedAt: null });
-    }
-    const moved = [...batch.watermarks.entries()];
+    const writes = settleBatch(batch.plan, outcomes, now, { recordProcessed: false });
+    const moved = [...batch.plan.positions.entries()];
     await queryRun(batch.client, this.sql.commit, [
-      parkings.map((p) => p.seq),
-      parkings.map((p) => p.part),
-      parkings.map((p) => p.vin),
-      parkings.map((p) => p.state),
-      parkings.map((p) => p.attempts),
-      parkings.map((p) => p.nextAttemptAt),
-      parkings.map((p) => p.error),
-      parkings.map((p) => p.processedAt),
+      writes.map((w) => w.seq),
+      writes.map((w) => w.partition),
+      writes.map((w) => w.vin),
+      writes.map((w) => w.state),
+      writes.map((w) => w.attempts),
+      writes.map((w) => w.nextAttemptAt),
+      writes.map((w) => w.error),
+      writes.map((w) => w.processedAt),
       moved.map(([part]) => part),
       moved.map(([, seq]) => seq),
       now,
-      parkings.map((p) => p.fresh),
+      writes.map((w) => w.fresh),
     ]);
   }
 
@@ -463,11 +423,6 @@ export class PostgresIntakeQueue implements IntakeQueue {
     const open = batch as PostgresBatch;
     if (open.owner !== this || !this.open.has(open)) throw new Error('PostgresIntakeQueue: not a batch open on this queue');
     return open;
-  }
-
-  private inOpenBatch(seq: number): boolean {
-    for (const batch of this.open) if (batch.rows.has(seq)) return true;
-    return false;
   }
 
   // --- the session ----------------------------------------------------------------------------
@@ -482,8 +437,7 @@ export class PostgresIntakeQueue implements IntakeQueue {
 
   private scheduleReconnect(): void {
     if (this.closed) return;
-    const delay = this.reconnectDelayMs;
-    this.reconnectDelayMs = Math.min(delay * 2, MAX_RECONNECT_DELAY_MS);
+    const delay = this.reconnectDelay.next();
     this.reconnectTimer = setTimeout(() => {
       this.openSession().then(
         // Enqueues while the session was down were not heard.

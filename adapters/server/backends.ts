@@ -12,9 +12,8 @@ import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeBackend } from '../../core/intake-queue.ts';
 import type { TrailwireStore } from '../../core/store.ts';
 import type { IntakeLog } from '../../core/intake-log.ts';
-import { PartitionedIntakeQueue } from '../../core/partitioned-intake-queue.ts';
 import { jetStreamOptionsOfUrl, openJetStreamIntakeLog } from '../nats/index.ts';
-import { openPostgresIntakeIndex, openPostgresIntakeQueue, openPostgresStore, type PostgresStore } from '../postgres/index.ts';
+import { openPostgresIntake, openPostgresStore, type PostgresIntakeOptions } from '../postgres/index.ts';
 import { openSqliteIntake, openSqliteStore, type SqliteDurability, type SqliteIntakeOptions } from '../sqlite/index.ts';
 import { DEFAULT_DB_FILE } from './defaults.ts';
 
@@ -39,11 +38,11 @@ export interface StoreBackendOptions {
 }
 
 /**
- * How this process takes part in intake: SQLite's front door takes them all (`SqliteIntakeOptions`:
- * processing, its thread, product modules, worker tuning, live updates, the log); PostgreSQL reads
- * `process` (only a processing process listens for other processes' enqueues).
+ * How this process takes part in intake, for whichever front door the backend is: SQLite's
+ * (`SqliteIntakeOptions`: processing, its thread, product modules, worker tuning, live updates and
+ * round counts, the log) or PostgreSQL's (`PostgresIntakeOptions`: `process`).
  */
-export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store' | 'journalFileCalls'>;
+export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store' | 'journalFileCalls'> & Omit<PostgresIntakeOptions, 'store' | 'log'>;
 
 /** The intake of a backend, as the server uses it. */
 export interface BackendIntake extends IntakeBackend {
@@ -111,73 +110,29 @@ const INTAKE_LOGS: Readonly<Record<string, (url: string) => Promise<IntakeLog & 
 
 async function openPostgresBackend(url: string, options: StoreBackendOptions): Promise<StoreBackend> {
   const store = await openPostgresStore({ connectionString: url, schema: options.databaseSchema });
-  if (options.intakeLog !== undefined) return openLogEngineBackend(store, url, options.intakeLog);
-  let wake: () => void = () => {};
+  let log: (IntakeLog & { probe(): Promise<void> }) | undefined;
   try {
-    // Only a processing process listens for other processes' enqueues (the queue's own session).
-    const queue = await openPostgresIntakeQueue(store, options.intake?.process === false ? {} : { onEnqueued: () => wake() });
-    return {
-      store,
-      intake: {
-        queue,
-        processesItself: false,
-        counts: { processed: 0, failed: 0 },
-        readinessChecks: {},
-        start: async () => {},
-        stop: () => queue.close(),
-        onEnqueuedElsewhere: (listener) => (wake = listener),
-      },
-      description: `postgres ${redactUrl(url)}`,
-    };
+    if (options.intakeLog !== undefined) log = await openIntakeLog(options.intakeLog);
+    const intake = await openPostgresIntake({ store, process: options.intake?.process, log });
+    const description = `postgres ${redactUrl(url)}${options.intakeLog === undefined ? '' : ` + intake log ${redactUrl(options.intakeLog)}`}`;
+    return { store, intake, description };
   } catch (error) {
+    await log?.close();
     await store.close();
     throw error;
   }
 }
 
-/**
- * PostgreSQL beside a log engine (issue 30): the log of `--intake-log`, PostgreSQL's index beside it
- * and the store, composed into the core's queue. The core's worker processes it; another process's
- * enqueue is found by its idle poll (a quarter of a second).
- */
-async function openLogEngineBackend(store: PostgresStore, url: string, logUrl: string): Promise<StoreBackend> {
+/** The log of `--intake-log` (issue 30), by its URL's scheme: PostgreSQL keeps its index and the store beside it. */
+function openIntakeLog(logUrl: string): Promise<IntakeLog & { probe(): Promise<void> }> {
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(logUrl)?.[1]?.toLowerCase() ?? '';
   const openLog = INTAKE_LOGS[scheme];
-  try {
-    if (!openLog)
-      throw new TrailwireError(
-        'validation_failed',
-        `the intake log URL ${redactUrl(logUrl)} names no known log; use one of ${Object.keys(INTAKE_LOGS).map((known) => `${known}:`).join(', ')}`,
-      );
-    const log = await openLog(logUrl);
-    try {
-      const index = await openPostgresIntakeIndex(store);
-      const queue = new PartitionedIntakeQueue(log, index);
-      return {
-        store,
-        intake: {
-          queue,
-          processesItself: false,
-          counts: { processed: 0, failed: 0 },
-          readinessChecks: { 'intake-log': () => log.probe() },
-          start: async () => {},
-          stop: async () => {
-            await queue.close();
-            await index.close();
-            await log.close();
-          },
-          onEnqueuedElsewhere: () => {},
-        },
-        description: `postgres ${redactUrl(url)} + intake log ${redactUrl(logUrl)}`,
-      };
-    } catch (error) {
-      await log.close();
-      throw error;
-    }
-  } catch (error) {
-    await store.close();
-    throw error;
-  }
+  if (!openLog)
+    throw new TrailwireError(
+      'validation_failed',
+      `the intake log URL ${redactUrl(logUrl)} names no known log; use one of ${Object.keys(INTAKE_LOGS).map((known) => `${known}:`).join(', ')}`,
+    );
+  return openLog(logUrl);
 }
 
 /** A URL as it may be printed: without its password. */

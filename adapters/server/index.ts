@@ -14,6 +14,7 @@ import { createServer, type Server } from 'node:http';
 import { pino, type Logger } from 'pino';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
+import { isProcessable } from '../../core/intake-queue.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createLiveEventsRoute, createTrailwireHandler, type LiveEventsRoute } from '../koa/index.ts';
@@ -195,6 +196,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // Product objects cannot cross to a thread, and an injected clock would not reach it: those process inline.
   const mayUseThread = (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined;
   let publish: (event: LiveTrailerEvent) => void = () => {};
+  // What a backend's own processing (SQLite's thread) did; the core's worker counts its own.
+  const backendCounts = { processed: 0, failed: 0 };
   const backendOptions = {
     ...options,
     intake: {
@@ -203,6 +206,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       productModules,
       worker: options.core?.worker || undefined,
       onEvents: (events: LiveTrailerEvent[]) => events.forEach((event) => publish(event)),
+      onRound: ({ processed, failed }: { processed: number; failed: number }) => {
+        backendCounts.processed += processed;
+        backendCounts.failed += failed;
+      },
       log: ({ level, message, ...fields }: { level: 'info' | 'warn' | 'error'; message: string }) => logger[level](fields, message),
     },
   };
@@ -232,8 +239,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     },
     store: backend.store,
     intakeQueue: intake.queue,
-    // The core builds a worker only where it processes: not beside the backend's own processing, nor in an intake-only process.
-    worker: intake.processesItself || !runWorker ? false : options.core?.worker,
+    // The core builds a worker only for a queue in the process role (not one its backend processes, as SQLite's thread does), and not in an intake-only process.
+    worker: isProcessable(intake.queue) && runWorker ? options.core?.worker : false,
   });
   publish = (event) =>
     void trailwire.live.publish(event).catch((error: unknown) => logger.warn({ err: error, trailerId: event.trailer.id }, 'live update not published'));
@@ -243,10 +250,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   );
   intake.onEnqueuedElsewhere(() => trailwire.intake?.worker?.notify());
   const closeCore = async () => {
-    // Processing ends before what it publishes to (the backend's thread), or after what it reads (the core's worker and the queue).
-    if (intake.processesItself) await intake.stop();
+    // Processing ends first (the core's worker, then the backend's thread or session), before the live hub it publishes to and the store it reads.
+    await trailwire.intake?.worker?.stop();
+    await intake.stop();
     await trailwire.close();
-    if (!intake.processesItself) await intake.stop();
     await shared?.close();
   };
   try {
@@ -337,7 +344,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     ...(metricsListener ? { metricsUrl: `http://${hostInUrl(options.metrics?.host ?? '127.0.0.1')}:${metricsListener.port}/metrics` } : {}),
     storeDescription: options.redisUrl ? `${backend.description} + redis ${redactUrl(options.redisUrl)}` : backend.description,
     get intakeCounts() {
-      return trailwire.intake?.worker?.counts ?? intake.counts;
+      return trailwire.intake?.worker?.counts ?? backendCounts;
     },
     async close() {
       await grpc.shutdown();

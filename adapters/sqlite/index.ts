@@ -36,17 +36,6 @@ export { openSqliteIntake, type SqliteIntake, type SqliteIntakeLog, type SqliteI
  */
 export { openSqliteIntakeQueue, SqliteIntakeQueue, type SqliteIntakeQueueOptions } from './intake-queue.ts';
 /**
- * `openSqliteIntakeLog(store.db)`: the file as an `IntakeLog` (`core/intake-log.ts`): one partition,
- * leases held within the process. The server's intake uses the queue, which commits a batch's
- * outcomes and its log position at once.
- */
-export { openSqliteIntakeLog } from './intake-log.ts';
-/**
- * `openSqliteIntakeIndex(store.db)`: the file's index part alone (`IntakeIndex`: keys, positions, a
- * row per payload a batch has been through), for `PartitionedIntakeQueue` over `openSqliteIntakeLog`.
- */
-export { openSqliteIntakeIndex } from './intake-index.ts';
-/**
  * `applyMigrations(db, component, migrations)` applies a component's pending `Migration`s in one
  * immediate transaction; `STORE_COMPONENT` / `STORE_MIGRATIONS` are the store's own.
  */

@@ -51,7 +51,6 @@ import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { storeUnavailable, TrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
-import { decodeIntakeGroup } from './intake-group-codec.ts';
 import type { SqliteIntakeQueue } from './intake-queue.ts';
 import { OWNER_ONLY_FILE } from './file-modes.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
@@ -416,23 +415,37 @@ function syncFolderOf(file: string): void {
 
 /**
  * Appends what the journal held when it was opened to the intake log, skipping the payloads the log
- * already has, then empties the journal: a server does this before it takes intake. Answers how many
- * payloads the journal held and how many of them the log did not have yet (appended now). Throws,
- * leaving the journal as it was, when a payload cannot be stored.
+ * already has (`skipExisting`), then empties the journal: a server does this before it takes intake.
+ * Answers how many payloads the journal held. Throws, leaving the journal as it was, when a payload
+ * cannot be stored.
  */
-export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueue, 'enqueueNow' | 'holdsPayload'>): { read: number; appended: number } {
+export function replayIntoLog(journal: IntakeJournal, log: Pick<SqliteIntakeQueue, 'enqueueNow'>): { read: number } {
   let read = 0;
-  let appended = 0;
   for (const group of journal.recovered) {
     read += group.length;
-    // The journal's holder is the only writer of its payloads, so what the log lacks now it lacks when appended.
-    const absent = group.filter((item) => !log.holdsPayload(item.id));
-    if (absent.length === 0) continue;
-    for (const outcome of log.enqueueNow(absent)) {
+    for (const outcome of log.enqueueNow(group, { skipExisting: true })) {
       if (outcome.kind === 'refused') throw new TrailwireError(outcome.code, `the intake journal could not be replayed into the log: ${outcome.message}`);
     }
-    appended += absent.length;
   }
   journal.clear();
-  return { read, appended };
+  return { read };
 }
+
+/**
+ * The bytes of a group of accepted payloads: what the journal writes and what the HTTP thread sends
+ * to the processing thread — encoded once, on the HTTP thread. (Sending the items themselves made the
+ * HTTP thread structured-clone them besides encoding them for the journal: about 0.6 µs a payload
+ * more.) JSON, so that an operator can read a journal file: an array with one array per payload,
+ * `[id, partnerId, product, vin, receivedAt, idempotencyKey, payload]`, field names not repeated.
+ */
+export function encodeIntakeGroup(items: readonly NewIntake[]): Buffer {
+  return Buffer.from(JSON.stringify(items.map((item): EncodedItem => [item.id, item.partnerId, item.product, item.vin, item.receivedAt, item.idempotencyKey, item.payload])));
+}
+
+/** Decodes what `encodeIntakeGroup` encoded. */
+export function decodeIntakeGroup(bytes: Uint8Array): NewIntake[] {
+  const encoded = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')) as EncodedItem[];
+  return encoded.map(([id, partnerId, product, vin, receivedAt, idempotencyKey, payload]) => ({ id, partnerId, product, vin, receivedAt, idempotencyKey, payload }));
+}
+
+type EncodedItem = [id: string, partnerId: string, product: string, vin: string, receivedAt: number, idempotencyKey: string | null, payload: string];

@@ -27,11 +27,13 @@ import {
   IDEMPOTENCY_WINDOW_MS,
   type IntakeBatch,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue,
   type IntakeRecord,
   type NewIntake,
+  type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
@@ -143,7 +145,7 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
 ];
 
 
-/** How long a group commit waits before trying again while another connection holds the write lock. */
+/** How long a group commit waits before trying again while another connection (another process) holds the write lock. */
 const LOCKED_RETRY_MS = 1;
 
 /** A payload's status read: its log row, its parked row, the watermark and its batch's time. */
@@ -152,24 +154,13 @@ const STATUS_SELECT = `SELECT ${LOG_COLUMNS}, ${PARKED_COLUMNS},
     (SELECT b.processed_at FROM intake_batches b WHERE b.last_seq >= l.seq ORDER BY b.last_seq LIMIT 1) AS batch_processed_at
   FROM intake_log l LEFT JOIN intake_parked p ON p.seq = l.seq`;
 
-interface PendingEnqueue {
-  item: NewIntake;
-  resolve: (result: EnqueueResult) => void;
-  reject: (error: unknown) => void;
-}
-
 /** A batch of this queue: its transaction is open on the connection until it is committed or abandoned. */
 interface SqliteBatch extends IntakeBatch {
   readonly owner: SqliteIntakeQueue;
-  /** Seqs of the entries that came from the parked table (retries, and payloads held behind them). */
-  readonly parked: ReadonlySet<number>;
-  /** Log payloads read past the watermark but held back (their VIN waits for a retry): parked at commit. */
-  readonly heldBack: readonly LogRow[];
-  /** The greatest seq read from the log: the watermark after the commit; null when none was read. */
-  readonly lastLogSeq: number | null;
+  readonly plan: BatchPlan<PlannedEntry>;
 }
 
-export class SqliteIntakeQueue implements IntakeQueue {
+export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   private readonly sql;
   private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
   /** Appends a group in one transaction: each item's outcome. */
@@ -177,6 +168,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
+  /** Writes waiting for the open batch to end (`whenNoBatch`), in order. */
+  private readonly afterBatch: Array<() => void> = [];
 
   /** Applies the queue's migrations to the store's database and prepares its statements. */
   constructor(
@@ -261,7 +254,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
 
   async get(id: string): Promise<IntakeRecord | null> {
     const row = this.sql.statusById.get(id);
-    return row ? toIntakeRecord(row, this.inOpenBatch(row.seq)) : null;
+    return row ? toIntakeRecord(row, inOpenBatches([this.openBatch], row.seq)) : null;
   }
 
   /**
@@ -283,7 +276,7 @@ export class SqliteIntakeQueue implements IntakeQueue {
         throw error;
       }
       if (batch.entries.length > 0) return (this.openBatch = batch);
-      if (batch.heldBack.length === 0) {
+      if (batch.plan.heldBack.length === 0) {
         this.sql.rollback.run();
         return null;
       }
@@ -296,37 +289,49 @@ export class SqliteIntakeQueue implements IntakeQueue {
   async commitBatch(batch: IntakeBatch, outcomes: ReadonlyMap<number, IntakeOutcome>, now: number): Promise<void> {
     const open = this.ownBatch(batch);
     try {
-      for (const entry of open.entries) {
-        const outcome = outcomes.get(entry.seq) ?? { kind: 'held' };
-        const attempts = entry.attempts + 1;
-        if (open.parked.has(entry.seq)) {
-          if (outcome.kind === 'processed') this.sql.repark.run('done', attempts, null, null, now, entry.seq);
-          else if (outcome.kind === 'retry') this.sql.repark.run('retry', attempts, outcome.nextAttemptAt, outcome.error, null, entry.seq);
-          else if (outcome.kind === 'failed') this.sql.repark.run('failed', attempts, null, outcome.error, now, entry.seq);
-        } else if (outcome.kind === 'retry') this.sql.park.run(entry.seq, entry.vin, 'retry', attempts, outcome.nextAttemptAt, outcome.error, null);
-        else if (outcome.kind === 'failed') this.sql.park.run(entry.seq, entry.vin, 'failed', attempts, entry.receivedAt, outcome.error, now);
-        else if (outcome.kind === 'held') this.sql.park.run(entry.seq, entry.vin, 'retry', 0, entry.receivedAt, null, null);
+      for (const write of settleBatch(open.plan, outcomes, now, { recordProcessed: false })) {
+        if (write.fresh) this.sql.park.run(write.seq, write.vin, write.state, write.attempts, write.nextAttemptAt!, write.error, write.processedAt);
+        else this.sql.repark.run(write.state, write.attempts, write.nextAttemptAt, write.error, write.processedAt, write.seq);
       }
-      for (const row of open.heldBack) this.sql.park.run(row.seq, row.vin, 'retry', 0, row.received_at, null, null);
-      if (open.lastLogSeq !== null) this.sql.addBatch.run(open.lastLogSeq, now);
+      const lastLogSeq = open.plan.positions.get(0);
+      if (lastLogSeq !== undefined) this.sql.addBatch.run(lastLogSeq, now);
       this.sql.commit.run();
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
       throw storageFaultError(error, 'the intake log') ?? error;
     } finally {
-      this.openBatch = null;
+      this.batchEnded();
     }
   }
 
   async abandonBatch(batch: IntakeBatch): Promise<void> {
     this.ownBatch(batch);
-    this.openBatch = null;
     if (this.db.inTransaction) this.sql.rollback.run();
+    this.batchEnded();
   }
 
-  /** Whether the log holds the payload (processed or not, until it is trimmed). */
-  holdsPayload(id: string): boolean {
-    return this.sql.seqOfId.get(id) !== undefined;
+  /**
+   * Runs `write` once no batch is open on this connection — at once when none is, else right after
+   * the batch commits or is abandoned, in call order: a write made inside the batch's transaction
+   * would commit with it, or be rolled back with it, after its caller was answered.
+   */
+  whenNoBatch(write: () => void): void {
+    if (this.openBatch === null) write();
+    else this.afterBatch.push(write);
+  }
+
+  private batchEnded(): void {
+    this.openBatch = null;
+    for (const write of this.afterBatch.splice(0)) {
+      try {
+        write();
+      } catch (error) {
+        // A bug in the waiting write is its own, not the batch's (already ended): it surfaces apart.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
   }
 
   async listFailed(limit: number): Promise<IntakeRecord[]> {
@@ -380,29 +385,15 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return this.enqueueOneByOne(items, skipExisting);
   }
 
+  /** Reads what the core's plan picks from (`core/intake-batch-plan.ts`): due retries, what follows the watermark, the VINs waiting for a retry. */
   private readBatch(limit: number, now: number): SqliteBatch {
-    const dueParked = this.sql.dueParked.all({ now, limit });
+    const due = this.sql.dueParked.all({ now, limit }).map((row) => planned(row, row.attempts, true));
     const watermark = this.sql.watermark.get()!.watermark ?? 0;
-    const logRows = dueParked.length < limit ? this.sql.afterWatermark.all(watermark, limit - dueParked.length) : [];
-    // A VIN with a parked retry that is not in this batch holds its newer payloads back.
+    const fresh = due.length < limit ? this.sql.afterWatermark.all(watermark, limit - due.length).map((row) => planned(row, 0, false)) : [];
     const waiting = new Map<string, number>();
-    if (logRows.length > 0) {
-      for (const { vin, n } of this.sql.parkedPerVin.all()) waiting.set(vin, n);
-      for (const row of dueParked) waiting.set(row.vin, waiting.get(row.vin)! - 1);
-    }
-    const entries = dueParked.map((row) => toIntakeEntry(row, row.attempts));
-    const heldBack: LogRow[] = [];
-    for (const row of logRows) {
-      if ((waiting.get(row.vin) ?? 0) > 0) heldBack.push(row);
-      else entries.push(toIntakeEntry(row, 0));
-    }
-    return {
-      owner: this,
-      entries,
-      parked: new Set(dueParked.map((row) => row.seq)),
-      heldBack,
-      lastLogSeq: logRows.length > 0 ? logRows[logRows.length - 1]!.seq : null,
-    };
+    if (fresh.length > 0) for (const { vin, n } of this.sql.parkedPerVin.all()) waiting.set(waitingKey(0, vin), n);
+    const plan = planBatch({ due, fresh, waiting }, limit);
+    return { owner: this, entries: plan.take.map((candidate) => candidate.entry), plan };
   }
 
   private ownBatch(batch: IntakeBatch): SqliteBatch {
@@ -411,20 +402,14 @@ export class SqliteIntakeQueue implements IntakeQueue {
     return open;
   }
 
-  private inOpenBatch(seq: number): boolean {
-    return this.openBatch?.entries.some((entry) => entry.seq === seq) ?? false;
-  }
-
   private recordAt(seq: number): IntakeRecord | null {
     const row = this.sql.statusBySeq.get(seq);
-    return row ? toIntakeRecord(row, this.inOpenBatch(seq)) : null;
+    return row ? toIntakeRecord(row, inOpenBatches([this.openBatch], seq)) : null;
   }
 
   /** Writes every append of this turn in one transaction: one commit (one fsync in `power` mode). */
   private flush(group: PendingEnqueue[]): void {
-    // A batch is open on this connection: a group written now would commit with the batch, or be
-    // rolled back with it, after its 202.
-    if (this.db.inTransaction) return this.turn.putBack(group, LOCKED_RETRY_MS);
+    if (this.openBatch !== null) return this.whenNoBatch(() => this.flush(group));
     const items = group.map((entry) => entry.item);
     let outcomes: AppendOutcome[] | 'locked';
     try {
@@ -433,14 +418,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
       outcomes = this.outcomesAfterFailure(error, items, false);
     }
     if (outcomes === 'locked') return this.turn.putBack(group, LOCKED_RETRY_MS);
-    let created = false;
-    group.forEach((entry, i) => {
-      const outcome = outcomes[i]!;
-      if (outcome.kind === 'refused') return entry.reject(refusalError(outcome));
-      created ||= outcome.kind === 'appended';
-      entry.resolve(toEnqueueResult(outcome, entry.item));
-    });
-    if (created) this.options.onEnqueued?.();
+    group.forEach((entry, i) => answerEnqueue(entry, outcomes[i]!));
+    if (outcomes.some((outcome) => outcome.kind === 'appended')) this.options.onEnqueued?.();
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
@@ -488,8 +467,8 @@ export class SqliteIntakeQueue implements IntakeQueue {
 }
 
 /**
- * What became of one item of a group written to the log — one shape on both sides of the processing
- * thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
+ * What became of one item of a group written to the log — the one shape from the log to the waiting
+ * enqueue, on both sides of the processing thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
  * sender holds, so nothing large comes back), replayed (its idempotency key was used before: the
  * earlier record), or refused with the code and message of the error a client is to get.
  */
@@ -500,20 +479,25 @@ export type AppendOutcome =
 
 const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 
+/** A log row as the batch plan sees it: the file's one partition. */
+function planned(row: LogRow, attempts: number, parked: boolean): PlannedEntry {
+  return { partition: 0, seq: row.seq, vin: row.vin, entry: toIntakeEntry(row, attempts), parked };
+}
+
 /** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
 export function refusedOutcome(error: unknown): AppendOutcome {
   if (isTrailwireError(error)) return { kind: 'refused', code: error.code, message: error.message };
   return { kind: 'refused', code: 'internal', message: `the payload could not be stored: ${error instanceof Error ? error.message : String(error)}` };
 }
 
-/** The error a refused item's client gets. */
-export function refusalError(outcome: Extract<AppendOutcome, { kind: 'refused' }>): TrailwireError {
-  return new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {});
-}
-
-/** The enqueue result of an item that was appended or replayed (the queue's answer to its caller). */
-export function toEnqueueResult(outcome: Exclude<AppendOutcome, { kind: 'refused' }>, item: NewIntake): EnqueueResult {
-  return outcome.kind === 'appended' ? { record: queuedRecord(item), created: true } : { record: outcome.record, created: false };
+/**
+ * Answers a waiting enqueue with its item's outcome: the item's queued record when appended, the
+ * earlier record when its key was used before, or the refusal as the error its client gets.
+ */
+export function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
+  if (outcome.kind === 'appended') pending.resolve({ record: queuedRecord(pending.item), created: true });
+  else if (outcome.kind === 'replayed') pending.resolve({ record: outcome.record, created: false });
+  else pending.reject(new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {}));
 }
 
 export interface SqliteIntakeQueueOptions {

@@ -9,30 +9,31 @@
  *
  * When the store refuses a write (a full or failing disk), the groups that could not be appended are
  * held, in order, with every group that arrives after them, and tried again with a backoff; the main
- * thread is told once when the store fails and once when it writes again, and the log says it once,
- * then once per interval with a count (`core/repeating-fault-log.ts`).
+ * thread is told of each refused write and of the first write after them, and keeps the state and
+ * the one fault log of the intake (said once, then once per interval with a count).
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { Backoff } from '../../core/backoff.ts';
 import { systemClock } from '../../core/clock.ts';
 import { isTrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
 import { IntakeWorker } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
-import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { builtInProducts } from '../../products/index.ts';
-import { decodeIntakeGroup } from './intake-group-codec.ts';
-import { type AppendOutcome, openSqliteIntakeQueue } from './intake-queue.ts';
+import { decodeIntakeGroup } from './intake-journal.ts';
+import { openSqliteIntakeQueue } from './intake-queue.ts';
 import {
   type IntakeThreadCommand,
   type IntakeThreadData,
   type IntakeThreadLog,
   type IntakeThreadMessage,
+  lowerThisThreadPriority,
+  PROCESSING_THREAD_NICENESS,
   PROCESSING_WAL_AUTOCHECKPOINT_PAGES,
 } from './intake-thread.ts';
 import { openSqliteStore } from './sqlite-store.ts';
-import { lowerThisThreadPriority, PROCESSING_THREAD_NICENESS } from './thread-priority.ts';
 
 /** Held groups are tried again after this long, doubling up to `MAX_RETRY_MS`. */
 const FIRST_RETRY_MS = 250;
@@ -43,7 +44,6 @@ const port = parentPort!;
 const data = workerData as IntakeThreadData;
 const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
-const faults = new RepeatingFaultLog({ write: log });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
 store.db.pragma(`wal_autocheckpoint = ${PROCESSING_WAL_AUTOCHECKPOINT_PAGES}`);
@@ -66,21 +66,19 @@ async function importProductModule(target: string): Promise<Record<string, unkno
   return (await tsx.tsImport(target, import.meta.url)) as Record<string, unknown>;
 }
 
-// --- the store's state: told to the main thread when it changes ---------------------------------
+// --- the store's state: each refused write, and the first write after them, told to the main thread
+// (which keeps the state and says it once, then once per interval) --------------------------------
 
-let storeFault: string | null = null;
+let storeFaulted = false;
 
 function storeFailed(reason: string): void {
-  faults.failed('store', { level: 'error', message: `the store refuses writes: ${reason}; intake is refused and processing waits until it writes again` });
-  if (storeFault !== null) return;
-  storeFault = reason;
+  storeFaulted = true;
   send({ type: 'store', fault: reason });
 }
 
 function storeWrote(): void {
-  if (storeFault === null) return;
-  storeFault = null;
-  faults.recovered('store', 'the store writes again; intake and processing resume');
+  if (!storeFaulted) return;
+  storeFaulted = false;
   send({ type: 'store', fault: null });
 }
 
@@ -113,7 +111,7 @@ const worker = new IntakeWorker(
       }),
     onRoundFailed: (error) => {
       if (isTrailwireError(error) && error.code === 'store_unavailable') return storeFailed(error.message);
-      faults.failed('round', { level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack });
+      send({ type: 'fault', key: 'round', entry: { level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack } });
     },
   },
   data.worker,
@@ -131,18 +129,15 @@ interface ReceivedGroup {
 const received = new TurnBatcher<ReceivedGroup>((groups) => appendOrHold(groups));
 /** Groups the store refused, in order, with those that came after them: tried again until written. */
 let held: ReceivedGroup[] = [];
-let retryDelayMs = FIRST_RETRY_MS;
+const retryDelay = new Backoff(FIRST_RETRY_MS, MAX_RETRY_MS);
 let retryTimer: NodeJS.Timeout | undefined;
 
 function appendOrHold(groups: ReceivedGroup[]): void {
-  // Never inside an open batch: the groups would commit with the batch, after their answer.
-  if (store.db.inTransaction) return received.putBack(groups, 1);
-  // Behind held groups: a VIN's payloads reach the log in arrival order.
-  if (held.length > 0) {
-    held.push(...groups);
-    return;
-  }
-  append(groups);
+  queue.whenNoBatch(() => {
+    // Behind held groups: a VIN's payloads reach the log in arrival order.
+    if (held.length > 0) held.push(...groups);
+    else append(groups);
+  });
 }
 
 /** Appends groups in one commit and answers them; when the store refuses, holds them and tries again later. */
@@ -153,46 +148,36 @@ function append(groups: ReceivedGroup[]): void {
   if (refusal && refusal.kind === 'refused') {
     held = groups;
     storeFailed(refusal.message);
-    retryTimer = setTimeout(retryHeld, retryDelayMs);
-    retryDelayMs = Math.min(retryDelayMs * 2, MAX_RETRY_MS);
+    retryTimer = setTimeout(retryHeld, retryDelay.next());
     return;
   }
-  retryDelayMs = FIRST_RETRY_MS;
+  retryDelay.reset();
   storeWrote();
   let offset = 0;
-  const answers = groups.map(({ requestId, items: groupItems }) => {
-    const groupOutcomes: AppendOutcome[] = outcomes.slice(offset, (offset += groupItems.length));
-    return { requestId, outcomes: groupOutcomes.every((outcome) => outcome.kind === 'appended') ? null : groupOutcomes };
-  });
-  send({ type: 'appended', answers });
+  const answers = groups.map(({ requestId, items: groupItems }) => ({ requestId, value: outcomes.slice(offset, (offset += groupItems.length)) }));
+  send({ type: 'answers', answers });
   worker.notify();
 }
 
 function retryHeld(): void {
   retryTimer = undefined;
-  if (store.db.inTransaction) {
-    retryTimer = setTimeout(retryHeld, 1);
-    return;
-  }
-  const groups = held;
-  held = [];
-  append(groups);
+  queue.whenNoBatch(() => {
+    const groups = held;
+    held = [];
+    append(groups);
+  });
 }
 
 /** The log's depth once every group received before the request is appended (after the batch in hand, if any). */
-async function answerDepth(requestId: number): Promise<void> {
-  if (store.db.inTransaction) {
-    setImmediate(() => void answerDepth(requestId));
-    return;
-  }
+function answerDepth(requestId: number): void {
   received.flushNow();
-  send({ type: 'depth', requestId, depth: await queue.depth() });
+  queue.whenNoBatch(() => void queue.depth().then((depth) => send({ type: 'answers', answers: [{ requestId, value: depth }] })));
 }
 
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
   else if (command.type === 'append') received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group), skipExisting: command.skipExisting });
-  else if (command.type === 'depth') void answerDepth(command.requestId);
+  else if (command.type === 'depth') answerDepth(command.requestId);
   else if (command.type === 'stop') void stop();
 });
 
@@ -206,5 +191,5 @@ async function stop(): Promise<void> {
   port.close();
 }
 
-if (data.processing) await worker.start();
+await worker.start();
 send({ type: 'ready' });

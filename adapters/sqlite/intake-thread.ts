@@ -17,7 +17,10 @@
  * product objects cannot cross threads; a server given product objects processes inline instead.
  */
 import { once } from 'node:events';
+import { readlinkSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { Backoff } from '../../core/backoff.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';
@@ -59,16 +62,18 @@ export interface IntakeThreadOptions {
   cwd?: string;
   /** Worker tuning (batch size, retries, retention...). */
   worker?: IntakeWorkerOptions;
-  /** Whether the thread processes the log, or only appends to it (the queue conformance suite processes through the queue itself). Default true. */
-  processing?: boolean;
   /** Receives the live updates of each round, in order. */
   onEvents: (events: LiveTrailerEvent[]) => void;
-  /** Receives what the thread has to say (failed attempts, faults — each said once, then once per interval — and restarts). */
+  /** Told after each round how many payloads it processed and dead-lettered. */
+  onRound?: (counts: { processed: number; failed: number }) => void;
+  /** Receives what the thread has to say (failed attempts and restarts). */
   onLog?: (entry: IntakeThreadLog) => void;
   /** Told each time a thread is ready: at the start (before `start` resolves), and after each restart. */
   onReady?: (thread: IntakeThread) => void;
   /** Told when the store stops taking the thread's writes (the reason) and when it takes them again (null). */
   onStoreFault?: (fault: string | null) => void;
+  /** Told of each fault that may repeat (a failed round), by key, to be said once and then once per interval. */
+  onFault?: (key: string, entry: IntakeThreadLog & { level: 'error' }) => void;
   /** Delay before a thread that died is started again, doubled for each restart in a row. Default 1000 ms. */
   restartDelayMs?: number;
 }
@@ -86,7 +91,6 @@ export interface IntakeThreadData {
   productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
-  processing: boolean;
 }
 
 /** Messages from the thread. */
@@ -94,9 +98,10 @@ export type IntakeThreadMessage =
   | { type: 'ready' }
   | { type: 'round'; events: LiveTrailerEvent[]; processed: number; failed: number }
   | { type: 'log'; entry: IntakeThreadLog }
-  /** The answers to `append` commands, once their groups are committed: per group an outcome per item, or null when every item was appended (the usual answer, the cheapest to send). */
-  | { type: 'appended'; answers: Array<{ requestId: number; outcomes: AppendOutcome[] | null }> }
-  | { type: 'depth'; requestId: number; depth: number }
+  /** A fault that may repeat (a failed round): said once, then once per interval, by the main thread. */
+  | { type: 'fault'; key: string; entry: IntakeThreadLog & { level: 'error' } }
+  /** Answers to requests (`append`: each group's outcome per item once committed; `depth`: the count), several at once. */
+  | { type: 'answers'; answers: Array<{ requestId: number; value: AppendOutcome[] | number }> }
   | { type: 'store'; fault: string | null }
   | { type: 'stopped' };
 
@@ -107,8 +112,8 @@ export type IntakeThreadCommand =
   | { type: 'depth'; requestId: number }
   | { type: 'stop' };
 
-interface PendingRequest<T> {
-  resolve: (value: T) => void;
+interface PendingRequest {
+  resolve: (value: AppendOutcome[] | number) => void;
   reject: (error: unknown) => void;
 }
 
@@ -122,17 +127,19 @@ export class IntakeThread {
   private stopping = false;
   private wakePending = false;
   private nextRequestId = 1;
-  private readonly pendingAppends = new Map<number, PendingRequest<AppendOutcome[] | null>>();
-  private readonly pendingDepths = new Map<number, PendingRequest<number>>();
-  private processedCount = 0;
-  private failedCount = 0;
+  /** Requests sent to the thread and not answered yet, by id. */
+  private readonly pending = new Map<number, PendingRequest>();
   private restartTimer: NodeJS.Timeout | undefined;
-  private restartsInARow = 0;
   /** The start of a thread after one died, while it is under way. */
   private restarting: Promise<void> | undefined;
   private startedAt = 0;
 
-  private constructor(private readonly options: IntakeThreadOptions) {}
+  /** The delay before restarting a thread that died: doubled for each restart in a row. */
+  private readonly restartDelay: Backoff;
+
+  private constructor(private readonly options: IntakeThreadOptions) {
+    this.restartDelay = new Backoff(options.restartDelayMs ?? RESTART_DELAY_MS, MAX_RESTART_DELAY_MS);
+  }
 
   /** Starts the thread and resolves once it processes. */
   static async start(options: IntakeThreadOptions): Promise<IntakeThread> {
@@ -155,27 +162,22 @@ export class IntakeThread {
 
   /**
    * Has the thread append a group of payloads (`encodeIntakeGroup`) in one commit; resolves once it
-   * is durable in the log, with each item's outcome (null: every item appended). While the store
+   * is durable in the log, with each item's outcome. While the store
    * refuses writes the thread holds the group and answers once it is written. Rejects with
    * `unavailable` when the thread is not running or ends before it answers (the group may or may
    * not have been appended: send it again with `skipExisting`).
    */
-  append(group: Uint8Array, skipExisting = false): Promise<AppendOutcome[] | null> {
-    return this.request(this.pendingAppends, (requestId) => ({ type: 'append', requestId, group, skipExisting }));
+  append(group: Uint8Array, skipExisting = false): Promise<AppendOutcome[]> {
+    return this.request((requestId) => ({ type: 'append', requestId, group, skipExisting })) as Promise<AppendOutcome[]>;
   }
 
   /** Payloads of the log queued or being processed, counted by the thread once every group sent before this call is appended. */
   depth(): Promise<number> {
-    return this.request(this.pendingDepths, (requestId) => ({ type: 'depth', requestId }));
+    return this.request((requestId) => ({ type: 'depth', requestId })) as Promise<number>;
   }
 
   get isRunning(): boolean {
     return this.worker !== undefined && !this.stopping;
-  }
-
-  /** Payloads processed and dead-lettered by the thread since it started. */
-  get counts(): { processed: number; failed: number } {
-    return { processed: this.processedCount, failed: this.failedCount };
   }
 
   /** Finishes the round in hand, appends what it was sent, closes the thread's connection and ends the thread. */
@@ -195,12 +197,12 @@ export class IntakeThread {
     await this.worker?.terminate();
   }
 
-  private request<T>(pending: Map<number, PendingRequest<T>>, command: (requestId: number) => IntakeThreadCommand): Promise<T> {
+  private request(command: (requestId: number) => IntakeThreadCommand): Promise<AppendOutcome[] | number> {
     const worker = this.worker;
     if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
     const requestId = this.nextRequestId++;
     return new Promise((resolve, reject) => {
-      pending.set(requestId, { resolve, reject });
+      this.pending.set(requestId, { resolve, reject });
       worker.postMessage(command(requestId));
     });
   }
@@ -212,7 +214,6 @@ export class IntakeThread {
       productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: { batchSize: PROCESSING_BATCH_SIZE, ...this.options.worker },
-      processing: this.options.processing ?? true,
     };
     const worker = RUNS_FROM_SOURCE ? spawnSourceWorker(data) : new Worker(WORKER_MODULE, { workerData: data });
     const ready = new Promise<void>((resolve, reject) => {
@@ -239,27 +240,27 @@ export class IntakeThread {
 
   private receive(message: IntakeThreadMessage): void {
     if (message.type === 'round') {
-      this.processedCount += message.processed;
-      this.failedCount += message.failed;
+      this.options.onRound?.({ processed: message.processed, failed: message.failed });
       if (message.events.length > 0) this.options.onEvents(message.events);
-    } else if (message.type === 'appended') {
-      for (const { requestId, outcomes } of message.answers) settle(this.pendingAppends, requestId, outcomes);
-    } else if (message.type === 'depth') settle(this.pendingDepths, message.requestId, message.depth);
-    else if (message.type === 'store') this.options.onStoreFault?.(message.fault);
+    } else if (message.type === 'answers') {
+      for (const { requestId, value } of message.answers) {
+        this.pending.get(requestId)?.resolve(value);
+        this.pending.delete(requestId);
+      }
+    } else if (message.type === 'store') this.options.onStoreFault?.(message.fault);
+    else if (message.type === 'fault') this.options.onFault?.(message.key, message.entry);
     else if (message.type === 'log') this.log(message.entry);
   }
 
   private exited(code: number): void {
     this.worker = undefined;
     const ended = new TrailwireError('unavailable', 'The intake thread ended before it answered; try again.');
-    for (const pending of [this.pendingAppends, this.pendingDepths]) {
-      for (const request of pending.values()) request.reject(ended);
-      pending.clear();
-    }
+    for (const request of this.pending.values()) request.reject(ended);
+    this.pending.clear();
     if (this.stopping) return;
     // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
-    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartsInARow = 0;
-    const delay = Math.min((this.options.restartDelayMs ?? RESTART_DELAY_MS) * 2 ** this.restartsInARow++, MAX_RESTART_DELAY_MS);
+    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
+    const delay = this.restartDelay.next();
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
     this.restartTimer = setTimeout(() => {
       this.restarting = this.spawn().catch((error: unknown) => {
@@ -275,12 +276,6 @@ export class IntakeThread {
   }
 }
 
-function settle<T>(pending: Map<number, PendingRequest<T>>, requestId: number, value: T): void {
-  const request = pending.get(requestId);
-  pending.delete(requestId);
-  request?.resolve(value);
-}
-
 /**
  * A checkout runs the thread from TypeScript through tsx, whose module hooks are not inherited by
  * worker threads: the entry imports the module with tsx's own importer. (The compiled thread inherits
@@ -291,4 +286,35 @@ function spawnSourceWorker(data: IntakeThreadData): Worker {
   const module = JSON.stringify(WORKER_MODULE.href);
   const entry = `import(${JSON.stringify(tsx)}).then(({ tsImport }) => tsImport(${module}, ${module}))`;
   return new Worker(entry, { eval: true, workerData: data, execArgv: [] });
+}
+
+/**
+ * Lowers the scheduling priority of the calling thread alone (not its process), where the system
+ * allows it: on Linux a thread is a task with its own id, which `setpriority` accepts, and
+ * `/proc/thread-self` names it. Elsewhere nothing changes.
+ *
+ * The intake processing thread runs a little below the HTTP thread (`PROCESSING_THREAD_NICENESS`):
+ * when the cores are short, the scheduler then gives them to the thread that answers partners first,
+ * and a payload waits a moment longer in the durable log instead of a partner waiting for its 202.
+ * Under contention the processing thread still gets about a quarter of a core, and all of what is idle.
+ */
+/** How far below the process's priority the processing thread runs (a nice value; higher is lower). */
+export const PROCESSING_THREAD_NICENESS = 5;
+
+/** Lowers this thread's priority by `niceness` steps; answers whether it could. */
+export function lowerThisThreadPriority(niceness: number): boolean {
+  let threadId: number;
+  try {
+    // "<pid>/task/<tid>"
+    threadId = Number(readlinkSync('/proc/thread-self').split('/').pop());
+  } catch {
+    return false;
+  }
+  if (!Number.isSafeInteger(threadId) || threadId <= 0) return false;
+  try {
+    setPriority(threadId, Math.min(19, getPriority(threadId) + niceness));
+    return true;
+  } catch {
+    return false;
+  }
 }

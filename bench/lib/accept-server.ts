@@ -45,12 +45,8 @@ function instantQueue(): IntakeQueue {
     enqueue: async (item) => ({ record: queuedRecord(item), created: true }),
     findByIdempotencyKey: unused,
     get: unused,
-    nextBatch: unused,
-    commitBatch: unused,
-    abandonBatch: unused,
     listFailed: unused,
     requeue: unused,
-    purgeProcessed: unused,
     depth: async () => 0,
   };
 }

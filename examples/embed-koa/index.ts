@@ -18,15 +18,17 @@ import { createTrailwire, HTTP_STATUS_BY_CODE, isTrailwireError } from 'trailwir
 import { startGrpcServer } from 'trailwire/grpc';
 import { createLiveEventsRoute, createTrailwireMiddleware } from 'trailwire/koa';
 import { builtInProducts } from 'trailwire/products';
-import { openSqliteIntakeQueue, openSqliteStore } from 'trailwire/sqlite';
+import { openSqliteIntake, openSqliteStore } from 'trailwire/sqlite';
 
 const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, pino.destination(2));
 const dispatchKey = process.env.DISPATCH_KEY ?? 'dispatch-dev-key';
 
-// 1. The Trailwire core over its store, with intake, and its intake worker running in this process.
+// 1. The Trailwire core over its store, with the same intake as `trailwire serve`: 202s from the
+//    intake journal, processing in a worker thread, its live updates published by the core.
 const store = await openSqliteStore({ file: process.env.TRAILWIRE_DB ?? './data/dispatch.db' });
-const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: openSqliteIntakeQueue(store.db) });
-await trailwire.intake!.worker!.start();
+const intake = openSqliteIntake({ store, onEvents: (events) => events.forEach((event) => void trailwire.live.publish(event)) });
+const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue, worker: false });
+await intake.start();
 
 // 2. The app you already had: its timing header and its own error format.
 const app = new Koa();
@@ -99,7 +101,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
     liveEvents.endAllStreams(); // ends /fleet-api/api/v1/live streams (event: error, unavailable); server.close() would wait for them
     server.closeIdleConnections();
     await new Promise((resolve) => server.close(resolve));
-    await trailwire.close(); // stops the intake worker, then closes the store
+    await intake.stop(); // finishes the processing round in hand, ends the thread, closes the journal
+    await trailwire.close(); // then the live hub and the store
     process.exit(0);
   });
 

@@ -14,7 +14,7 @@ import {
   IDEMPOTENCY_WINDOW_MS,
   type IntakeBatch,
   type IntakeOutcome,
-  type IntakeQueue,
+  type ProcessableIntakeQueue as IntakeQueue,
   type IntakeRecord,
   type NewIntake,
 } from '../../core/intake-queue.ts';

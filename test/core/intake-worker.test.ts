@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { openSqliteIntakeQueue } from '../../adapters/sqlite/intake-queue.ts';
 import { openSqliteStore, type SqliteStore } from '../../adapters/sqlite/index.ts';
 import { ManualClock } from '../../core/clock.ts';
-import type { IntakeQueue, IntakeRecord } from '../../core/intake-queue.ts';
+import type { IntakeRecord, ProcessableIntakeQueue as IntakeQueue } from '../../core/intake-queue.ts';
 import { MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions, LINGER_FULL_AT, lingerAfter } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-hub.ts';

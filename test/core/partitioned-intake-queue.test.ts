@@ -2,20 +2,15 @@
  * The intake queue of a log engine (`PartitionedIntakeQueue`): the intake-queue conformance suite on
  * NATS JetStream's log with PostgreSQL's index (a stream and a schema of their own per case; two
  * processes' worth of connections for the sharing case), and on PostgreSQL's log part with the same
- * index, and on the SQLite file's log and index parts, so that the composition is held apart from any
- * one backend. The service-backed runs need `TRAILWIRE_TEST_DATABASE_URL` (and `TRAILWIRE_TEST_NATS_URL`
+ * index, so that the composition is held apart from any one log. The service-backed runs need `TRAILWIRE_TEST_DATABASE_URL` (and `TRAILWIRE_TEST_NATS_URL`
  * for JetStream); each skips, saying so, without it.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, describe } from 'node:test';
 import pg from 'pg';
 import { openJetStreamIntakeLog } from '../../adapters/nats/index.ts';
 import { openPostgresIntakeIndex, openPostgresIntakeLog } from '../../adapters/postgres/index.ts';
 import { createPostgresPool } from '../../adapters/postgres/pool.ts';
-import { openSqliteIntakeIndex, openSqliteIntakeLog, openSqliteStore } from '../../adapters/sqlite/index.ts';
 import type { IntakeLog } from '../../core/intake-log.ts';
 import { PartitionedIntakeQueue } from '../../core/partitioned-intake-queue.ts';
 import { runIntakeQueueConformance } from '../conformance/intake-queue.ts';
@@ -76,27 +71,4 @@ describe('PartitionedIntakeQueue', { skip: DATABASE_SKIP }, () => {
     return () => openJetStreamIntakeLog({ servers: NATS_URL!, ...names });
   });
   runOn('postgres log + postgres index', false, () => (host) => openPostgresIntakeLog(host));
-});
-
-describe('PartitionedIntakeQueue on the SQLite file (its log and index parts)', () => {
-  const directory = mkdtempSync(join(tmpdir(), 'trailwire-partitioned-'));
-  after(() => rmSync(directory, { recursive: true, force: true }));
-  let files = 0;
-  /** A queue on its own connection to `file`, as a process opens it. */
-  async function openProcess(file: string) {
-    const store = await openSqliteStore({ file });
-    const log = openSqliteIntakeLog(store.db);
-    const queue = new PartitionedIntakeQueue(log, openSqliteIntakeIndex(store.db));
-    let closing: Promise<void> | undefined;
-    return { queue, close: () => (closing ??= (async () => (await queue.close(), await log.close(), await store.close()))()) };
-  }
-  runIntakeQueueConformance({
-    name: 'sqlite log + sqlite index',
-    openQueue: () => openProcess(join(directory, `queue-${++files}.db`)),
-    async openSharedQueues() {
-      const file = join(directory, `queue-${++files}.db`);
-      const [a, b] = [await openProcess(file), await openProcess(file)];
-      return { queues: [a.queue, b.queue], close: async () => (await a.close(), await b.close()) };
-    },
-  });
 });

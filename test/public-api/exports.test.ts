@@ -34,7 +34,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
     'createLiveFeedService', 'decodeLiveUpdateResponse', 'grpcStatusOf', 'startGrpcServer',
   ],
   './sqlite': [
-    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeIndex', 'openSqliteIntakeLog', 'openSqliteIntakeQueue',
+    'DEFAULT_SQLITE_STORE_OPTIONS', 'STORE_COMPONENT', 'STORE_MIGRATIONS', 'SqliteIntakeQueue', 'applyMigrations', 'openSqliteIntake', 'openSqliteIntakeQueue',
     'openSqliteStore', 'readableByOthers', 'resolveSqliteStoreOptions',
   ],
   './nats': ['DEFAULT_JETSTREAM_INTAKE_LOG_OPTIONS', 'JetStreamIntakeLog', 'jetStreamOptionsOfUrl', 'openJetStreamIntakeLog', 'resolveJetStreamIntakeLogOptions'],
@@ -48,7 +48,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './postgres': [
     'DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS', 'DEFAULT_POSTGRES_STORE_OPTIONS', 'POSTGRES_QUEUE_COMPONENT', 'POSTGRES_QUEUE_MIGRATIONS',
     'INTAKE_PARTITIONS', 'POSTGRES_STORE_COMPONENT', 'POSTGRES_STORE_MIGRATIONS', 'PostgresIntakeQueue', 'applyPostgresMigrations', 'createPostgresPool',
-    'openPostgresIntakeIndex', 'openPostgresIntakeLog', 'POSTGRES_INDEX_COMPONENT', 'POSTGRES_INDEX_MIGRATIONS', 'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
+    'openPostgresIntake', 'openPostgresIntakeIndex', 'openPostgresIntakeLog', 'POSTGRES_INDEX_COMPONENT', 'POSTGRES_INDEX_MIGRATIONS', 'openPostgresIntakeQueue', 'openPostgresStore', 'quoteSchema', 'resolvePostgresIntakeQueueOptions', 'resolvePostgresStoreOptions',
     'withTransaction', 'writeOrExplain',
   ],
   './redis': [

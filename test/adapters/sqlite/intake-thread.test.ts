@@ -1,8 +1,10 @@
 /**
- * The SQLite intake with its processing thread, through its front door (`openSqliteIntake`): the
- * threaded queue passes the intake-queue conformance suite (journal, thread and log together, the
- * thread appending and the suite processing); a payload is answered once the journal has it, found
- * while staged, and in the log once the thread confirms it; the thread processes, sends live updates
+ * The SQLite intake with its processing thread, through its front door (`openSqliteIntake`): what
+ * the intake-queue conformance suite asks of accepting (every field stored and read back, idempotency
+ * keys per partner across turns and within one, depth), through journal, thread and log together (the
+ * processing itself is the SQLite log's, which passes the whole suite in intake-queue.test.ts); a
+ * payload is answered once the journal has it, found while staged, and in the log once the thread
+ * confirms it; the thread processes, sends live updates
  * back and stops cleanly; a thread that dies is restarted and nothing accepted is lost, `/readyz`'s
  * check saying so in between.
  */
@@ -13,15 +15,11 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { openSqliteIntake, openSqliteStore, type SqliteIntake } from '../../../adapters/sqlite/index.ts';
-import { IntakeJournal } from '../../../adapters/sqlite/intake-journal.ts';
-import { openSqliteIntakeQueue } from '../../../adapters/sqlite/intake-queue.ts';
 import { IntakeThread } from '../../../adapters/sqlite/intake-thread.ts';
-import { ThreadedIntakeQueue } from '../../../adapters/sqlite/threaded-intake-queue.ts';
+import { isProcessable } from '../../../core/intake-queue.ts';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
-import { RepeatingFaultLog } from '../../../core/repeating-fault-log.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
-import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
 import { newIntake, uniqueVin } from '../../support/fixtures.ts';
 import { until } from '../../support/until.ts';
 
@@ -44,11 +42,13 @@ async function openServerCore(options: { productModules?: string[] } = {}) {
   const store = await openSqliteStore({ file });
   const events: LiveTrailerEvent[] = [];
   const logs: string[] = [];
+  const counts = { processed: 0, failed: 0 };
   const intake = openSqliteIntake({
     store,
     productModules: options.productModules,
     worker: { lingerMs: 0 },
     onEvents: (batch) => events.push(...batch),
+    onRound: (round) => ((counts.processed += round.processed), (counts.failed += round.failed)),
     log: (entry) => logs.push(entry.message),
   });
   const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue, worker: false });
@@ -60,42 +60,18 @@ async function openServerCore(options: { productModules?: string[] } = {}) {
     },
   };
   opened.push(closable);
-  return { file, store, intake, trailwire, events, logs, close: closable.stop };
+  return { file, store, intake, trailwire, events, logs, counts, close: closable.stop };
 }
-
-// The threaded queue as its HTTP thread sees it, with a thread that appends and does not process, so
-// that the suite's own batches are the only ones: everything the suite checks of a queue passes
-// through the journal, the thread and the log.
-runIntakeQueueConformance({
-  name: 'sqlite with its processing thread and journal',
-  async openQueue() {
-    const file = freshFile();
-    const store = await openSqliteStore({ file });
-    const journal = IntakeJournal.open(file);
-    journal.clear();
-    const queue = new ThreadedIntakeQueue(openSqliteIntakeQueue(store.db), { journal, faults: new RepeatingFaultLog({ write: () => {} }) });
-    const thread = await IntakeThread.start({ file, processing: false, onEvents: () => {}, onReady: (started) => queue.attach(started) });
-    return {
-      queue,
-      close: async () => {
-        await thread.stop();
-        journal.close();
-        await store.close();
-      },
-    };
-  },
-  skip: { 'instances sharing a log keep each VIN in order': 'one server holds a file\'s intake journal: a second is refused (see "belongs to one server" in intake-journal.test.ts)' },
-});
 
 describe('SQLite intake with its processing thread', () => {
   it('processes what the core accepts, sends live updates back, counts, and stops cleanly', async () => {
-    const { trailwire, intake, events, close } = await openServerCore();
+    const { trailwire, intake, events, counts, close } = await openServerCore();
     const { principal } = await trailwire.auth.createCustomer({ name: 'Threaded' });
     const fleet = await trailwire.admin.createFleet({ customerId: principal.id, name: 'F' });
     const vin = uniqueVin();
     await trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
     for (let i = 0; i < 3; i++) await intake.queue.enqueue(newIntake({ vin, payload: gpsPayload(Math.floor(Date.now() / 1000) - 10 + i), receivedAt: Date.now() }));
-    await until(() => intake.counts.processed === 3, 'three payloads processed', 10_000);
+    await until(() => counts.processed === 3, 'three payloads processed', 10_000);
     await until(() => events.length > 0, 'a live update', 10_000);
     assert.equal(events.at(-1)!.trailer.vin, vin);
     assert.equal(await intake.queue.depth(), 0);
@@ -114,6 +90,35 @@ describe('SQLite intake with its processing thread', () => {
     await close();
   });
 
+  it('stores every field, answers a key reused in a later turn with the original record (per partner), and counts what waits', async () => {
+    const { intake, close } = await openServerCore();
+    const vin = uniqueVin();
+    const given = newIntake({ vin, idempotencyKey: 'order-7', payload: gpsPayload(), receivedAt: Date.now() });
+    const { record, created } = await intake.queue.enqueue(given);
+    assert.equal(created, true);
+    const expected = { ...given, status: 'queued', attempts: 0, nextAttemptAt: given.receivedAt, processedAt: null, error: null };
+    assert.deepEqual(record, expected);
+    const { status: _status, attempts: _attempts, processedAt: _processedAt, ...stored } = (await intake.queue.get(given.id))!;
+    const { status: _s, attempts: _a, processedAt: _p, ...expectedStored } = expected;
+    assert.deepEqual(stored, expectedStored, 'read back with every field, staged or logged');
+    const repeat = await intake.queue.enqueue(newIntake({ vin, idempotencyKey: 'order-7', payload: gpsPayload(), receivedAt: Date.now() }));
+    assert.deepEqual([repeat.created, repeat.record.id, repeat.record.payload], [false, given.id, given.payload], 'the original record answers');
+    assert.equal((await intake.queue.findByIdempotencyKey(given.partnerId, 'order-7', 0))?.id, given.id);
+    const otherPartner = await intake.queue.enqueue(newIntake({ vin, partnerId: 'partner-2', idempotencyKey: 'order-7', payload: gpsPayload(), receivedAt: Date.now() }));
+    assert.equal(otherPartner.created, true, 'keys are per partner');
+    assert.ok((await intake.queue.depth()) <= 2, 'two stored, none twice');
+    await until(async () => (await intake.queue.depth()) === 0 && (await intake.queue.get(otherPartner.record.id))?.status === 'processed', 'both processed', 10_000);
+    await close();
+  });
+
+  it('refuses to be given a core worker: its thread processes it', async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    const intake = openSqliteIntake({ store });
+    await assert.rejects(createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue }), /no process role/);
+    await intake.stop();
+    await store.close();
+  });
+
   it('keeps idempotency keys atomic within one turn: the second use of a key answers the first record', async () => {
     const { intake, close } = await openServerCore();
     const vin = uniqueVin();
@@ -128,11 +133,11 @@ describe('SQLite intake with its processing thread', () => {
   });
 
   it('loads the product modules it is given besides the built-in products', async () => {
-    const { intake, close } = await openServerCore({ productModules: [fileURLToPath(new URL('../../../examples/custom-product/index.ts', import.meta.url))] });
+    const { intake, counts, close } = await openServerCore({ productModules: [fileURLToPath(new URL('../../../examples/custom-product/index.ts', import.meta.url))] });
     const reefer = { reeferId: 'RF-1', reportedAt: new Date(Date.now() - 1000).toISOString(), setpointC: -18, returnAirC: -17, fuelPercent: 80 };
     await intake.queue.enqueue(newIntake({ product: 'reefer', vin: uniqueVin(), payload: JSON.stringify(reefer), receivedAt: Date.now() }));
     await intake.queue.enqueue(newIntake({ vin: uniqueVin(), payload: gpsPayload(), receivedAt: Date.now() }));
-    await until(() => intake.counts.processed === 2, 'both payloads', 10_000);
+    await until(() => counts.processed === 2, 'both payloads', 10_000);
     await close();
   });
 
@@ -160,7 +165,7 @@ describe('SQLite intake with its processing thread', () => {
     await assert.rejects(IntakeThread.start({ file: ':memory:', onEvents: () => {} }), /in-memory database cannot be shared/);
     const store = await openSqliteStore({ file: ':memory:' });
     const intake: SqliteIntake = openSqliteIntake({ store });
-    assert.equal(intake.processesItself, false, 'an in-memory store is processed by the core on the event loop');
+    assert.equal(isProcessable(intake.queue), true, "an in-memory store's queue is processed by the core's worker on the event loop");
     await store.close();
   });
 });

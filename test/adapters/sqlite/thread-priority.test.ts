@@ -21,7 +21,7 @@ function nicenessByThread(): Map<number, number> {
 
 it('lowers the calling thread alone', { skip: onLinux ? false : 'needs Linux /proc/thread-self' }, async () => {
   const before = nicenessByThread();
-  const module = new URL('../../../adapters/sqlite/thread-priority.ts', import.meta.url).href;
+  const module = new URL('../../../adapters/sqlite/intake-thread.ts', import.meta.url).href;
   const tsx = import.meta.resolve('tsx/esm/api');
   const worker = new Worker(
     `const { tsImport } = await import(${JSON.stringify(tsx)});
