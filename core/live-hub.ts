@@ -191,8 +191,9 @@ export interface LiveSubscription {
   /** The hub's newest position when the subscription was made (what a snapshot read after it covers), or null. */
   readonly positionAtSubscribe: string | null;
   /**
-   * The position the client has everything up to, when nothing waits to be written (else null):
-   * what a heartbeat tells it, so that an idle or filtered client's resume position stays current.
+   * The position of the last update (or snapshot end) written to this stream, when nothing waits to
+   * be written (else null): what a heartbeat tells the client, its own resume position and nothing
+   * about other tenants' activity.
    */
   readonly caughtUpTo: string | null;
   /** Whether `event` is for this subscription (its customer and filter). */
@@ -407,9 +408,9 @@ class Subscriber implements LiveSubscription {
 
   get caughtUpTo(): string | null {
     if (this.held || this.pending.size > 0 || this.backlogAt < this.backlog.length) return null;
-    const newest = this.hub.lastPosition;
-    if (newest === null || this.cursor === null) return newest ?? this.cursor;
-    return comparePositions(newest, this.cursor) > 0 ? newest : this.cursor;
+    // Only what this stream was sent: the hub's newest position moves with every tenant's updates,
+    // and a heartbeat carrying it would tell this client when and how often others' trailers change.
+    return this.cursor;
   }
 
   matches(event: LiveTrailerEvent): boolean {

@@ -19,9 +19,9 @@
  * lost; it reads the replay after its position (or, when the position left the window, a
  * `resume-reset` signal and a snapshot) and hands that to the subscription as its backlog, which
  * drops what it queued meanwhile that the backlog already covers, by position. A stream that asks
- * for nothing subscribes exactly as before. Heartbeats carry the position the stream has caught up
- * to, so a client that hears no update for a while (idle, or filtered) still resumes from a current
- * position.
+ * for nothing subscribes exactly as before. Heartbeats carry the stream's own position (the last
+ * update or snapshot end it was sent, issue 37), never the system's newest: that would tell a quiet
+ * customer when and how often other tenants' trailers change.
  */
 import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';

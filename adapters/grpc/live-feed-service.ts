@@ -114,12 +114,9 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     return bytes;
   };
   const stopRechecks = options.recheckOn?.(() => streams.recheckAll());
-  // Every idle stream's heartbeat carries the same position: encoded once per position.
-  let heartbeat = { position: null as string | null, bytes: HEARTBEAT_BYTES };
-  const heartbeatBytes = (position: string | null): Buffer => {
-    if (position !== heartbeat.position) heartbeat = { position, bytes: encodeLiveUpdateResponse(heartbeatMessageOf(position)) };
-    return heartbeat.bytes;
-  };
+  // A heartbeat carries its own stream's position: only the one without a position is shared.
+  const heartbeatBytes = (position: string | null): Buffer =>
+    position === null ? HEARTBEAT_BYTES : encodeLiveUpdateResponse(heartbeatMessageOf(position));
 
   async function subscribe(call: SubscribeCall): Promise<void> {
     const log = streamLog(call, options.accessLog);

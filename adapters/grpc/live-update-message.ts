@@ -49,7 +49,7 @@ export interface LiveUpdateMessage {
 export interface LiveUpdateResponseMessage {
   is_heartbeat: boolean;
   live_update?: LiveUpdateMessage;
-  /** (added, issue 32) The update's position; on a heartbeat or snapshot end, what the stream caught up to. */
+  /** (added, issue 32) The update's position; on a heartbeat or snapshot end, the stream's own position. */
   position?: string;
   is_snapshot?: boolean;
   snapshot_end?: boolean;
@@ -93,7 +93,7 @@ export function liveUpdateResponseOf(event: LiveTrailerEvent): LiveUpdateRespons
   return response;
 }
 
-/** A heartbeat, with the position the stream has caught up to when it has one. */
+/** A heartbeat, with the stream's own position when it has one. */
 export function heartbeatMessageOf(position: string | null): LiveUpdateResponseMessage {
   return position === null ? HEARTBEAT_MESSAGE : { is_heartbeat: true, position };
 }

@@ -297,7 +297,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       return { id: principal.id, token: server.trailwire.tokens.mint(principal).accessToken, fleet, trailers: [trailer] };
     }
 
-    it('sends a heartbeat at once and one every interval, carrying the position caught up to', async () => {
+    it('sends a heartbeat at once and one every interval, carrying its own position', async () => {
       const c = await customer();
       {
         const stream = await open(c.token);
@@ -309,9 +309,33 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
         await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 2);
         mock.timers.tick(HEARTBEAT_MS);
         await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 3);
-        assert.equal(stream.messages.at(-1)!.position, server.trailwire.live.lastPosition);
+        assert.equal(stream.messages.at(-1)!.position, updates(stream.messages)[0]!.position);
         stream.close();
       }
+    });
+
+    it("carries the stream's own position in heartbeats, never another tenant's", async () => {
+      const quiet = await customer();
+      const busy = await customer();
+      const stream = await open(quiet.token);
+      server.clock.advance(2);
+      await server.trailwire.live.publish(eventOf(quiet.id, quiet.fleet, quiet.trailers[0]!));
+      await stream.until((m) => updates(m).length === 1);
+      const own = updates(stream.messages)[0]!.position;
+      for (let i = 0; i < 3; i++) {
+        server.clock.advance(2);
+        await server.trailwire.live.publish(eventOf(busy.id, busy.fleet, busy.trailers[0]!));
+      }
+      assert.notEqual(server.trailwire.live.lastPosition, own, "the other tenant's updates moved the system's position");
+      mock.timers.tick(HEARTBEAT_MS);
+      await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 2);
+      assert.equal(stream.messages.at(-1)!.position, own);
+      // A stream that was sent nothing yet has no position to tell.
+      const fresh = await open(quiet.token);
+      assert.equal(fresh.messages[0]!.kind, 'heartbeat');
+      assert.equal(fresh.messages[0]!.position, undefined);
+      stream.close();
+      fresh.close();
     });
 
     it('ends the stream when its token expires, with invalid_token', async () => {
