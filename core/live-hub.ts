@@ -21,7 +21,7 @@
  * others: fan-out only ever calls the non-blocking `write` or touches the subscriber's own map.
  *
  * No gaps (issue 32). A bus may keep a replay window (`core/live-replay.ts`): it then gives every
- * event a `position`, delivered in position order, and answers `replayAfter(position)`. Pending
+ * event a `position`, delivered in position order, and answers `replayAfter(customer, position)`. Pending
  * updates are written in position order too (a trailer updated again moves to the back of the queue,
  * carrying its newest state), so the positions a subscriber receives only ever increase and "the
  * last position I saw" means "I have everything up to there": what it resumes from. A subscription
@@ -70,21 +70,25 @@ export interface LiveBus extends Channel<LiveTrailerEvent> {
    * window sets `position` on the event its listeners receive.
    */
   publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void>;
+  /** Whether the bus keeps a replay window: it positions every event and `replayAfter` can answer. */
+  readonly replays: boolean;
   /**
-   * Present on a bus that keeps a replay window: the events published after `position`, oldest
-   * first and with their positions, or null when `position` is not resumable (it left the window,
-   * or this window never issued it). Every such bus passes the replay cases of the conformance suite.
+   * The customer's events published after `position`, oldest first and with their positions, or
+   * null when `position` is not resumable (`core/live-replay.ts`: something after it left the
+   * window, or this window never issued it) — always null on a bus without a window. It costs in
+   * proportion to the customer's events it answers, not to the window (issue 37).
    */
-  replayAfter?(position: string): Promise<LiveTrailerEvent[] | null>;
+  replayAfter(customerId: string, position: string): Promise<LiveTrailerEvent[] | null>;
 }
 
 export interface LivePublishOptions {
   /**
-   * Publish only if no process published an event with this key within the window: for events every
-   * process learns of by itself (an operator change read from the store's change feed), which must
-   * reach the window, and the subscribers, once. Only a bus with a replay window looks at it.
+   * The change the event tells of, when every process learns of it by itself (an operator change
+   * read from the store's change feed): a bus with a replay window publishes the first event of a
+   * change within the window and drops the others, so that the change reaches the window, and the
+   * subscribers, once. A bus without a window never sees one (`LiveHub.deliverHere`).
    */
-  onceKey?: string;
+  changeId?: string;
 }
 
 /** `MemoryLiveBus`'s options. */
@@ -104,41 +108,45 @@ export interface MemoryLiveBusOptions {
  */
 export class MemoryLiveBus extends MemoryChannel<LiveTrailerEvent> implements LiveBus {
   private readonly ring: ReplayRing<LiveTrailerEvent> | null;
-  /** `onceKey`s published, with when (Map order: oldest first), forgotten with the window. */
-  private readonly onceKeys = new Map<string, number>();
+  /** The `changeId`s published, with when (Map order: oldest first), forgotten with the window. */
+  private readonly changesPublished = new Map<string, number>();
   private readonly clock: Clock;
   private readonly windowMs: number;
-  /** Present when the bus keeps a window (see `LiveBus.replayAfter`). */
-  readonly replayAfter?: (position: string) => Promise<LiveTrailerEvent[] | null>;
 
   constructor(options: MemoryLiveBusOptions = {}) {
     super('live bus', options.onListenerError);
     const replay = resolveReplayOptions(options.replay, 'MemoryLiveBus.replay');
     this.clock = options.clock ?? systemClock;
     this.windowMs = replay.replaySeconds * 1000;
-    const ring = replay.replaySeconds > 0 ? new ReplayRing<LiveTrailerEvent>(this.clock, replay) : null;
-    this.ring = ring;
-    if (ring) this.replayAfter = async (position) => ring.after(position)?.map((entry) => entry.item) ?? null;
+    this.ring = replay.replaySeconds > 0 ? new ReplayRing<LiveTrailerEvent>(this.clock, replay) : null;
   }
 
-  private firstTime(key: string): boolean {
+  get replays(): boolean {
+    return this.ring !== null;
+  }
+
+  async replayAfter(customerId: string, position: string): Promise<LiveTrailerEvent[] | null> {
+    return this.ring?.after(customerId, position)?.map((entry) => entry.item) ?? null;
+  }
+
+  private firstPublished(changeId: string): boolean {
     const now = this.clock.now();
-    for (const [old, at] of this.onceKeys) {
+    for (const [old, at] of this.changesPublished) {
       if (at > now - this.windowMs) break;
-      this.onceKeys.delete(old);
+      this.changesPublished.delete(old);
     }
-    if (this.onceKeys.has(key)) return false;
-    this.onceKeys.set(key, now);
+    if (this.changesPublished.has(changeId)) return false;
+    this.changesPublished.set(changeId, now);
     return true;
   }
 
   /** Positions the event (when the bus keeps a window) and calls every listener with it. */
   override async publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void> {
     // Several cores of one process may share this bus, each reading the store's change feed.
-    if (options?.onceKey !== undefined && this.ring && !this.firstTime(options.onceKey)) return;
+    if (options?.changeId !== undefined && this.ring && !this.firstPublished(options.changeId)) return;
     if (this.ring) {
       const positioned = { ...event, position: '' };
-      positioned.position = this.ring.append(positioned);
+      positioned.position = this.ring.append(event.customerId, positioned);
       return super.publish(positioned);
     }
     return super.publish(event);
@@ -289,12 +297,12 @@ export class LiveHub {
 
   /** Whether the bus keeps a replay window (updates carry positions and can be resumed). */
   get replays(): boolean {
-    return typeof this.bus.replayAfter === 'function';
+    return this.bus.replays;
   }
 
-  /** The updates after `position` in the bus's window, or null when it is not resumable (or the bus keeps no window). */
-  async replayAfter(position: string): Promise<LiveTrailerEvent[] | null> {
-    return this.bus.replayAfter ? this.bus.replayAfter(position) : null;
+  /** The customer's updates after `position` in the bus's window, or null when it is not resumable (or the bus keeps no window). */
+  async replayAfter(customerId: string, position: string): Promise<LiveTrailerEvent[] | null> {
+    return this.bus.replayAfter(customerId, position);
   }
 
   /** The current state of every trailer of the customer that `filter` lets through, as snapshot updates. */
@@ -345,16 +353,16 @@ export class LiveHub {
    * Hands an event to this hub's subscribers only, not to the bus: for events every process learns
    * of by itself (the store's change feed, `core/trailer-changes.ts`), which the bus would repeat.
    */
-  deliverHere(event: LiveTrailerEvent, onceKey?: string): void {
+  deliverHere(event: LiveTrailerEvent, changeId?: string): void {
     if (this.closed) return;
     if (!this.replays) {
       this.deliver(event);
       return;
     }
     // With a replay window the event must be in it, and have a position, like every other: it goes
-    // through the bus, once for all processes (`onceKey`). A bus that cannot take it now (Redis
+    // through the bus, once for all processes (`changeId`). A bus that cannot take it now (Redis
     // away) says so through its own error hook; the trailer heals at its next change.
-    this.bus.publish(event, { onceKey }).catch(() => {});
+    this.bus.publish(event, { changeId }).catch(() => {});
   }
 
   private deliver(event: LiveTrailerEvent): void {

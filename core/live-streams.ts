@@ -233,7 +233,10 @@ export class LiveStream {
   private async prepare(hub: LiveHub, subscription: LiveSubscription, request: LiveStreamRequest): Promise<void> {
     const backlog: Array<LiveTrailerEvent | LiveSignal> = [];
     if (request.resumeAfter !== undefined) {
-      const missed = await hub.replayAfter(request.resumeAfter);
+      // A window that cannot answer now (Redis slow or away) is served as a position it cannot
+      // resume: the reset signal and a snapshot from the store. Ending the stream instead would have
+      // the client (an EventSource) retry the same position into the same failure.
+      const missed = await hub.replayAfter(this.claims.sub, request.resumeAfter).catch(() => null);
       if (missed !== null) {
         let through = request.resumeAfter;
         for (const event of missed) {
