@@ -27,6 +27,7 @@ import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import type { LiveFilter, LiveHub, LiveSignal, LiveSubscription, LiveTrailerEvent } from './live-hub.ts';
 import { isPosition } from './live-replay.ts';
+import type { FixedWindowLimiter, RateLimitState } from './rate-limit.ts';
 import type { AccessClaims, TokenService } from './tokens.ts';
 
 /** One stream's wire, implemented by a transport adapter. */
@@ -58,6 +59,19 @@ export interface LiveStreamsOptions {
   maxStreamsPerCustomer?: number;
   /** Names the transport in the cap's message ("LiveFeed", "live event"). */
   streamName: string;
+  /**
+   * The windowed limits on opening streams (`Trailwire.liveConnectLimits`): a reconnect storm of one
+   * customer, or from one address, is refused before it reads a snapshot or a replay. Default: none.
+   */
+  connectLimits?: LiveConnectLimits;
+}
+
+/** The connect limits of the live streams (contract 7's windows; `LimitSettings.liveConnect*`). */
+export interface LiveConnectLimits {
+  /** Streams opened per customer, over every transport. */
+  perCustomer: FixedWindowLimiter;
+  /** Streams opened per client address. */
+  perAddress: FixedWindowLimiter;
 }
 
 /** What a client asks of its stream; every field may be left out (a stream of every update from now on, as before). */
@@ -101,6 +115,7 @@ export class LiveStreams {
   private readonly tokens: LiveStreamsOptions['tokens'];
   private readonly clock: Clock;
   private readonly streamName: string;
+  private readonly connectLimits: LiveConnectLimits | undefined;
   readonly heartbeatIntervalMs: number;
   readonly maxStreamsPerCustomer: number;
   private closedWith: TrailwireError | null = null;
@@ -117,6 +132,7 @@ export class LiveStreams {
     this.tokens = options.tokens;
     this.clock = options.clock;
     this.streamName = options.streamName;
+    this.connectLimits = options.connectLimits;
   }
 
   /** How many streams of this transport are open. */
@@ -127,6 +143,22 @@ export class LiveStreams {
   /** Why new streams are refused (set by `endAll`), or null while streams are taken. */
   get closing(): TrailwireError | null {
     return this.closedWith;
+  }
+
+  /**
+   * Counts a stream opened by the claims' customer from `address` against the connect limits, and
+   * throws `rate_limited` (with the window's state: a 429's `Retry-After`) when either is exhausted.
+   * A transport calls it once per connect, before `admit`; it answers the customer's state (for the
+   * RateLimit-* headers), or undefined when no connect limit applies.
+   */
+  async countConnect(claims: AccessClaims, address: string): Promise<RateLimitState | undefined> {
+    if (this.closedWith) throw this.closedWith;
+    if (!this.connectLimits) return undefined;
+    const { perCustomer, perAddress } = this.connectLimits;
+    const [customer, client] = await Promise.all([perCustomer.consume(claims.sub), perAddress.consume(address)]);
+    if (!customer.allowed) throw perCustomer.limitedError(customer);
+    if (!client.allowed) throw perAddress.limitedError(client);
+    return customer;
   }
 
   /**

@@ -19,7 +19,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, systemClock } from '../../core/clock.ts';
-import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
+import { checkLiveStreamRequest, type LiveConnectLimits, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
 import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince, requestIdFrom } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
@@ -41,6 +41,12 @@ export interface LiveFeedServiceOptions {
    * (LiveFeed and `GET /api/v1/live` together); the next is refused RESOURCE_EXHAUSTED. Default 100.
    */
   maxStreamsPerCustomer?: number;
+  /**
+   * The windowed limits on opening streams, per customer and per client address (pass
+   * `Trailwire.liveConnectLimits`, which `GET /api/v1/live` counts against too): a connect over either
+   * is refused RESOURCE_EXHAUSTED before it reads a snapshot or a replay. Default: none.
+   */
+  connectLimits?: LiveConnectLimits;
   /** What "now" is when a stream's token expires. Default: the clock of `tokens`, else the system clock. */
   clock?: Clock;
   /**
@@ -101,6 +107,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     heartbeatIntervalMs: options.heartbeatIntervalMs,
     maxStreamsPerCustomer: options.maxStreamsPerCustomer,
     streamName: 'LiveFeed',
+    connectLimits: options.connectLimits,
   });
   // Encoded once per event, whichever stream asks first; the event is dropped with its bytes once
   // no stream's pending updates hold it any more.
@@ -129,6 +136,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
       requireAudience(claims, 'customers');
       request = liveStreamRequestOf(call.request);
       checkLiveStreamRequest(request);
+      await streams.countConnect(claims, peerAddress(call.getPeer()));
       streams.admit(claims);
     } catch (error) {
       endCall(call, error);
@@ -207,6 +215,12 @@ function streamLog(call: SubscribeCall, accessLog: LiveFeedServiceOptions['acces
 function endCall(call: SubscribeCall, error: unknown): void {
   // grpc-js turns an 'error' event on a server stream into the call's final status.
   call.emit('error', { ...grpcStatusOf(error), metadata: new grpc.Metadata() });
+}
+
+/** The address of a call's peer (`ipv4:1.2.3.4:5678`, `ipv6:[::1]:5678`, `unix:/path`), without its port. */
+export function peerAddress(peer: string): string {
+  const match = /^(?:ipv[46]:)?\[?([^\]]*?)\]?:\d+$/.exec(peer);
+  return match ? match[1]! : peer;
 }
 
 /** The token of the `authorization: Bearer <token>` metadata. */

@@ -238,7 +238,7 @@ function liveEventsOperation(): Json {
         '`unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends.',
         'A reader that falls behind gets each trailer\'s latest state (intermediate updates of a trailer are coalesced).',
         'Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis).',
-        'Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).',
+        'Not counted against the read limit; connects counted per customer (together with the gRPC LiveFeed) and per client address in windows, and open streams capped per customer (`--max-streams-per-customer`).',
       ].join(' '),
       security: [{ customerToken: [] }],
       parameters: [
@@ -251,14 +251,15 @@ function liveEventsOperation(): Json {
       responses: {
         200: {
           description: 'The event stream.',
-          headers: { 'Cache-Control': { description: '`no-cache`.', schema: { type: 'string' } } },
+          headers: { 'Cache-Control': { description: '`no-cache`.', schema: { type: 'string' } }, ...rateLimitHeaders },
           content: { 'text/event-stream': { schema: { type: 'string' }, example: 'event: heartbeat\ndata: {"timestamp":"2026-06-01T12:00:00.000Z"}\n\n' } },
         },
         ...refusals,
         ...problems(400),
         429: {
-          description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first. Not a window: a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
-          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again (a fixed advice: 5).', required: true, schema: { type: 'integer' } } },
+          description:
+            '`rate_limited`: the customer (LiveFeed and this endpoint together) or the client address opened the most live streams allowed in the current window (`--live-connect-limit`, `--live-connect-address-limit`; default 120 per 60 s each), `Retry-After` being the seconds until the window ends; or the customer already holds the most live streams allowed in this process (`--max-streams-per-customer`): a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
+          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: { type: 'integer' } } },
           content: { 'application/problem+json': { schema: ref('Problem') } },
         },
         ...anyOperationResponses,
