@@ -23,7 +23,8 @@ import { checkLiveStreamRequest, type LiveConnectLimits, type LiveStreamRequest,
 import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince, requestIdFrom } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveHub, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveHub } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
 import { HEARTBEAT_MESSAGE, heartbeatMessageOf, liveUpdateResponseOf, signalMessageOf } from './live-update-message.ts';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from './proto.ts';

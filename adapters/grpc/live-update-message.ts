@@ -5,7 +5,8 @@
  * value for it (a trailer without a unit id, or that never reported a GPS fix), so a client can tell
  * "absent" from "empty".
  */
-import type { LiveSignal, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveSignal } from '../../core/live-subscriber.ts';
 import { statusView } from '../../core/trailer-status.ts';
 
 /** `google.protobuf.Timestamp`. */

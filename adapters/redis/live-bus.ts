@@ -29,7 +29,7 @@
  */
 import type { Redis } from 'ioredis';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveBus, LivePublishOptions, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveBus, LivePublishOptions, LiveTrailerEvent } from '../../core/live-bus.ts';
 import { JsonChannel, type JsonChannelSettings, openJsonChannel } from './json-channel.ts';
 import { RedisReplayWindow, type RedisReplayWindowOptions } from './live-replay.ts';
 

@@ -26,7 +26,7 @@
  * restart) is not resumable, and the client gets the reset signal.
  */
 import type { Redis } from 'ioredis';
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { type LiveReplayOptions, resolveReplayOptions } from '../../core/live-replay.ts';
 
 export interface RedisReplayWindowOptions extends LiveReplayOptions {

@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveBus, LiveTrailerEvent } from '../../core/live-bus.ts';
 import { comparePositions, isPosition } from '../../core/live-replay.ts';
 import { type ChannelCase, collect, runChannelConformance } from './channel.ts';
 

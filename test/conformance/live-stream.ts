@@ -15,7 +15,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, mock } from 'node:test';
 import type { ManualClock } from '../../core/clock.ts';
-import type { LiveSnapshotSource, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveSnapshotSource } from '../../core/live-snapshot.ts';
 import type { LiveStreamRequest } from '../../core/live-streams.ts';
 import type { LimitSettings } from '../../core/trailwire.ts';
 import { until } from '../support/until.ts';

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it, mock } from 'node:test';
 import { ManualClock } from '../../core/clock.ts';
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
-import { LiveHub, type LiveTrailerEvent, MemoryLiveBus } from '../../core/live-hub.ts';
+import { type LiveTrailerEvent, MemoryLiveBus } from '../../core/live-bus.ts';
+import { LiveHub } from '../../core/live-hub.ts';
 import { LiveStreams, type LiveStreamTransport } from '../../core/live-streams.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
 
