@@ -16,7 +16,7 @@
  * after the last position I saw" exact. An event of a change every process reads from the store is
  * appended only by the first process to try, under a `SET NX` key that lives as long as the window.
  *
- * Reading is a script per page of `pageSize` entries (default 500): each checks that the page's
+ * Reading is a script per page of `pageSize` entries (default 100): each checks that the page's
  * start is still resumable (`core/live-replay.ts`: between the window's newest deleted id — or its
  * first id when none was deleted — and its newest, and no older than the window; XINFO STREAM's
  * fields, Redis 7.0+), then reads the page from the customer's stream. No call holds Redis longer
@@ -32,12 +32,12 @@ import { type LiveReplayOptions, resolveReplayOptions } from '../../core/live-re
 export interface RedisReplayWindowOptions extends LiveReplayOptions {
   /** The window stream's key, and the prefix of the customers' streams; every process of one deployment uses the same one. Default `'trailwire:live:window'`. */
   streamKey?: string;
-  /** Entries a resume reads per call: the longest it holds Redis. Default 500 (about 0.3 ms of Redis each, docs/performance.md). */
+  /** Entries a resume reads per call: the longest it holds Redis. Default 100 (0.6 ms a call with its round trip, against 2.5-7.6 ms for 500; docs/performance.md). */
   pageSize?: number;
 }
 
 export const DEFAULT_REDIS_REPLAY_STREAM_KEY = 'trailwire:live:window';
-export const DEFAULT_REDIS_REPLAY_PAGE_SIZE = 500;
+export const DEFAULT_REDIS_REPLAY_PAGE_SIZE = 100;
 
 // KEYS: window stream, customer stream, change key. ARGV: event JSON, channel, max events, window ms,
 // a change ('1' or '0'), customer id.
