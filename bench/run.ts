@@ -7,6 +7,7 @@ import { runFloodBench } from './flood.ts';
 import { runIntakeBench } from './intake.ts';
 import { runIntakeProcessingBench } from './intake-processing.ts';
 import { liveFeedRunsOf, runLiveFeedBench } from './livefeed.ts';
+import { runLiveStormBench } from './live-storm.ts';
 import { runReadPagingBench } from './read-paging.ts';
 import { runScaleOutBench } from './scale-out.ts';
 
@@ -17,6 +18,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'intake-processing': () => runIntakeProcessingBench(),
   livefeed: () => runLiveFeedBench({ runs: liveFeedRunsOf(process.env.LIVEFEED_RUNS) }),
   flood: () => runFloodBench(),
+  'live-storm': () => runLiveStormBench(),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 

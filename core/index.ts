@@ -113,7 +113,8 @@ export { DEFAULT_INTAKE_WORKER_OPTIONS, IntakeWorker, type IntakeWorkerOptions }
  * Live updates: `LiveHub` fans `LiveTrailerEvent`s out per customer to `LiveSink`s (a transport's
  * streams, each a `LiveSubscription`; `LiveHubOptions`, `LiveHubStats`).
  */
-export { LiveHub, type LiveHubOptions, type LiveHubStats, type LiveSink, type LiveSubscription, type LiveTrailerEvent } from './live-hub.ts';
+export { LiveHub, type LiveHubOptions, type LiveHubStats } from './live-hub.ts';
+export type { LiveSink, LiveSubscription } from './live-subscriber.ts';
 /** Trailer status (contract 4): `deriveTrailerStatus` applies the Faulted > Warning > OK rule and keeps `statusDate` while the name holds. */
 export { deriveTrailerStatus, type TrailerStatus } from './trailer-status.ts';
 
@@ -176,7 +177,7 @@ export { PartitionedIntakeQueue, type PartitionedIntakeQueueOptions } from './pa
 /** The publish/subscribe seam every cross-process path rides on: a `Channel` of messages (`ChannelListener`); the live bus and the rotation feed are channels. */
 export type { Channel, ChannelListener } from './channel.ts';
 /** Cross-process fan-out: a `LiveBus` (a `Channel` of live updates) carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
-export { type LiveBus, type LiveBusListener, MemoryLiveBus } from './live-hub.ts';
+export { type LiveBus, type LiveBusListener, type LiveTrailerEvent, MemoryLiveBus } from './live-bus.ts';
 /**
  * Key rotations across processes: a `RotationFeed` carries `RotationNotice`s (`RotationNoticeListener`)
  * so every process sharing the store rejects tokens minted before a rotation and ends the customer's

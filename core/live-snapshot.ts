@@ -5,13 +5,17 @@
  * change made while the snapshot is read is sent after it (`core/live-streams.ts`); trailers in no
  * fleet are visible to no customer and are not in it, as they are in no live update.
  */
-import type { LiveFilter, LiveSnapshotSource, LiveTrailerEvent } from './live-hub.ts';
+import type { LiveTrailerEvent } from './live-bus.ts';
+import type { LiveFilter } from './live-subscriber.ts';
 import type { Clock } from './clock.ts';
 import type { FleetReadStore } from './store.ts';
 
+/** Reads the current state of every trailer of a customer that `filter` lets through, as snapshot updates. */
+export type LiveSnapshotSource = (customerId: string, filter: LiveFilter | undefined) => Promise<LiveTrailerEvent[]>;
+
 /** A `LiveSnapshotSource` over the store's read queries (scoped to the customer, as the read API). */
 export function storeLiveSnapshot(
-  store: Pick<FleetReadStore, 'listFleets' | 'listTrailers' | 'getTrailer' | 'getFleet'>,
+  store: Pick<FleetReadStore, 'listFleets' | 'listTrailers' | 'getTrailer'>,
   clock: Clock,
   /** `pageSize`: fleets and trailers read per query. Default 1,000 (10,000 trailers are 10 reads). */
   options: { pageSize?: number } = {},
@@ -24,20 +28,16 @@ export function storeLiveSnapshot(
     const fleetIds = filter?.fleetIds ?? [];
     const trailerIds = filter?.trailerIds ?? [];
     const whole = fleetIds.length === 0 && trailerIds.length === 0;
-    const fleets: Array<{ id: number; name: string }> = [];
-    if (whole) {
-      for (let afterId: number | undefined; ; ) {
-        const page = await store.listFleets(customerId, { afterId, limit: PAGE });
-        fleets.push(...page);
-        if (page.length < PAGE) break;
-        afterId = page.at(-1)!.id;
-      }
-    } else {
-      for (const id of fleetIds) {
-        const fleet = await store.getFleet(customerId, id);
-        if (fleet) fleets.push(fleet);
-      }
+    // The customer's own fleets, read once: a filter's fleet ids are looked up in it, so an id the
+    // customer does not own costs a set lookup, not a query (issue 37: 1,000 foreign ids a connect).
+    const owned = new Map<number, { id: number; name: string }>();
+    for (let afterId: number | undefined; ; ) {
+      const page = await store.listFleets(customerId, { afterId, limit: PAGE });
+      for (const fleet of page) owned.set(fleet.id, { id: fleet.id, name: fleet.name });
+      if (page.length < PAGE) break;
+      afterId = page.at(-1)!.id;
     }
+    const fleets = whole ? [...owned.values()] : [...new Set(fleetIds)].flatMap((id) => owned.get(id) ?? []);
     for (const fleet of fleets) {
       for (let afterId: string | undefined; ; ) {
         const page = await store.listTrailers(customerId, fleet.id, { afterId, limit: PAGE, activeOnly: false, staleBefore: 0 });
@@ -49,13 +49,86 @@ export function storeLiveSnapshot(
         afterId = page.at(-1)!.id;
       }
     }
-    for (const id of trailerIds) {
+    for (const id of new Set(trailerIds)) {
       if (seen.has(id)) continue;
       const trailer = await store.getTrailer(customerId, id);
-      if (trailer === null || trailer.fleetId === null) continue;
-      const fleet = await store.getFleet(customerId, trailer.fleetId);
-      if (fleet) out.push({ customerId, fleet: { id: fleet.id, name: fleet.name }, trailer, ts, snapshot: true });
+      const fleet = trailer?.fleetId == null ? undefined : owned.get(trailer.fleetId);
+      if (trailer && fleet) out.push({ customerId, fleet, trailer, ts, snapshot: true });
     }
     return out;
   };
+}
+
+/** A snapshot as a stream sends it: the states, the position they cover, and the customer's updates since. */
+export interface LiveSnapshot {
+  /** The current state of each trailer, as snapshot updates. */
+  states: readonly LiveTrailerEvent[];
+  /** The window's position the states cover (everything up to it is in them), or null without a window. */
+  position: string | null;
+  /** The customer's updates after `position` (a shared snapshot read a moment ago), oldest first. */
+  since: readonly LiveTrailerEvent[];
+}
+
+export interface SharedSnapshotsOptions {
+  /** How long a snapshot read for one stream serves others of the same customer and filter, in ms. Default 2,000. */
+  shareMs?: number;
+  /** The most snapshots held at once (oldest dropped first). Default 64. */
+  maxShared?: number;
+}
+
+export const SHARED_SNAPSHOT_DEFAULTS = { shareMs: 2_000, maxShared: 64 } as const;
+
+/**
+ * One snapshot read serves every stream of the same customer and filter that asks within `shareMs`
+ * (issue 37: a 3,000-trailer snapshot cost ~18 ms of the event loop a connect, and a reconnect storm
+ * at 100/s saturated the process). A later stream gets the same states (the same objects, so each
+ * transport encodes them once) with the position they cover, plus the customer's updates since from
+ * the replay window — so it misses nothing, exactly as if it had read the store itself. Without a
+ * window (no position to replay from), or when the window no longer holds that position, the
+ * snapshot is read afresh. Concurrent asks share the read in flight.
+ */
+export class SharedSnapshots {
+  private readonly held = new Map<string, { at: number; position: string; states: Promise<LiveTrailerEvent[]> }>();
+  private readonly shareMs: number;
+  private readonly maxShared: number;
+
+  constructor(
+    private readonly source: LiveSnapshotSource,
+    private readonly replayAfter: (customerId: string, position: string) => Promise<LiveTrailerEvent[] | null>,
+    private readonly clock: Clock,
+    options: SharedSnapshotsOptions = {},
+  ) {
+    const settings = { ...SHARED_SNAPSHOT_DEFAULTS, ...options };
+    for (const [name, value] of Object.entries(settings))
+      if (!Number.isInteger(value) || value < 0) throw new TypeError(`SharedSnapshots: \`${name}\` must be a non-negative integer, got ${value}`);
+    this.shareMs = settings.shareMs;
+    this.maxShared = settings.maxShared;
+  }
+
+  /**
+   * The snapshot of the customer's trailers that `filter` lets through, for a stream subscribed when
+   * the window's newest position was `positionNow` (null: no window, or nothing published yet).
+   */
+  async read(customerId: string, filter: LiveFilter | undefined, positionNow: string | null): Promise<LiveSnapshot> {
+    const now = this.clock.now();
+    for (const [key, entry] of this.held) {
+      if (entry.at > now - this.shareMs && this.held.size <= this.maxShared) break;
+      this.held.delete(key);
+    }
+    const key = `${customerId}\n${filter?.fleetIds?.join(',') ?? ''}\n${filter?.trailerIds?.join(',') ?? ''}`;
+    const shared = this.held.get(key);
+    if (shared) {
+      const since = await this.replayAfter(customerId, shared.position).catch(() => null);
+      const states = await shared.states.catch(() => null);
+      if (since !== null && states !== null) return { states, position: shared.position, since };
+    }
+    const states = this.source(customerId, filter);
+    if (positionNow !== null && this.shareMs > 0 && this.maxShared > 0) {
+      this.held.delete(key);
+      this.held.set(key, { at: now, position: positionNow, states });
+      // A failed read is not shared: the next stream reads again.
+      states.catch(() => this.held.get(key)?.states === states && this.held.delete(key));
+    }
+    return { states: await states, position: positionNow, since: [] };
+  }
 }

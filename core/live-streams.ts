@@ -19,14 +19,17 @@
  * lost; it reads the replay after its position (or, when the position left the window, a
  * `resume-reset` signal and a snapshot) and hands that to the subscription as its backlog, which
  * drops what it queued meanwhile that the backlog already covers, by position. A stream that asks
- * for nothing subscribes exactly as before. Heartbeats carry the position the stream has caught up
- * to, so a client that hears no update for a while (idle, or filtered) still resumes from a current
- * position.
+ * for nothing subscribes exactly as before. Heartbeats carry the stream's own position (the last
+ * update or snapshot end it was sent, issue 37), never the system's newest: that would tell a quiet
+ * customer when and how often other tenants' trailers change.
  */
 import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
-import type { LiveFilter, LiveHub, LiveSignal, LiveSubscription, LiveTrailerEvent } from './live-hub.ts';
+import type { LiveTrailerEvent } from './live-bus.ts';
+import type { LiveHub } from './live-hub.ts';
+import type { LiveFilter, LiveSignal, LiveSubscription } from './live-subscriber.ts';
 import { isPosition } from './live-replay.ts';
+import type { FixedWindowLimiter, RateLimitState } from './rate-limit.ts';
 import type { AccessClaims, TokenService } from './tokens.ts';
 
 /** One stream's wire, implemented by a transport adapter. */
@@ -58,6 +61,19 @@ export interface LiveStreamsOptions {
   maxStreamsPerCustomer?: number;
   /** Names the transport in the cap's message ("LiveFeed", "live event"). */
   streamName: string;
+  /**
+   * The windowed limits on opening streams (`Trailwire.liveConnectLimits`): a reconnect storm of one
+   * customer, or from one address, is refused before it reads a snapshot or a replay. Default: none.
+   */
+  connectLimits?: LiveConnectLimits;
+}
+
+/** The connect limits of the live streams (contract 7's windows; `LimitSettings.liveConnect*`). */
+export interface LiveConnectLimits {
+  /** Streams opened per customer, over every transport. */
+  perCustomer: FixedWindowLimiter;
+  /** Streams opened per client address. */
+  perAddress: FixedWindowLimiter;
 }
 
 /** What a client asks of its stream; every field may be left out (a stream of every update from now on, as before). */
@@ -70,8 +86,12 @@ export interface LiveStreamRequest {
   resumeAfter?: string;
 }
 
-/** The most fleet and trailer ids one stream's filter may name. */
-export const MAX_FILTER_IDS = 1_000;
+/**
+ * The most fleet and trailer ids one stream's filter may name, refused before anything is read: a
+ * snapshot looks each named trailer up in the store (issue 37: a filter of 1,000 ids the customer
+ * does not own cost 2,000 lookups a connect). Named fleets cost nothing past the customer's list.
+ */
+export const MAX_FILTER_IDS = 100;
 
 /** Checks a request a transport parsed from its wire; throws `validation_failed` naming the field. */
 export function checkLiveStreamRequest(request: LiveStreamRequest): void {
@@ -101,6 +121,7 @@ export class LiveStreams {
   private readonly tokens: LiveStreamsOptions['tokens'];
   private readonly clock: Clock;
   private readonly streamName: string;
+  private readonly connectLimits: LiveConnectLimits | undefined;
   readonly heartbeatIntervalMs: number;
   readonly maxStreamsPerCustomer: number;
   private closedWith: TrailwireError | null = null;
@@ -117,6 +138,7 @@ export class LiveStreams {
     this.tokens = options.tokens;
     this.clock = options.clock;
     this.streamName = options.streamName;
+    this.connectLimits = options.connectLimits;
   }
 
   /** How many streams of this transport are open. */
@@ -127,6 +149,22 @@ export class LiveStreams {
   /** Why new streams are refused (set by `endAll`), or null while streams are taken. */
   get closing(): TrailwireError | null {
     return this.closedWith;
+  }
+
+  /**
+   * Counts a stream opened by the claims' customer from `address` against the connect limits, and
+   * throws `rate_limited` (with the window's state: a 429's `Retry-After`) when either is exhausted.
+   * A transport calls it once per connect, before `admit`; it answers the customer's state (for the
+   * RateLimit-* headers), or undefined when no connect limit applies.
+   */
+  async countConnect(claims: AccessClaims, address: string): Promise<RateLimitState | undefined> {
+    if (this.closedWith) throw this.closedWith;
+    if (!this.connectLimits) return undefined;
+    const { perCustomer, perAddress } = this.connectLimits;
+    const [customer, client] = await Promise.all([perCustomer.consume(claims.sub), perAddress.consume(address)]);
+    if (!customer.allowed) throw perCustomer.limitedError(customer);
+    if (!client.allowed) throw perAddress.limitedError(client);
+    return customer;
   }
 
   /**
@@ -233,7 +271,10 @@ export class LiveStream {
   private async prepare(hub: LiveHub, subscription: LiveSubscription, request: LiveStreamRequest): Promise<void> {
     const backlog: Array<LiveTrailerEvent | LiveSignal> = [];
     if (request.resumeAfter !== undefined) {
-      const missed = await hub.replayAfter(request.resumeAfter);
+      // A window that cannot answer now (Redis slow or away) is served as a position it cannot
+      // resume: the reset signal and a snapshot from the store. Ending the stream instead would have
+      // the client (an EventSource) retry the same position into the same failure.
+      const missed = await hub.replayAfter(this.claims.sub, request.resumeAfter).catch(() => null);
       if (missed !== null) {
         let through = request.resumeAfter;
         for (const event of missed) {
@@ -245,10 +286,12 @@ export class LiveStream {
       }
       backlog.push({ kind: 'resume-reset' });
     }
-    const position = subscription.positionAtSubscribe;
-    for (const state of await hub.readSnapshot(this.claims.sub, request.filter)) backlog.push(state);
-    backlog.push({ kind: 'snapshot-end', position });
-    subscription.start(backlog, null);
+    const snapshot = await hub.readSnapshot(this.claims.sub, request.filter, subscription.positionAtSubscribe);
+    backlog.push(...snapshot.states, { kind: 'snapshot-end', position: snapshot.position });
+    // A snapshot shared with another stream covers an earlier position: the updates since follow it.
+    const since = snapshot.since.filter((event) => subscription.matches(event));
+    backlog.push(...since);
+    subscription.start(backlog, snapshot.since.at(-1)?.position ?? null);
   }
 
   /** The transport can take more again: the hub writes what waits. */

@@ -20,6 +20,7 @@ import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
 import { storeLiveSnapshot } from './live-snapshot.ts';
+import type { LiveConnectLimits } from './live-streams.ts';
 import { createProductRegistry, type IntakeLimit, type Product, type ProductRegistry } from './products.ts';
 import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
 import { type OperatorChangeOptions, TrailerChangeFeed } from './trailer-changes.ts';
@@ -40,6 +41,14 @@ export interface LimitSettings {
   rotate: LimitSetting;
   /** Read API requests per customer. Default 600 per 60 s. */
   read: LimitSetting;
+  /**
+   * Live streams opened per customer, SSE and LiveFeed together (issue 37: a reconnect storm with
+   * snapshots stalled every tenant). Default 120 per 60 s: a customer's 100 streams (the default cap)
+   * all reconnecting after a deploy still fit.
+   */
+  liveConnect: LimitSetting;
+  /** Live streams opened per client address. Default 120 per 60 s. */
+  liveConnectPerAddress: LimitSetting;
 }
 
 export const DEFAULT_LIMITS: LimitSettings = {
@@ -47,6 +56,8 @@ export const DEFAULT_LIMITS: LimitSettings = {
   failedAuthenticatePerAddress: { requests: 30, windowSeconds: 300 },
   rotate: { requests: 3, windowSeconds: 3600 },
   read: { requests: 600, windowSeconds: 60 },
+  liveConnect: { requests: 120, windowSeconds: 60 },
+  liveConnectPerAddress: { requests: 120, windowSeconds: 60 },
 };
 
 export interface TrailwireOptions {
@@ -155,6 +166,8 @@ export interface Trailwire {
   readonly admin: AdminService;
   /** The per-customer read limit, applied by transports to every read request. */
   readonly readLimiter: FixedWindowLimiter;
+  /** The limits on opening live streams, per customer and per address, applied by both live transports. */
+  readonly liveConnectLimits: LiveConnectLimits;
   readonly products: ProductRegistry;
   /** Live trailer updates, fanned out per customer (the LiveFeed mounts it). */
   readonly live: LiveHub;
@@ -263,6 +276,10 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     reads,
     admin,
     readLimiter: limiter('read', limits.read),
+    liveConnectLimits: {
+      perCustomer: limiter('live-connect', limits.liveConnect),
+      perAddress: limiter('live-connect-address', limits.liveConnectPerAddress),
+    },
     products,
     live,
     operatorChanges,

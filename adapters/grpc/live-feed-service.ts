@@ -19,11 +19,12 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import { type Clock, systemClock } from '../../core/clock.ts';
-import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
+import { checkLiveStreamRequest, type LiveConnectLimits, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
 import type { Logger } from 'pino';
 import { type AccessLogLevel, millisecondsSince, requestIdFrom } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveHub, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveHub } from '../../core/live-hub.ts';
 import { type AccessClaims, requireAudience, type TokenService } from '../../core/tokens.ts';
 import { HEARTBEAT_MESSAGE, heartbeatMessageOf, liveUpdateResponseOf, signalMessageOf } from './live-update-message.ts';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from './proto.ts';
@@ -41,6 +42,12 @@ export interface LiveFeedServiceOptions {
    * (LiveFeed and `GET /api/v1/live` together); the next is refused RESOURCE_EXHAUSTED. Default 100.
    */
   maxStreamsPerCustomer?: number;
+  /**
+   * The windowed limits on opening streams, per customer and per client address (pass
+   * `Trailwire.liveConnectLimits`, which `GET /api/v1/live` counts against too): a connect over either
+   * is refused RESOURCE_EXHAUSTED before it reads a snapshot or a replay. Default: none.
+   */
+  connectLimits?: LiveConnectLimits;
   /** What "now" is when a stream's token expires. Default: the clock of `tokens`, else the system clock. */
   clock?: Clock;
   /**
@@ -101,6 +108,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     heartbeatIntervalMs: options.heartbeatIntervalMs,
     maxStreamsPerCustomer: options.maxStreamsPerCustomer,
     streamName: 'LiveFeed',
+    connectLimits: options.connectLimits,
   });
   // Encoded once per event, whichever stream asks first; the event is dropped with its bytes once
   // no stream's pending updates hold it any more.
@@ -114,12 +122,9 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     return bytes;
   };
   const stopRechecks = options.recheckOn?.(() => streams.recheckAll());
-  // Every idle stream's heartbeat carries the same position: encoded once per position.
-  let heartbeat = { position: null as string | null, bytes: HEARTBEAT_BYTES };
-  const heartbeatBytes = (position: string | null): Buffer => {
-    if (position !== heartbeat.position) heartbeat = { position, bytes: encodeLiveUpdateResponse(heartbeatMessageOf(position)) };
-    return heartbeat.bytes;
-  };
+  // A heartbeat carries its own stream's position: only the one without a position is shared.
+  const heartbeatBytes = (position: string | null): Buffer =>
+    position === null ? HEARTBEAT_BYTES : encodeLiveUpdateResponse(heartbeatMessageOf(position));
 
   async function subscribe(call: SubscribeCall): Promise<void> {
     const log = streamLog(call, options.accessLog);
@@ -132,6 +137,7 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
       requireAudience(claims, 'customers');
       request = liveStreamRequestOf(call.request);
       checkLiveStreamRequest(request);
+      await streams.countConnect(claims, peerAddress(call.getPeer()));
       streams.admit(claims);
     } catch (error) {
       endCall(call, error);
@@ -210,6 +216,12 @@ function streamLog(call: SubscribeCall, accessLog: LiveFeedServiceOptions['acces
 function endCall(call: SubscribeCall, error: unknown): void {
   // grpc-js turns an 'error' event on a server stream into the call's final status.
   call.emit('error', { ...grpcStatusOf(error), metadata: new grpc.Metadata() });
+}
+
+/** The address of a call's peer (`ipv4:1.2.3.4:5678`, `ipv6:[::1]:5678`, `unix:/path`), without its port. */
+export function peerAddress(peer: string): string {
+  const match = /^(?:ipv[46]:)?\[?([^\]]*?)\]?:\d+$/.exec(peer);
+  return match ? match[1]! : peer;
 }
 
 /** The token of the `authorization: Bearer <token>` metadata. */

@@ -5,7 +5,8 @@
  * value for it (a trailer without a unit id, or that never reported a GPS fix), so a client can tell
  * "absent" from "empty".
  */
-import type { LiveSignal, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveSignal } from '../../core/live-subscriber.ts';
 import { statusView } from '../../core/trailer-status.ts';
 
 /** `google.protobuf.Timestamp`. */
@@ -49,7 +50,7 @@ export interface LiveUpdateMessage {
 export interface LiveUpdateResponseMessage {
   is_heartbeat: boolean;
   live_update?: LiveUpdateMessage;
-  /** (added, issue 32) The update's position; on a heartbeat or snapshot end, what the stream caught up to. */
+  /** (added, issue 32) The update's position; on a heartbeat or snapshot end, the stream's own position. */
   position?: string;
   is_snapshot?: boolean;
   snapshot_end?: boolean;
@@ -93,7 +94,7 @@ export function liveUpdateResponseOf(event: LiveTrailerEvent): LiveUpdateRespons
   return response;
 }
 
-/** A heartbeat, with the position the stream has caught up to when it has one. */
+/** A heartbeat, with the stream's own position when it has one. */
 export function heartbeatMessageOf(position: string | null): LiveUpdateResponseMessage {
   return position === null ? HEARTBEAT_MESSAGE : { is_heartbeat: true, position };
 }

@@ -17,7 +17,8 @@
  * - `event: error`, `data:` an RFC 9457 problem naming why the stream ends (`invalid_token`: expired
  *   or rotated, authenticate again; `unavailable`: shutting down; `rate_limited`: the client fell too
  *   far behind), then the response ends. A refusal before the stream starts (401, 403, 429, 503) is
- *   an ordinary problem+json response.
+ *   an ordinary problem+json response; so is a connect over the connect limits (429 with
+ *   `Retry-After`: per customer and per client address, `LimitSettings.liveConnect*`).
  *
  * Back-pressure: an update's `write` answers what the socket's `write` answers, and the socket's
  * `drain` tells the hub to go on, so a slow reader only ever holds its own coalesced updates.
@@ -31,7 +32,8 @@ import Router from '@koa/router';
 import type { ServerResponse } from 'node:http';
 import type { TrailwireLogger } from './logger.ts';
 import { TrailwireError, isTrailwireError } from '../../core/errors.ts';
-import type { LiveSignal, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveSignal } from '../../core/live-subscriber.ts';
 import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../../core/live-streams.ts';
 import { isPosition } from '../../core/live-replay.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
@@ -39,6 +41,7 @@ import { rfc3339, trailerView } from '../../core/views.ts';
 import type { AccessLogState } from './access-log.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { problemBody } from './problem.ts';
+import { setRateLimitHeaders } from './rate-limit-headers.ts';
 import { setRequestIdHeader } from './request-id.ts';
 
 export const LIVE_EVENTS_PATH = '/api/v1/live';
@@ -74,6 +77,7 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
     heartbeatIntervalMs: options.heartbeatIntervalMs,
     maxStreamsPerCustomer: options.maxStreamsPerCustomer,
     streamName: 'live event',
+    connectLimits: trailwire.liveConnectLimits,
   });
   // A revoked signing key ends the streams its tokens opened at once, not at the next heartbeat.
   const stopRechecks = trailwire.keys.onChange(() => streams.recheckAll());
@@ -107,7 +111,9 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
     // Refused with a problem+json status while no byte of the stream is sent yet.
     const request = liveStreamRequestOf(ctx.query, ctx.get('Last-Event-ID'));
     checkLiveStreamRequest(request);
+    const connects = await streams.countConnect(claims, ctx.ip);
     streams.admit(claims);
+    if (connects) setRateLimitHeaders(ctx, connects);
     ctx.status = 200;
     ctx.type = 'text/event-stream';
     ctx.set('Cache-Control', 'no-cache');

@@ -232,14 +232,14 @@ function liveEventsOperation(): Json {
       description: [
         'A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`).',
         'Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer\'s fleets);',
-        '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>` once the stream has caught up, so `Last-Event-ID` stays current);',
+        '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>`: the stream\'s own position, the last update or snapshot end it was sent, once nothing waits to be written);',
         'with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update;',
         '`resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows;',
         'and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect;',
         '`unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends.',
         'A reader that falls behind gets each trailer\'s latest state (intermediate updates of a trailer are coalesced).',
         'Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis).',
-        'Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).',
+        'Not counted against the read limit; connects counted per customer (together with the gRPC LiveFeed) and per client address in windows, and open streams capped per customer (`--max-streams-per-customer`).',
       ].join(' '),
       security: [{ customerToken: [] }],
       parameters: [
@@ -252,14 +252,15 @@ function liveEventsOperation(): Json {
       responses: {
         200: {
           description: 'The event stream.',
-          headers: { 'Cache-Control': { description: '`no-cache`.', schema: { type: 'string' } } },
+          headers: { 'Cache-Control': { description: '`no-cache`.', schema: { type: 'string' } }, ...rateLimitHeaders },
           content: { 'text/event-stream': { schema: { type: 'string' }, example: 'event: heartbeat\ndata: {"timestamp":"2026-06-01T12:00:00.000Z"}\n\n' } },
         },
         ...refusals,
         ...problems(400),
         429: {
-          description: '`rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first. Not a window: a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
-          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again (a fixed advice: 5).', required: true, schema: { type: 'integer' } } },
+          description:
+            '`rate_limited`: the customer (LiveFeed and this endpoint together) or the client address opened the most live streams allowed in the current window (`--live-connect-limit`, `--live-connect-address-limit`; default 120 per 60 s each), `Retry-After` being the seconds until the window ends; or the customer already holds the most live streams allowed in this process (`--max-streams-per-customer`): a slot frees when a stream ends, and `Retry-After` advises a few seconds.',
+          headers: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: { type: 'integer' } } },
           content: { 'application/problem+json': { schema: ref('Problem') } },
         },
         ...anyOperationResponses,

@@ -22,13 +22,14 @@
  *
  * The replay window (issue 32). Given `replay`, the bus publishes through a Redis stream
  * (`live-replay.ts`): each event is appended to the stream and published with its position in one
- * script, so every process hears them in position order, and `replayAfter` reads the window. An
+ * script, so every process hears them in position order, and `replayAfter` reads a customer's
+ * part of the window. An
  * event handed to this process's subscribers during an outage has no position (it is in no window);
  * its re-publication after the outage has one.
  */
 import type { Redis } from 'ioredis';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveBus, LivePublishOptions, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveBus, LivePublishOptions, LiveTrailerEvent } from '../../core/live-bus.ts';
 import { JsonChannel, type JsonChannelSettings, openJsonChannel } from './json-channel.ts';
 import { RedisReplayWindow, type RedisReplayWindowOptions } from './live-replay.ts';
 
@@ -63,8 +64,6 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
   private settleTimer: NodeJS.Timeout | undefined;
   private readonly stopWatching: () => void;
   private readonly window: RedisReplayWindow | null;
-  /** Present when the bus keeps a window (see `LiveBus.replayAfter`). */
-  readonly replayAfter?: (position: string) => Promise<LiveTrailerEvent[] | null>;
 
   /** @internal Use `openRedisLiveBus`. */
   constructor(
@@ -74,9 +73,7 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     replay?: RedisReplayWindowOptions,
   ) {
     super(settings, subscriber);
-    const window = replay ? new RedisReplayWindow(settings.redis, replay) : null;
-    this.window = window;
-    if (window) this.replayAfter = (position) => window.after(position);
+    this.window = replay ? new RedisReplayWindow(settings.redis, replay) : null;
     const trouble = () => this.enterTrouble();
     const ready = () => this.scheduleCatchUp();
     for (const connection of [settings.redis, subscriber]) {
@@ -91,6 +88,14 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     };
   }
 
+  get replays(): boolean {
+    return this.window !== null;
+  }
+
+  async replayAfter(customerId: string, position: string): Promise<LiveTrailerEvent[] | null> {
+    return this.window ? this.window.after(customerId, position) : null;
+  }
+
   /** Whether the bus is riding through an outage (events are remembered for the catch-up). */
   get inOutage(): boolean {
     return this.troubled;
@@ -100,7 +105,7 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     if (this.closing) throw new TrailwireError('unavailable', `${this.options.owner} is closed.`);
     if (this.troubled) this.missed.set(event.trailer.id, event);
     try {
-      await this.send(event, options?.onceKey);
+      await this.send(event, options?.changeId);
     } catch (error) {
       if (this.closing) throw error;
       this.enterTrouble(error);
@@ -111,8 +116,8 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
   }
 
   /** Publishes on the channel, through the window's script when there is one. */
-  private async send(event: LiveTrailerEvent, onceKey?: string): Promise<void> {
-    if (this.window) await this.window.appendAndPublish(this.options.channel, event, onceKey);
+  private async send(event: LiveTrailerEvent, changeId?: string): Promise<void> {
+    if (this.window) await this.window.appendAndPublish(this.options.channel, event, changeId);
     else await super.publish(event);
   }
 

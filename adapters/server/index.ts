@@ -322,6 +322,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       hub: trailwire.live,
       heartbeatIntervalMs: options.heartbeatIntervalMs,
       maxStreamsPerCustomer: options.maxStreamsPerCustomer,
+      connectLimits: trailwire.liveConnectLimits,
       clock: trailwire.clock,
       recheckOn: (listener) => trailwire.keys.onChange(listener),
       accessLog: { logger, level: options.accessLogLevel },

@@ -28,6 +28,8 @@ export const SERVE_SETTING_DEFAULTS = {
   failedAuthenticateLimit: '30/300',
   rotateLimit: '3/3600',
   readLimit: '600/60',
+  liveConnectLimit: '120/60',
+  liveConnectAddressLimit: '120/60',
   bodyLimitBytes: 262_144,
   maxStreamsPerCustomer: 100,
   maxHealthWatches: 100,
@@ -65,6 +67,8 @@ export interface ServeSettingArguments {
   'failed-authenticate-limit': string;
   'rotate-limit': string;
   'read-limit': string;
+  'live-connect-limit': string;
+  'live-connect-address-limit': string;
   'trust-proxy': boolean;
   'body-limit': number;
   'verify-vin-check-digit': boolean;
@@ -121,6 +125,16 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       type: 'string',
       default: d.readLimit,
       describe: `Read requests per customer (and intake status polls per partner), as ${LIMIT_FORMAT} (env TRAILWIRE_READ_LIMIT)`,
+    })
+    .option('live-connect-limit', {
+      type: 'string',
+      default: d.liveConnectLimit,
+      describe: `Live streams opened per customer (LiveFeed and SSE together), as ${LIMIT_FORMAT} (env TRAILWIRE_LIVE_CONNECT_LIMIT)`,
+    })
+    .option('live-connect-address-limit', {
+      type: 'string',
+      default: d.liveConnectAddressLimit,
+      describe: `Live streams opened per client address, as ${LIMIT_FORMAT} (env TRAILWIRE_LIVE_CONNECT_ADDRESS_LIMIT)`,
     })
     .option('trust-proxy', {
       type: 'boolean',
@@ -257,6 +271,8 @@ export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
         failedAuthenticatePerAddress: limitOf('--failed-authenticate-limit', args['failed-authenticate-limit']),
         rotate: limitOf('--rotate-limit', args['rotate-limit']),
         read: limitOf('--read-limit', args['read-limit']),
+        liveConnect: limitOf('--live-connect-limit', args['live-connect-limit']),
+        liveConnectPerAddress: limitOf('--live-connect-address-limit', args['live-connect-address-limit']),
       },
       verifyVinCheckDigit: args['verify-vin-check-digit'],
       live: { replay: { replaySeconds: integerIn('--live-replay-seconds', args['live-replay-seconds'], LIVE_REPLAY_SECONDS, 'seconds') } },

@@ -313,7 +313,7 @@ export interface paths {
         };
         /**
          * Live trailer updates of the customer's fleets, as Server-Sent Events
-         * @description A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`). Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer's fleets); `heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>` once the stream has caught up, so `Last-Event-ID` stays current); with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update; `resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows; and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect; `unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends. A reader that falls behind gets each trailer's latest state (intermediate updates of a trailer are coalesced). Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis). Not counted against the read limit; capped per customer together with the gRPC LiveFeed (`--max-streams-per-customer`).
+         * @description A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`). Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer's fleets); `heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>`: the stream's own position, the last update or snapshot end it was sent, once nothing waits to be written); with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update; `resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows; and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect; `unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends. A reader that falls behind gets each trailer's latest state (intermediate updates of a trailer are coalesced). Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis). Not counted against the read limit; connects counted per customer (together with the gRPC LiveFeed) and per client address in windows, and open streams capped per customer (`--max-streams-per-customer`).
          */
         get: operations["streamLiveUpdates"];
         put?: never;
@@ -2103,6 +2103,12 @@ export interface operations {
                 headers: {
                     /** @description `no-cache`. */
                     "Cache-Control"?: string;
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2141,7 +2147,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            /** @description `rate_limited`: the customer already holds the most live streams allowed in this process (LiveFeed and this endpoint together); close one first. Not a window: a slot frees when a stream ends, and `Retry-After` advises a few seconds. */
+            /** @description `rate_limited`: the customer (LiveFeed and this endpoint together) or the client address opened the most live streams allowed in the current window (`--live-connect-limit`, `--live-connect-address-limit`; default 120 per 60 s each), `Retry-After` being the seconds until the window ends; or the customer already holds the most live streams allowed in this process (`--max-streams-per-customer`): a slot frees when a stream ends, and `Retry-After` advises a few seconds. */
             429: {
                 headers: {
                     /** @description Requests allowed in the current window. */
@@ -2150,7 +2156,7 @@ export interface operations {
                     "RateLimit-Remaining"?: number;
                     /** @description Seconds until the window resets. */
                     "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before trying again (a fixed advice: 5). */
+                    /** @description Seconds to wait before trying again. */
                     "Retry-After": number;
                     [name: string]: unknown;
                 };

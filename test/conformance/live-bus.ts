@@ -11,7 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { LiveBus, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveBus, LiveTrailerEvent } from '../../core/live-bus.ts';
 import { comparePositions, isPosition } from '../../core/live-replay.ts';
 import { type ChannelCase, collect, runChannelConformance } from './channel.ts';
 
@@ -19,6 +19,7 @@ export type LiveBusCase =
   | ChannelCase
   | 'replay: one position order for every listener, replayed after a position'
   | 'replay: a position never issued is not resumable'
+  | "replay: a customer's resume answers its own updates only, from any position the window holds"
   | 'replay: an event published once by several participants is delivered once';
 
 export interface LiveBusConformanceOptions {
@@ -51,7 +52,7 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
     numberOf: (event) => event.ts,
     // A bus with a replay window adds the event's position; one without adds nothing.
     asPublished: ({ position, ...event }, bus) => {
-      if (bus.replayAfter) assert.ok(isPosition(position), `a position, got ${position}`);
+      if (bus.replays) assert.ok(isPosition(position), `a position, got ${position}`);
       else assert.equal(position, undefined);
       return event;
     },
@@ -64,7 +65,7 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
       const buses = await options.openBuses(2);
       try {
         // A bus without a window has nothing to replay: said so, not passed silently.
-        if (!buses[0]!.replayAfter) return t.skip('this bus keeps no replay window');
+        if (!buses[0]!.replays) return t.skip('this bus keeps no replay window');
         await body(buses);
       } finally {
         await Promise.all([...new Set(buses)].map((bus) => bus.close()));
@@ -82,21 +83,33 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
       const heardTwo = (await hearTwo.next(100, timeoutMs)).map((event) => event.position!);
       assert.deepEqual(heardOne, heardTwo);
       assert.deepEqual([...heardOne].sort(comparePositions), heardOne, 'positions increase');
-      const replayed = await two!.replayAfter!(heardOne[9]!);
+      const replayed = await two!.replayAfter('customer-a', heardOne[9]!);
       assert.deepEqual(replayed?.map((event) => event.position), heardOne.slice(10));
       assert.deepEqual(replayed?.map(({ position: _, ...event }) => event), hearOne.received.slice(10).map(({ position: _, ...event }) => event));
     });
 
     replayCase('replay: a position never issued is not resumable', async ([bus]) => {
       await bus!.publish(sampleEvent(1));
-      assert.equal(await bus!.replayAfter!('1-0'), null);
+      assert.equal(await bus!.replayAfter('customer-a', '1-0'), null);
+      assert.equal(await bus!.replayAfter('customer-a', '99999999999999-0'), null, 'a position from the future');
+    });
+
+    replayCase("replay: a customer's resume answers its own updates only, from any position the window holds", async ([one, two]) => {
+      const hear = collect(one!);
+      // Customer b's updates surround a's: a's resume after b's first position answers a's after it.
+      for (let i = 0; i < 30; i++) await (i % 2 ? one! : two!).publish(sampleEvent(i, { customerId: i % 3 === 0 ? 'customer-a' : 'customer-b' }));
+      const heard = await hear.next(30, timeoutMs);
+      const from = heard.find((event) => event.customerId === 'customer-b')!.position!;
+      const expected = heard.filter((event) => event.customerId === 'customer-a' && comparePositions(event.position!, from) > 0);
+      assert.deepEqual((await two!.replayAfter('customer-a', from))?.map((event) => event.position), expected.map((event) => event.position));
+      assert.deepEqual(await one!.replayAfter('customer-c', from), [], 'a customer with no update since: nothing to replay, but resumable');
     });
 
     replayCase('replay: an event published once by several participants is delivered once', async ([one, two]) => {
       const heard = collect(one!);
       const key = `change:${Math.random()}`;
-      await one!.publish(sampleEvent(1), { onceKey: key });
-      await two!.publish(sampleEvent(1), { onceKey: key });
+      await one!.publish(sampleEvent(1), { changeId: key });
+      await two!.publish(sampleEvent(1), { changeId: key });
       await one!.publish(sampleEvent(2)); // the marker: had the second arrived, it would be before
       const [first, marker] = await heard.next(2, timeoutMs);
       assert.deepEqual([first!.ts, marker!.ts], [1, 2]);

@@ -15,8 +15,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, mock } from 'node:test';
 import type { ManualClock } from '../../core/clock.ts';
-import type { LiveSnapshotSource, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveSnapshotSource } from '../../core/live-snapshot.ts';
 import type { LiveStreamRequest } from '../../core/live-streams.ts';
+import type { LimitSettings } from '../../core/trailwire.ts';
+import { until } from '../support/until.ts';
 import type { Fleet, Trailer } from '../../core/model.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { storeLiveSnapshot } from '../../core/live-snapshot.ts';
@@ -59,12 +62,22 @@ export interface LiveStreamHarness {
    * a 400 would be retried forever, so it is resumed as a position no window holds). Default `refused`.
    */
   invalidPosition?: 'refused' | 'reset';
-  /** Starts the transport over a fresh core on a manual clock, with these stream settings and the hub's snapshot source (`LiveHubOptions.snapshot`). */
-  start(settings: { heartbeatIntervalMs: number; maxStreamsPerCustomer: number; snapshot: LiveSnapshotSource }): Promise<LiveStreamServer>;
+  /**
+   * Starts the transport over a fresh core on a manual clock, with these stream settings, the hub's
+   * snapshot source (`LiveHubOptions.snapshot`) and the core's `limits` (the live connect limits),
+   * which the transport counts connects against (`Trailwire.liveConnectLimits`).
+   */
+  start(settings: { heartbeatIntervalMs: number; maxStreamsPerCustomer: number; snapshot: LiveSnapshotSource; limits: Partial<LimitSettings> }): Promise<LiveStreamServer>;
 }
 
 const HEARTBEAT_MS = 10_000;
 const MAX_STREAMS = 3;
+/** Streams a customer may open a minute here; no case but the connect limit's opens more. */
+const MAX_CONNECTS = 6;
+const LIMITS: Partial<LimitSettings> = {
+  liveConnect: { requests: MAX_CONNECTS, windowSeconds: 60 },
+  liveConnectPerAddress: { requests: 1_000_000, windowSeconds: 60 },
+};
 
 /** Registers the suite with `node:test`. */
 export function runLiveStreamConformance(harness: LiveStreamHarness): void {
@@ -77,6 +90,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       server = await harness.start({
         heartbeatIntervalMs: HEARTBEAT_MS,
         maxStreamsPerCustomer: MAX_STREAMS,
+        limits: LIMITS,
         snapshot: async (customerId, filter) => {
           const big = bigSnapshot;
           if (big?.customerId !== customerId) return storeSnapshot(customerId, filter);
@@ -258,6 +272,24 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       for (const stream of streams) stream.close();
     });
 
+    it('refuses a customer\'s connects past the connect limit with rate_limited, before any snapshot is read', async () => {
+      const c = await customer(1);
+      // One at a time, each closed before the next: the cap of open streams is never reached.
+      for (let i = 0; i < MAX_CONNECTS; i++) {
+        const stream = await open(c.token);
+        stream.close();
+        await until(() => server.trailwire.live.subscriberCount(c.id) === 0, 'the closed stream to leave the hub');
+      }
+      const refused = await subscribe(c.token, { snapshot: true });
+      const opened = refused.until((m) => m.length > 0, 10_000).then(() => 'opened, not refused');
+      assert.deepEqual(await Promise.race([refused.ended, opened]), { code: 'rate_limited' });
+      assert.equal(refused.messages.length, 0, 'refused before the stream started');
+      // Another customer is not held back.
+      const other = await customer(0);
+      const stream = await open(other.token);
+      stream.close();
+    });
+
     it('refuses a resume position that is not one, or resets it where the wire says so', async () => {
       const c = await customer(0);
       const stream = await subscribe(c.token, { resumeAfter: 'yesterday' });
@@ -275,7 +307,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
     let server: LiveStreamServer;
     const clients: LiveStreamClient[] = [];
     before(async () => {
-      server = await harness.start({ heartbeatIntervalMs: HEARTBEAT_MS, maxStreamsPerCustomer: MAX_STREAMS, snapshot: async () => [] });
+      server = await harness.start({ heartbeatIntervalMs: HEARTBEAT_MS, maxStreamsPerCustomer: MAX_STREAMS, snapshot: async () => [], limits: LIMITS });
       // One mocked session for the whole block (re-enabling after a reset loses ticks on Node 20).
       mock.timers.enable({ apis: ['setInterval'] });
     });
@@ -297,7 +329,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       return { id: principal.id, token: server.trailwire.tokens.mint(principal).accessToken, fleet, trailers: [trailer] };
     }
 
-    it('sends a heartbeat at once and one every interval, carrying the position caught up to', async () => {
+    it('sends a heartbeat at once and one every interval, carrying its own position', async () => {
       const c = await customer();
       {
         const stream = await open(c.token);
@@ -309,9 +341,33 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
         await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 2);
         mock.timers.tick(HEARTBEAT_MS);
         await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 3);
-        assert.equal(stream.messages.at(-1)!.position, server.trailwire.live.lastPosition);
+        assert.equal(stream.messages.at(-1)!.position, updates(stream.messages)[0]!.position);
         stream.close();
       }
+    });
+
+    it("carries the stream's own position in heartbeats, never another tenant's", async () => {
+      const quiet = await customer();
+      const busy = await customer();
+      const stream = await open(quiet.token);
+      server.clock.advance(2);
+      await server.trailwire.live.publish(eventOf(quiet.id, quiet.fleet, quiet.trailers[0]!));
+      await stream.until((m) => updates(m).length === 1);
+      const own = updates(stream.messages)[0]!.position;
+      for (let i = 0; i < 3; i++) {
+        server.clock.advance(2);
+        await server.trailwire.live.publish(eventOf(busy.id, busy.fleet, busy.trailers[0]!));
+      }
+      assert.notEqual(server.trailwire.live.lastPosition, own, "the other tenant's updates moved the system's position");
+      mock.timers.tick(HEARTBEAT_MS);
+      await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 2);
+      assert.equal(stream.messages.at(-1)!.position, own);
+      // A stream that was sent nothing yet has no position to tell.
+      const fresh = await open(quiet.token);
+      assert.equal(fresh.messages[0]!.kind, 'heartbeat');
+      assert.equal(fresh.messages[0]!.position, undefined);
+      stream.close();
+      fresh.close();
     });
 
     it('ends the stream when its token expires, with invalid_token', async () => {

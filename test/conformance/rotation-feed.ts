@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveSink, LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import type { LiveSink } from '../../core/live-subscriber.ts';
 import type { RotationFeed, RotationNotice } from '../../core/rotation-feed.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type ChannelCase, runChannelConformance } from './channel.ts';

@@ -2,15 +2,9 @@ import assert from 'node:assert/strict';
 import { comparePositions } from '../../core/live-replay.ts';
 import { describe, it } from 'node:test';
 import { TrailwireError } from '../../core/errors.ts';
-import {
-  endStreamsOnRotation,
-  LiveHub,
-  liveEventOf,
-  MemoryLiveBus,
-  type LiveSink,
-  type LiveTrailerEvent,
-  type RotationSource,
-} from '../../core/live-hub.ts';
+import { liveEventOf, type LiveTrailerEvent, MemoryLiveBus } from '../../core/live-bus.ts';
+import { endStreamsOnRotation, LiveHub, type RotationSource } from '../../core/live-hub.ts';
+import type { LiveSink } from '../../core/live-subscriber.ts';
 import type { Audience, Fleet } from '../../core/model.ts';
 import { runLiveBusConformance, sampleEvent } from '../conformance/live-bus.ts';
 

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it, mock } from 'node:test';
 import { ManualClock } from '../../core/clock.ts';
 import { isTrailwireError, TrailwireError } from '../../core/errors.ts';
-import { LiveHub, type LiveTrailerEvent } from '../../core/live-hub.ts';
+import { type LiveTrailerEvent, MemoryLiveBus } from '../../core/live-bus.ts';
+import { LiveHub } from '../../core/live-hub.ts';
 import { LiveStreams, type LiveStreamTransport } from '../../core/live-streams.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
 
@@ -79,6 +80,30 @@ describe('LiveStreams', () => {
     sseLike.open(claimsOf('c2'), recordingTransport().transport, () => {});
     first.clientGone();
     assert.doesNotThrow(() => sseLike.admit(claimsOf('c1')));
+  });
+
+  it('serves a resume the window cannot answer now (Redis slow or away) with the reset signal and a snapshot, never an error', async () => {
+    const bus = new MemoryLiveBus();
+    bus.replayAfter = async () => {
+      throw new Error('Command timed out');
+    };
+    const failing = new LiveHub({ bus, snapshot: async () => [] });
+    try {
+      const streams = new LiveStreams({ hub: failing, tokens: notRevoked, clock, streamName: 'test' });
+      const signals: string[] = [];
+      const { transport, record } = recordingTransport();
+      transport.writeSignal = (signal) => {
+        signals.push(signal.kind);
+        return true;
+      };
+      streams.open(claimsOf('c1'), transport, () => {}, { resumeAfter: '1-0' });
+      for (let i = 0; i < 10 && signals.length < 2; i++) await Promise.resolve();
+      assert.deepEqual(signals, ['resume-reset', 'snapshot-end']);
+      assert.deepEqual(record.ended, []);
+    } finally {
+      await failing.close();
+      await bus.close();
+    }
   });
 
   it("ends a stream with invalid_token at its token's exp, and tells onFinish once", () => {

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { MemoryLiveBus, type LiveTrailerEvent } from '../../core/live-hub.ts';
+import { MemoryLiveBus, type LiveTrailerEvent } from '../../core/live-bus.ts';
 import { MemoryWindowCounter } from '../../core/rate-limit.ts';
 import { systemClock } from '../../core/clock.ts';
 import { simulate } from '../../simulator/simulate.ts';

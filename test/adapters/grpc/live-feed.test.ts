@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { startGrpcServer, type RunningGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
-import { addLiveFeedService } from '../../../adapters/grpc/live-feed-service.ts';
+import { addLiveFeedService, peerAddress } from '../../../adapters/grpc/live-feed-service.ts';
 import { loadTrailwireProto, PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import * as protoLoader from '@grpc/proto-loader';
 import { systemClock } from '../../../core/clock.ts';
@@ -381,5 +381,13 @@ describe('LiveFeed over gRPC', () => {
     assert.equal(app.trailwire.live.subscriberCount(customer.id), 0, 'the hub forgets the ended streams');
     stream.close();
     healthClient.close();
+  });
+});
+
+describe('peerAddress', () => {
+  it('is the address a connect counts against: the peer without its port', () => {
+    assert.equal(peerAddress('ipv4:203.0.113.7:51234'), '203.0.113.7');
+    assert.equal(peerAddress('ipv6:[2001:db8::1]:51234'), '2001:db8::1');
+    assert.equal(peerAddress('unix:/run/trailwire.sock'), 'unix:/run/trailwire.sock');
   });
 });

@@ -16,6 +16,7 @@ import { pino } from 'pino';
 import { startGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
 import { startServer } from '../../../adapters/server/index.ts';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import { ManualClock } from '../../../core/clock.ts';
 import type { Trailer } from '../../../core/model.ts';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from '../../../adapters/koa/live-events-route.ts';
@@ -438,5 +439,49 @@ describe('GET /api/v1/live in the standalone server', () => {
       await running.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('GET /api/v1/live: the connect limits (issue 37)', () => {
+  let app: TestApp;
+  before(async () => {
+    // 12:00:10 on the test clock: the minute's window ends in 50 s.
+    app = await startTestApp({
+      core: { limits: { liveConnect: { requests: 3, windowSeconds: 60 }, liveConnectPerAddress: { requests: 5, windowSeconds: 60 } } },
+      clock: new ManualClock(Date.UTC(2026, 5, 1, 12, 0, 10)),
+      app: (trailwire) => ({ liveEvents: createLiveEventsRoute(trailwire, { heartbeatIntervalMs: 60_000 }) }),
+    });
+  });
+  after(async () => {
+    await app.close();
+  });
+
+  it('counts connects per customer and per address in windows: 429 problem+json with Retry-After past either, RateLimit-* on each stream', async () => {
+    const greedy = await customerWithToken(app, 'Reconnecting Co');
+    const other = await customerWithToken(app, 'Neighbour Co');
+    for (let i = 0; i < 3; i++) {
+      const stream = await openLiveEvents(app.url, greedy.token);
+      assert.equal(stream.response.status, 200);
+      assert.equal(stream.response.headers.get('ratelimit-limit'), '3');
+      assert.equal(stream.response.headers.get('ratelimit-remaining'), String(2 - i));
+      stream.close();
+    }
+    const refused = await fetch(`${app.url}/api/v1/live?snapshot=true`, { headers: { authorization: `Bearer ${greedy.token}` } });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get('content-type'), 'application/problem+json');
+    assert.equal(refused.headers.get('retry-after'), '50', 'the seconds until the window ends');
+    assert.match(((await refused.json()) as { detail: string }).detail, /live-connect limit of 3 per 60 s/);
+    // Every connect counts against its address, refused ones too: the sixth is refused whoever's it is.
+    const neighbour = await openLiveEvents(app.url, other.token);
+    assert.equal(neighbour.response.status, 200);
+    neighbour.close();
+    const fromSameAddress = await fetch(`${app.url}/api/v1/live`, { headers: { authorization: `Bearer ${other.token}` } });
+    assert.equal(fromSameAddress.status, 429);
+    assert.match(((await fromSameAddress.json()) as { detail: string }).detail, /live-connect-address limit of 5 per 60 s/);
+    // A new window lets both in again.
+    app.clock.advance(50_000);
+    const again = await openLiveEvents(app.url, greedy.token);
+    assert.equal(again.response.status, 200);
+    again.close();
   });
 });

@@ -34,7 +34,7 @@ function messageOf(message: any): LiveStreamMessage {
 runLiveStreamConformance({
   name: 'gRPC LiveFeed',
   async start(settings) {
-    const app = await startTestApp({ core: { live: { snapshot: settings.snapshot } } });
+    const app = await startTestApp({ core: { live: { snapshot: settings.snapshot }, limits: settings.limits } });
     const server = await startGrpcServer({
       port: 0,
       host: '127.0.0.1',
@@ -42,6 +42,7 @@ runLiveStreamConformance({
       hub: app.trailwire.live,
       heartbeatIntervalMs: settings.heartbeatIntervalMs,
       maxStreamsPerCustomer: settings.maxStreamsPerCustomer,
+      connectLimits: app.trailwire.liveConnectLimits,
     });
     return {
       trailwire: app.trailwire,

@@ -27,7 +27,7 @@ runLiveStreamConformance({
   invalidPosition: 'reset',
   async start(settings) {
     const app = await startTestApp({
-      core: { live: { snapshot: settings.snapshot } },
+      core: { live: { snapshot: settings.snapshot }, limits: settings.limits },
       app: (trailwire) => ({
         liveEvents: createLiveEventsRoute(trailwire, { heartbeatIntervalMs: settings.heartbeatIntervalMs, maxStreamsPerCustomer: settings.maxStreamsPerCustomer }),
       }),

@@ -28,7 +28,7 @@ import {
 import { createPostgresPool } from '../../../adapters/postgres/pool.ts';
 import { TrailwireError } from '../../../core/errors.ts';
 import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
-import { MemoryLiveBus } from '../../../core/live-hub.ts';
+import { MemoryLiveBus } from '../../../core/live-bus.ts';
 import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';

@@ -83,6 +83,32 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     checksListenerErrors: true,
   });
 
+  it("reads a resume in pages of the customer's own updates, never the whole window (issue 37)", async () => {
+    const channel = freshChannel();
+    const redis = connect();
+    const bus = await openRedisLiveBus({ redis, channel, replay: { streamKey: `${channel}:window`, replaySeconds: 60, pageSize: 10 } });
+    try {
+      const heard = nextEvents(bus, 1);
+      await bus.publish(sampleEvent(0, { customerId: 'customer-a' }));
+      const from = (await heard)[0]!.position!;
+      // 25 updates of customer a among 2,000 of customer b.
+      for (let i = 1; i <= 2_025; i++) await bus.publish(sampleEvent(i, { customerId: i % 81 === 0 ? 'customer-a' : 'customer-b' }));
+      const pages: number[] = [];
+      const window = redis as unknown as { trailwireLiveAfterPage: (...args: unknown[]) => Promise<unknown[] | null> };
+      const readPage = window.trailwireLiveAfterPage.bind(redis);
+      window.trailwireLiveAfterPage = async (...args) => {
+        const page = await readPage(...args);
+        pages.push(page?.length ?? -1);
+        return page;
+      };
+      const replayed = await bus.replayAfter('customer-a', from);
+      assert.deepEqual(replayed?.map((event) => event.ts), Array.from({ length: 25 }, (_, i) => (i + 1) * 81));
+      assert.deepEqual(pages, [10, 10, 5], 'each call answers at most a page of the customer\'s updates');
+    } finally {
+      await bus.close();
+    }
+  });
+
   it('listens on trailwire:live unless told otherwise', async () => {
     const bus = await openRedisLiveBus({ redis: connect() });
     assert.equal(bus.channelName, 'trailwire:live');

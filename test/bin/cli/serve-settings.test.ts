@@ -40,6 +40,8 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.failedAuthenticateLimit, asText(DEFAULT_LIMITS.failedAuthenticatePerAddress));
     assert.equal(SERVE_SETTING_DEFAULTS.rotateLimit, asText(DEFAULT_LIMITS.rotate));
     assert.equal(SERVE_SETTING_DEFAULTS.readLimit, asText(DEFAULT_LIMITS.read));
+    assert.equal(SERVE_SETTING_DEFAULTS.liveConnectLimit, asText(DEFAULT_LIMITS.liveConnect));
+    assert.equal(SERVE_SETTING_DEFAULTS.liveConnectAddressLimit, asText(DEFAULT_LIMITS.liveConnectPerAddress));
     assert.equal(SERVE_SETTING_DEFAULTS.tokenTtlSeconds, DEFAULT_TOKEN_TTL_SECONDS);
     assert.equal(SERVE_SETTING_DEFAULTS.bodyLimitBytes, DEFAULT_INTAKE_BODY_LIMIT);
     assert.equal(SERVE_SETTING_DEFAULTS.maxHealthWatches, DEFAULT_HEALTH_WATCH_LIMITS.maxWatches);

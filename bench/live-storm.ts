@@ -1,0 +1,178 @@
+/**
+ * `npm run bench -- live-storm` (issue 37, items 2 and 3): what one customer's reconnects cost the
+ * others.
+ *
+ * (a) Resumes on Redis: a replay window of 60,000 updates (100 customers, one of them with 3,000,
+ * a quiet one with 21), then 10 resumes a second for `BENCH_SECONDS` (default 5) from the window's
+ * oldest position, alternating the quiet customer and the big one, while another process PINGs
+ * Redis every 10 ms. Reports each resume's time and size, the PING latencies (target: ≤ 10 ms) and
+ * the SLOWLOG entries the run added. Needs `TRAILWIRE_TEST_REDIS_URL`; its keys are deleted after.
+ *
+ * (b) A snapshot storm: the real server (SQLite) with a customer of 3,000 trailers, which opens
+ * `GET /api/v1/live?snapshot=true` 100 times a second for 8 s from another process, while a third
+ * process probes `/healthz` every 10 ms (another tenant; target p99 ≤ 100 ms). Run with the default
+ * connect limits and with them lifted (every connect served: what the shared snapshot alone buys),
+ * `BENCH_ROUNDS` rounds each (default 3; the median is reported beside each round).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { openRedisLiveBus } from '../dist/adapters/redis/index.js';
+import type { LiveTrailerEvent } from '../dist/core/live-bus.js';
+import { probeHealthzUntil } from './lib/healthz-probe.ts';
+import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+
+const WINDOW = 60_000;
+
+function eventOf(customerId: string, n: number): LiveTrailerEvent {
+  return {
+    customerId,
+    fleet: { id: 1, name: 'Fleet' },
+    trailer: {
+      id: `trailer-${customerId}-${n % 3_000}`,
+      fleetId: 1,
+      unitId: `U-${n}`,
+      vin: '1M8GDM9AXKP042788',
+      active: true,
+      statusName: 'OK',
+      statusDate: 1_780_000_000_000,
+      faultedDevices: 0,
+      warningDevices: 0,
+      telemetry: { timestamp: 1_780_000_000_000, lat: 41.5, long: -87.25, speed: 55, heading: 'NE' },
+      createdAt: 1_770_000_000_000,
+    },
+    ts: n,
+  };
+}
+
+async function resumesOnRedis(url: string, seconds: number) {
+  const prefix = `tw_bench_${randomBytes(4).toString('hex')}:`;
+  const redis = new Redis(url);
+  const streamKey = `${prefix}live:window`;
+  const bus = await openRedisLiveBus({ redis, channel: `${prefix}live`, replay: { streamKey, replaySeconds: 300, maxEvents: 100_000 } });
+  try {
+    const first: string[] = [];
+    const stop = bus.subscribe((event) => void (first.length === 0 && first.push(event.position!)));
+    // Customer of each update: 'big' every 20th (3,000), 'quiet' every 2,857th (21), else one of 98 others.
+    const customerOf = (i: number) => (i % 2_857 === 0 ? 'quiet' : i % 20 === 1 ? 'big' : `c${i % 98}`);
+    for (let i = 0; i < WINDOW; i += 1_000) await Promise.all(Array.from({ length: 1_000 }, (_, j) => bus.publish(eventOf(customerOf(i + j), i + j))));
+    while (first.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    stop();
+    const from = first[0]!;
+    const [, slowerThan] = (await redis.config('GET', 'slowlog-log-slower-than')) as [string, string];
+    const slowlogBefore = Number(await redis.slowlog('LEN'));
+    const [slowIdsBefore] = ((await redis.slowlog('GET', 1)) as Array<[number]>).map(([id]) => id);
+
+    // The same PINGs with no resume first: on a shared 2-core machine the pinger's own scheduling is in both.
+    const idle = child('./lib/redis-pinger.ts', [url, '3']);
+    await idle.lines.next();
+    const idlePings = await nextJson<number[]>(idle.lines);
+    const pinger = child('./lib/redis-pinger.ts', [url, String(seconds)]);
+    await pinger.lines.next(); // ready
+    const resumes: Array<{ customer: string; ms: number; updates: number }> = [];
+    const started = performance.now();
+    const pending: Promise<void>[] = [];
+    for (let i = 0; i < seconds * 10; i++) {
+      const wait = started + i * 100 - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const customer = i % 2 === 0 ? 'quiet' : 'big';
+      pending.push(
+        (async () => {
+          const at = performance.now();
+          const replayed = await bus.replayAfter(customer, from);
+          if (replayed === null) throw new Error('the oldest position was not resumable');
+          resumes.push({ customer, ms: performance.now() - at, updates: replayed.length });
+        })(),
+      );
+    }
+    await Promise.all(pending);
+    const pings = await nextJson<number[]>(pinger.lines);
+    const slow = ((await redis.slowlog('GET', 128)) as Array<[number, number, number, string[]]>).filter(([id]) => slowIdsBefore === undefined || id > slowIdsBefore);
+    const of = (customer: string) => resumes.filter((resume) => resume.customer === customer);
+    return {
+      window: Number(await redis.xlen(streamKey)),
+      resumes: ['quiet', 'big'].map((customer) => ({
+        customer,
+        updates: of(customer)[0]?.updates ?? 0,
+        p50Ms: round(percentile(of(customer).map((r) => r.ms), 50)),
+        maxMs: round(Math.max(...of(customer).map((r) => r.ms))),
+      })),
+      pingMs: [
+        { while: 'no resume', p50: round(percentile(idlePings, 50)), p99: round(percentile(idlePings, 99)), max: round(Math.max(...idlePings)), samples: idlePings.length },
+        { while: '10 resumes/s', p50: round(percentile(pings, 50)), p99: round(percentile(pings, 99)), max: round(Math.max(...pings)), samples: pings.length },
+      ],
+      slowlog: { thresholdUs: Number(slowerThan), added: Number(await redis.slowlog('LEN')) - slowlogBefore, entries: slow.map(([, , us, command]) => ({ us, command: command.slice(0, 2).join(' ') })) },
+    };
+  } finally {
+    await bus.close();
+    const keys = [streamKey, ...['quiet', 'big', ...Array.from({ length: 98 }, (_, i) => `c${i}`)].map((c) => `${streamKey}:c:${c}`)];
+    await redis.del(...keys);
+    await redis.quit();
+  }
+}
+
+function child(script: string, args: string[]): { process: ChildProcess; lines: AsyncIterator<string> } {
+  const started = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  return { process: started, lines: createInterface({ input: started.stdout! })[Symbol.asyncIterator]() };
+}
+
+async function nextJson<T>(lines: AsyncIterator<string>): Promise<T> {
+  const { value, done } = await lines.next();
+  if (done) throw new Error('the child process ended');
+  return JSON.parse(value as string) as T;
+}
+
+async function snapshotStorm(connectsPerMinute: number, seconds: number) {
+  const server = child('./lib/storm-server.ts', ['3000', String(connectsPerMinute)]);
+  try {
+    const { url, token } = await nextJson<{ url: string; token: string }>(server.lines);
+    const quiet = await probeHealthzUntil(new URL(url), performance.now() + 2_000);
+    server.process.stdin!.write('stats\n');
+    await nextJson(server.lines);
+    const storm = child('./lib/storm-client.ts', [url, token, '100', String(seconds)]);
+    const probed = probeHealthzUntil(new URL(url), performance.now() + seconds * 1000);
+    const [counts] = await Promise.all([nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines), probed]);
+    const healthz = await probed;
+    server.process.stdin!.write('stats\n');
+    const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; rssMb: number }>(server.lines);
+    await once(storm.process, 'exit');
+    return {
+      healthzQuietP99Ms: round(percentile(quiet, 99)),
+      healthzP50Ms: round(percentile(healthz, 50)),
+      healthzP99Ms: round(percentile(healthz, 99)),
+      healthzMaxMs: round(healthz.at(-1)!),
+      ...counts,
+      mbSent: round(counts.bytes / 2 ** 20, 1),
+      serverLoopDelayP99Ms: stats.loopDelayMs.p99,
+      serverRssMb: stats.rssMb,
+    };
+  } finally {
+    server.process.stdin!.write('close\n');
+    await once(server.process, 'exit');
+  }
+}
+
+export async function runLiveStormBench(): Promise<void> {
+  const seconds = Number(process.env.BENCH_SECONDS ?? 5);
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+  const redisUrl = process.env.TRAILWIRE_TEST_REDIS_URL;
+  const redis = redisUrl === undefined || process.env.BENCH_SKIP_REDIS ? null : await resumesOnRedis(redisUrl, seconds);
+  if (redis) {
+    printTable(`(a) resumes on Redis from the oldest position of a ${redis.window}-update window, 10/s for ${seconds} s`, redis.resumes);
+    printTable('Redis PING every 10 ms from another process (ms)', redis.pingMs);
+    console.log(`SLOWLOG (threshold ${redis.slowlog.thresholdUs} µs): ${redis.slowlog.added} entries added`, redis.slowlog.entries);
+  } else console.log('(a) skipped: TRAILWIRE_TEST_REDIS_URL is not set');
+
+  const storms: Array<Record<string, string | number>> = [];
+  for (const [limits, perMinute] of [['default (120/60)', 120], ['lifted', 1_000_000]] as const) {
+    for (let round = 1; round <= rounds; round++) storms.push({ limits, round, ...(await snapshotStorm(perMinute, 8)) });
+  }
+  printTable('(b) one customer (3,000 trailers) reconnecting with snapshots at 100/s for 8 s; another tenant probing /healthz', storms);
+  const median = (limits: string, field: string) => percentile(storms.filter((s) => s.limits === limits).map((s) => Number(s[field])), 50);
+  const medians = ['default (120/60)', 'lifted'].map((limits) => ({ limits, healthzP99Ms: median(limits, 'healthzP99Ms'), served: median(limits, 'served') }));
+  printTable('(b) medians', medians);
+  console.log(`results: ${writeResults('live-storm', { redis, storms, medians })}`);
+}
