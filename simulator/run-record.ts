@@ -13,8 +13,11 @@ export interface SendRecord {
   vin: string;
   /** Its window group in `RunRecord.groups`, or null for requests outside the plan (probes). */
   group: number | null;
+  /** When the schedule said it was due: its latency counts from here. */
   plannedAt: number;
+  /** When it left (later than due only when `--max-in-flight` held it back, or the client stalled). */
   sentAt: number;
+  /** 0 while unanswered. */
   answeredAt: number;
   /** The HTTP status; 0 when no answer came (network error). */
   status: number;
@@ -109,6 +112,8 @@ export interface RunRecord {
   /** Server clock minus client clock, ms. */
   clockOffsetMs: number;
   rotations: RotationRecord[];
+  /** Set when `--abort-on-fail` stopped the traffic: when, and the thresholds breached then (with their figures). */
+  aborted?: { at: number; breached: string[] };
   /** Client epoch ms: traffic start and end. */
   startedAt: number;
   trafficEndedAt: number;

@@ -5,6 +5,7 @@
  * tests call this directly, with server overrides that make the embedded server misbehave.
  */
 import type { ServerOptions } from '../adapters/server/index.ts';
+import { ArrivalSchedule, type Stage } from './arrival-schedule.ts';
 import type { IntakeLimit } from '../core/products.ts';
 import { startEmbedded } from './embedded.ts';
 import { checkInvariants } from './invariants.ts';
@@ -13,16 +14,29 @@ import { buildReport, type SimulationReport } from './report.ts';
 import type { RunRecord } from './run-record.ts';
 import { SCENARIOS, type ScenarioName } from './scenarios.ts';
 import { runSimulation, type SimulationProgress } from './simulation.ts';
+import { thresholdsOf } from './thresholds.ts';
 import { SIMULATED_PRODUCTS, type SimulatedProduct, TrafficGenerator } from './traffic.ts';
 
 export interface SimulateOptions {
   scenario: ScenarioName;
   /** Same seed, same traffic. */
   seed: number;
+  /** Seconds of traffic at `rate`; with `stages`, ignored (the stages say how long). */
   durationS: number;
   vins: number;
-  /** Intake requests per second. */
+  /** Intake requests per second, when no `stages` are given. */
   rate: number;
+  /** A ramping arrival rate instead of `rate` for `durationS` (`arrival-schedule.ts`). Default: none. */
+  stages?: Stage[];
+  /**
+   * Thresholds such as `p99<250ms` (`thresholds.ts`), judged on the run; `rate>=95%` is added unless
+   * one judges the rate. Default: that one only.
+   */
+  thresholds?: readonly string[];
+  /** Stop the traffic at the first breached threshold. Default false. */
+  abortOnFail?: boolean;
+  /** The most intake requests in flight at once. Default: no cap (the open model). */
+  maxInFlight?: number;
   subscribers: number;
   /**
    * The LiveFeed heartbeat interval: the embedded server's, or what the remote one is assumed to
@@ -57,6 +71,8 @@ export interface SimulateResult {
 /** Runs a simulation end to end and answers its report (violations included). */
 export async function simulate(options: SimulateOptions): Promise<SimulateResult> {
   validate(options);
+  const arrivals = options.stages ? ArrivalSchedule.ramp(options.stages) : ArrivalSchedule.constant(options.rate, options.durationS * 1000);
+  const thresholds = thresholdsOf(options.thresholds ?? []);
   const traffic = new TrafficGenerator(options.seed);
   if (!options.remote) options.onStage?.('starting an embedded Trailwire on a temporary SQLite file');
   const embedded = options.remote
@@ -65,7 +81,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
         {
           scenario: options.scenario,
           vins: options.vins,
-          rate: options.rate,
+          rate: arrivals.peakRate,
           customers: options.customers,
           windowSeconds: options.windowSeconds,
           limits: options.limits,
@@ -97,9 +113,11 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
       {
         scenario: options.scenario,
         seed: options.seed,
-        durationMs: options.durationS * 1000,
-        rate: options.rate,
+        arrivals,
         subscribers: options.subscribers,
+        maxInFlight: options.maxInFlight,
+        thresholds,
+        abortOnFail: options.abortOnFail,
         // Embedded windows are short and can be waited for; a remote 60 s window is judged in part.
         alignToWindow: embedded !== undefined,
         windowMarginMs: embedded ? 100 : 250,
@@ -110,7 +128,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
       },
       traffic,
     );
-    const report = buildReport(record, checkInvariants(record), { durationS: options.durationS, rate: options.rate });
+    const report = buildReport(record, checkInvariants(record), { arrivals, thresholds });
     return { report, record };
   } finally {
     await embedded?.close();
@@ -124,9 +142,13 @@ function validate(options: SimulateOptions): void {
   };
   if (!SCENARIOS.includes(options.scenario)) throw new TypeError(`simulate: unknown scenario ${JSON.stringify(options.scenario)}; one of ${SCENARIOS.join(', ')}`);
   if (!Number.isInteger(options.seed)) throw new TypeError(`simulate: \`seed\` must be an integer, got ${options.seed}`);
-  positive('durationS', options.durationS);
+  // Stages say how long and how fast themselves (`ArrivalSchedule.ramp` checks them).
+  if (!options.stages) {
+    positive('durationS', options.durationS);
+    positive('rate', options.rate);
+  }
   positive('vins', options.vins, true);
-  positive('rate', options.rate);
+  if (options.maxInFlight !== undefined) positive('maxInFlight', options.maxInFlight, true);
   if (!Number.isInteger(options.subscribers) || options.subscribers < 0) throw new TypeError(`simulate: \`subscribers\` must be a whole number, got ${options.subscribers}`);
   for (const product of Object.keys(options.limits ?? {}))
     if (!(SIMULATED_PRODUCTS as readonly string[]).includes(product)) throw new TypeError(`simulate: no product ${JSON.stringify(product)} to limit; one of ${SIMULATED_PRODUCTS.join(', ')}`);

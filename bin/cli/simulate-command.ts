@@ -3,15 +3,18 @@
  * Trailwire on a temporary SQLite file, provisioned and torn down by the run — or remote with
  * `--target <url> --grpc <host:port>` and the deployment's keys. Shows a live progress line on a
  * terminal, then the final table (or, with `--json`, one report document), writes an HTML report
- * with `--report`, and exits 1 when any invariant was violated.
+ * with `--report` and JUnit XML with `--junit`, and exits 1 when any invariant was violated, else 99
+ * when a `--threshold` was breached (as k6 does), else 0.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
+import { parseStages, type Stage } from '../../simulator/arrival-schedule.ts';
 import type { progressPrinter } from '../../simulator/progress-line.ts';
 import { SCENARIO_DEFINITIONS, SCENARIOS, type ScenarioName } from '../../simulator/scenario-definitions.ts';
 import type { SimulateOptions } from '../../simulator/simulate.ts';
+import { parseThreshold } from '../../simulator/thresholds.ts';
 import { printFailure } from './output.ts';
 
 interface SimulateArguments {
@@ -19,6 +22,11 @@ interface SimulateArguments {
   duration: number;
   vins: number;
   rate: number;
+  stages?: string;
+  threshold: string[];
+  'abort-on-fail': boolean;
+  junit?: string;
+  'max-in-flight'?: number;
   subscribers: number;
   scenario: ScenarioName;
   seed: number;
@@ -46,7 +54,17 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
     yargs
       .option('duration', { type: 'number', default: 30, describe: 'Seconds of traffic' })
       .option('vins', { type: 'number', default: 20, describe: "How many VINs send (remote mode: at most the customers' own trailers, unless --unregistered-vins)" })
-      .option('rate', { type: 'number', default: 50, describe: 'Intake requests per second (scenarios that must exceed a limit may send more)' })
+      .option('rate', { type: 'number', default: 50, describe: 'Intake requests per second, due on a schedule whatever the server does (scenarios that must exceed a limit may send more)' })
+      .option('stages', { type: 'string', describe: 'A ramping arrival rate instead of --rate/--duration: DURATION:RATE,... linear within each stage from the last (from 0), e.g. 30s:50,60s:200,30s:0' })
+      .option('threshold', {
+        type: 'string',
+        array: true,
+        default: [],
+        describe: "Pass/fail criterion, repeatable: p50|p90|p95|p99|max|live-p50|live-p95|live-p99 <250ms, error-rate<1%, rate>=95% (the default rate check); a breach exits 99",
+      })
+      .option('abort-on-fail', { type: 'boolean', default: false, describe: 'Stop the traffic at the first breached threshold (judged every half second)' })
+      .option('junit', { type: 'string', describe: 'Write a JUnit XML report (one testcase per invariant and per threshold) to this file' })
+      .option('max-in-flight', { type: 'number', describe: 'Cap the intake requests in flight; a due request waits for a slot and its wait counts in its latency (default: no cap)' })
       .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed subscribers, spread over the customers' })
       .option('scenario', {
         type: 'string',
@@ -105,20 +123,23 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       // starts: a run against a deployment reads and subscribes for seconds before its first payload.
       const stage = args.json ? undefined : (text: string) => process.stderr.write(`  ${text}…\n`);
       if (!args.json)
-        process.stderr.write(`Trailwire simulation: ${args.scenario} (${options.remote ? `remote, ${options.remote.target}` : 'embedded'}, seed ${args.seed}, ${args.duration} s)\n`);
+        process.stderr.write(`Trailwire simulation: ${args.scenario} (${options.remote ? `remote, ${options.remote.target}` : 'embedded'}, seed ${args.seed}, ${args.stages ? `stages ${args.stages}` : `${args.duration} s`})\n`);
       // Loaded here, not at the top: `trailwire --help` and the other commands do not pay for the simulator.
-      const [{ simulate }, { progressPrinter }, { renderHtmlReport }, { formatReportTable }] = await Promise.all([
+      const [{ simulate }, { progressPrinter }, { renderHtmlReport }, { formatReportTable, exitCodeOf }, { renderJUnitReport }] = await Promise.all([
         import('../../simulator/simulate.ts'),
         import('../../simulator/progress-line.ts'),
         import('../../simulator/html-report.ts'),
         import('../../simulator/report.ts'),
+        import('../../simulator/junit-report.ts'),
       ]);
       progress = !args.json && process.stderr.isTTY ? progressPrinter(process.stderr) : undefined;
       const { report } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
       progress?.done();
       if (args.report) writeFileSync(args.report, renderHtmlReport(report));
-      process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + (args.report ? `\nHTML report: ${args.report}\n` : ''));
-      if (report.violations.length > 0) process.exitCode = 1;
+      if (args.junit) writeFileSync(args.junit, renderJUnitReport(report));
+      const written = [args.report && `HTML report: ${args.report}`, args.junit && `JUnit report: ${args.junit}`].filter(Boolean);
+      process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + written.map((line) => `\n${line}\n`).join(''));
+      process.exitCode = exitCodeOf(report);
     } catch (error) {
       progress?.done();
       printFailure(args, error);
@@ -152,12 +173,19 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     if (!match) throw invalid(`--limit ${JSON.stringify(entry)}: expected product=requests/seconds, e.g. gps-basic=120/60`);
     limits[match[1]!] = { requests: Number(match[2]), windowSeconds: Number(match[3]) };
   }
+  let stages: Stage[] | undefined;
+  if (args.stages !== undefined) stages = edgeParsed(() => parseStages(args.stages!));
+  for (const threshold of args.threshold) edgeParsed(() => parseThreshold(threshold));
   return {
     scenario: args.scenario,
     seed: args.seed,
     durationS: args.duration,
     vins: args.vins,
     rate: args.rate,
+    stages,
+    thresholds: args.threshold,
+    abortOnFail: args['abort-on-fail'],
+    maxInFlight: args['max-in-flight'],
     subscribers: args.subscribers,
     heartbeatMs: args['heartbeat-ms'],
     heartbeatSlackMs: args['heartbeat-slack-ms'],
@@ -185,6 +213,15 @@ function keyInFile(option: string, file: string): string {
   const key = text.trim();
   if (key === '' || /\s/.test(key)) throw invalid(`${option} ${file}: expected one key and nothing else in the file`);
   return key;
+}
+
+/** What `parse` answers, or its `TypeError` as a `validation_failed` (the message names the option). */
+function edgeParsed<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw new TrailwireError('validation_failed', (error as Error).message, { cause: error });
+  }
 }
 
 function invalid(message: string): TrailwireError {

@@ -67,6 +67,15 @@ describe('trailwire simulate', () => {
     for (const option of ['--db', '--database-url', '--database-schema', '--redis-url', '--product-module']) assert.ok(serveHelp.stdout.includes(option), `serve --help lacks ${option}`);
   });
 
+  it('refuses a malformed --threshold or --stages before it starts, naming it', async () => {
+    const threshold = await runCli(['simulate', '--threshold', 'p99<fast']);
+    assert.equal(threshold.code, 1);
+    assert.match(threshold.stderr, /--threshold "p99<fast": expected METRIC OP VALUE/);
+    const stages = await runCli(['simulate', '--stages', '30s:50,1x:2']);
+    assert.equal(stages.code, 1);
+    assert.match(stages.stderr, /--stages: cannot read the stage "1x:2"/);
+  });
+
   describe('remote', () => {
     let server: RunningServer;
     const keys = { partner: '', customer: '' };

@@ -59,6 +59,19 @@ describe('simulate against faulty servers', () => {
     assert.ok(progress.some((snapshot) => snapshot.checking === undefined && snapshot.sent > 0), 'the traffic phase reported too');
   });
 
+  it('holds heartbeats to the default slack when none is given (an option left undefined once turned the check off)', async () => {
+    const { report } = await simulate({
+      ...quick,
+      scenario: 'steady',
+      durationS: 4,
+      subscribers: 1,
+      heartbeatMs: 500,
+      heartbeatSlackMs: undefined,
+      embeddedServer: { heartbeatIntervalMs: 3000 },
+    });
+    assert.match(report.violations.join('\n'), /ms without a heartbeat from .* \(interval 500 ms \+ slack 1000 ms\)/);
+  });
+
   it('catches 5xx answers and accepted payloads that are never processed', async () => {
     const progress: SimulationProgress[] = [];
     const { report } = await simulate({
@@ -75,5 +88,26 @@ describe('simulate against faulty servers', () => {
     assert.match(violations, /\d+ accepted payload\(s\) not processed within 0.5 s after the traffic stopped \(\d+ queued\)/);
     assert.ok(report.accepted > 0);
     assert.deepEqual(progress.at(-1)?.checking, { settled: 0, accepted: report.accepted });
+  });
+});
+
+describe('simulate as a load tool', () => {
+  it("follows a ramp of stages: each stage's achieved rate within 5 % of what it asked for", async () => {
+    const { report } = await simulate({ ...quick, vins: 10, scenario: 'steady', durationS: 0, stages: [{ durationMs: 2000, target: 40 }, { durationMs: 3000, target: 40 }, { durationMs: 2000, target: 80 }], subscribers: 0 });
+    assert.deepEqual(report.violations, []);
+    assert.equal(report.stages.length, 3);
+    for (const stage of report.stages) assert.ok(Math.abs(stage.sent - stage.due) <= stage.due * 0.05, `${stage.sent} sent in ${stage.fromS}-${stage.toS} s, ${stage.due} due`);
+    assert.deepEqual(report.thresholds, [{ threshold: 'rate>=95%', actual: report.thresholds[0]!.actual, passed: true }]);
+    assert.equal(report.timeline[6]!.targetRate, 70);
+  });
+
+  it('stops the traffic at the first breached threshold with abortOnFail, and judges what it sent', async () => {
+    const { report } = await simulate({ ...quick, scenario: 'steady', durationS: 30, subscribers: 0, thresholds: ['p50<0ms'], abortOnFail: true });
+    assert.ok(report.aborted, 'aborted');
+    assert.deepEqual(report.aborted.breached.filter((b) => b.startsWith('p50<0ms')).length, 1);
+    assert.ok(report.aborted.atS < 5, `aborted at ${report.aborted.atS} s`);
+    assert.ok(report.sent < 30 * 30 / 2, `${report.sent} sent of 900`);
+    assert.deepEqual(report.violations, [], 'what was sent is judged like any run');
+    assert.equal(report.thresholds.find((t) => t.threshold === 'p50<0ms')?.passed, false);
   });
 });
