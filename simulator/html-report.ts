@@ -89,8 +89,8 @@ export function renderHtmlReport(report: SimulationReport): string {
     ['Service time (from sent)', `p50 ${report.serviceTimeMs.p50} ms · p90 ${report.serviceTimeMs.p90} ms · p99 ${report.serviceTimeMs.p99} ms · max ${report.serviceTimeMs.max} ms`],
     ['Processed', `${report.processing.processed} of ${report.processing.accepted} (${report.processing.failed} failed, ${report.processing.pending} pending)`],
     [
-      'LiveFeed',
-      `${report.live.subscribers} subscribers (${report.live.slowSubscribers} slow) · ${report.live.updates} updates · ${report.live.heartbeats} heartbeats · ${report.live.reconnects} reconnects`,
+      'Live feed',
+      `${report.live.subscribers} subscribers (${report.live.sseSubscribers} SSE, ${report.live.slowSubscribers} slow) · ${report.live.updates} updates · ${report.live.heartbeats} heartbeats · ${report.live.reconnects} reconnects`,
     ],
     ['Live latency', `p50 ${report.live.latencyMs.p50} ms · p99 ${report.live.latencyMs.p99} ms · max ${report.live.latencyMs.max} ms`],
   ];

@@ -75,7 +75,9 @@ export interface SimulationReport {
   products: Record<string, { limit: { requests: number; windowSeconds: number }; sent: number; accepted: number; limited: number }>;
   processing: { accepted: number; processed: number; failed: number; pending: number };
   live: {
+    /** gRPC and SSE together. */
     subscribers: number;
+    sseSubscribers: number;
     slowSubscribers: number;
     /** Updates received, summed over subscribers. */
     updates: number;
@@ -151,6 +153,7 @@ export function buildReport(record: RunRecord, checks: CheckResult[], options: {
     },
     live: {
       subscribers: record.subscribers.length,
+      sseSubscribers: record.subscribers.filter((s) => s.transport === 'sse').length,
       slowSubscribers: record.subscribers.filter((s) => s.slow).length,
       updates: record.subscribers.reduce((sum, s) => sum + s.updates.length, 0),
       heartbeats: record.subscribers.reduce((sum, s) => sum + s.connections.reduce((n, c) => n + c.heartbeats.length, 0), 0),
@@ -297,7 +300,7 @@ export function formatReportTable(report: SimulationReport): string {
   row('processed', `${report.processing.processed} of ${report.processing.accepted} accepted (${report.processing.failed} failed, ${report.processing.pending} pending)`);
   row(
     'live',
-    `${report.live.subscribers} subscribers${report.live.slowSubscribers ? ` (${report.live.slowSubscribers} slow)` : ''}, ${report.live.updates} updates, ${report.live.heartbeats} heartbeats, ${report.live.reconnects} reconnects`,
+    `${report.live.subscribers} subscribers${report.live.sseSubscribers ? ` (${report.live.sseSubscribers} SSE)` : ''}${report.live.slowSubscribers ? ` (${report.live.slowSubscribers} slow)` : ''}, ${report.live.updates} updates, ${report.live.heartbeats} heartbeats, ${report.live.reconnects} reconnects`,
   );
   row('live latency', `p50 ${report.live.latencyMs.p50} ms  p99 ${report.live.latencyMs.p99} ms  max ${report.live.latencyMs.max} ms`);
   for (const rotation of report.rotations)

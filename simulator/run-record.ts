@@ -55,12 +55,14 @@ export interface ConnectionRecord {
   heartbeats: number[];
   /** When the stream ended (by the server, or closed by the simulator). */
   endedAt?: number;
-  /** The gRPC status it ended with; 1 (CANCELLED) when the simulator closed it. */
+  /** The gRPC status it ended with (an SSE stream's end in the same codes); 1 (CANCELLED) when the simulator closed it. */
   endCode?: number;
 }
 
 export interface SubscriberRecord {
   index: number;
+  /** The LiveFeed over gRPC, or `GET /api/v1/live` (Server-Sent Events). */
+  transport: 'grpc' | 'sse';
   /** Index of its customer in `RunRecord.customers`. */
   customer: number;
   /** A slow reader (slow-subscriber scenario). */

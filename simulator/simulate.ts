@@ -37,7 +37,10 @@ export interface SimulateOptions {
   abortOnFail?: boolean;
   /** The most intake requests in flight at once. Default: no cap (the open model). */
   maxInFlight?: number;
+  /** LiveFeed (gRPC) subscribers. */
   subscribers: number;
+  /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them. Default 0. */
+  sseSubscribers?: number;
   /**
    * The LiveFeed heartbeat interval: the embedded server's, or what the remote one is assumed to
    * use. Default 1,000 ms embedded, 15,000 ms remote.
@@ -115,6 +118,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
         seed: options.seed,
         arrivals,
         subscribers: options.subscribers,
+        sseSubscribers: options.sseSubscribers,
         maxInFlight: options.maxInFlight,
         thresholds,
         abortOnFail: options.abortOnFail,
@@ -149,11 +153,14 @@ function validate(options: SimulateOptions): void {
   }
   positive('vins', options.vins, true);
   if (options.maxInFlight !== undefined) positive('maxInFlight', options.maxInFlight, true);
-  if (!Number.isInteger(options.subscribers) || options.subscribers < 0) throw new TypeError(`simulate: \`subscribers\` must be a whole number, got ${options.subscribers}`);
+  for (const name of ['subscribers', 'sseSubscribers'] as const) {
+    const value = options[name] ?? 0;
+    if (!Number.isInteger(value) || value < 0) throw new TypeError(`simulate: \`${name}\` must be a whole number, got ${value}`);
+  }
   for (const product of Object.keys(options.limits ?? {}))
     if (!(SIMULATED_PRODUCTS as readonly string[]).includes(product)) throw new TypeError(`simulate: no product ${JSON.stringify(product)} to limit; one of ${SIMULATED_PRODUCTS.join(', ')}`);
   if (options.remote) {
     if (!options.remote.target || !options.remote.grpc) throw new TypeError('simulate: remote mode needs both --target and --grpc');
-    if (options.subscribers > 0 && options.remote.customerKeys.length === 0) throw new TypeError('simulate: remote subscribers need at least one --customer-key');
+    if (options.subscribers + (options.sseSubscribers ?? 0) > 0 && options.remote.customerKeys.length === 0) throw new TypeError('simulate: remote subscribers need at least one --customer-key');
   }
 }

@@ -16,7 +16,8 @@ import type { ArrivalSchedule } from './arrival-schedule.ts';
 import type { IntakeLimit } from '../core/products.ts';
 import { builtInProducts } from '../products/index.ts';
 import { TrailwireClient } from './client/http-client.ts';
-import { subscribeWithClient, type LiveFeedSubscription } from './client/live-feed-client.ts';
+import { subscribeLiveEvents } from './client/live-events-client.ts';
+import { subscribeWithClient, type LiveUpdate } from './client/live-feed-client.ts';
 import type { ConnectionRecord, IntakeOutcome, RotationRecord, RunRecord, SendRecord, SubscriberRecord } from './run-record.ts';
 import { planSends, SCENARIO_DEFINITIONS, type PlannedSend, type ScenarioName } from './scenarios.ts';
 import { judgeThresholds, quantile, requestFigures, type Threshold } from './thresholds.ts';
@@ -52,7 +53,10 @@ export interface SimulationOptions {
   seed: number;
   /** When intake requests fall due (a constant rate, or stages). */
   arrivals: ArrivalSchedule;
+  /** LiveFeed (gRPC) subscribers, spread over the customers. */
   subscribers: number;
+  /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them, spread the same way. Default 0. */
+  sseSubscribers?: number;
   /** Wait for the next window boundary before the traffic starts, so the first window is whole. Default false. */
   alignToWindow?: boolean;
   /** Keep sends this far from window edges. Default 100 ms. */
@@ -122,7 +126,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     if (!target.partnerKeys[product]) throw new TypeError(`The ${options.scenario} scenario sends ${product}: give a partner key for it`);
     if (!target.limits[product]) throw new TypeError(`No intake limit known for ${product}`);
   }
-  if (target.customers.length === 0 && options.subscribers > 0) throw new TypeError('Subscribers need at least one customer key');
+  if (target.customers.length === 0 && options.subscribers + (options.sseSubscribers ?? 0) > 0) throw new TypeError('Subscribers need at least one customer key');
 
   const clientOf = (audience: 'partners' | 'customers', apiKey: string) =>
     new TrailwireClient({ baseUrl: target.baseUrl, authUrl: target.authUrl, audience, apiKey });
@@ -136,50 +140,56 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
   let lastUpdateAt = 0;
   let liveUpdates = 0;
   const subscriberRecords: SubscriberRecord[] = [];
-  const subscriptions: LiveFeedSubscription[] = [];
-  for (let index = 0; index < options.subscribers; index++) {
+  const subscriptions: Array<{ pause(): void; resume(): void; close(): void }> = [];
+  const sseSubscribers = options.sseSubscribers ?? 0;
+  const allSubscribers = options.subscribers + sseSubscribers;
+  // The gRPC subscribers first, then the SSE ones, each spread over the customers the same way.
+  for (let index = 0; index < allSubscribers; index++) {
+    const transport = index < options.subscribers ? 'grpc' : 'sse';
     const customer = index % target.customers.length;
     // One in four of each customer's subscribers reads slowly (its second, sixth...), so every
     // customer with a slow subscriber also has fast ones to compare; with too few, the last one.
     const round = Math.floor(index / target.customers.length);
-    const slow =
-      definition.slowSubscribers && (round % 4 === 1 || (options.subscribers <= target.customers.length && index === options.subscribers - 1));
-    const record: SubscriberRecord = { index, customer, slow, connections: [], updates: [] };
+    const slow = definition.slowSubscribers && (round % 4 === 1 || (allSubscribers <= target.customers.length && index === allSubscribers - 1));
+    const record: SubscriberRecord = { index, transport, customer, slow, connections: [], updates: [] };
     subscriberRecords.push(record);
     const current = (): ConnectionRecord | undefined => record.connections.at(-1);
-    const subscription = subscribeWithClient(
-      customers[customer]!,
-      { target: target.grpcTarget, reconnectBaseMs: 100, jitterMs: 100 },
-      {
-        onConnecting: () => record.connections.push({ startedAt: Date.now(), heartbeats: [] }),
-        onHeartbeat: () => current()?.heartbeats.push(Date.now()),
-        onUpdate: (update) => {
-          const now = Date.now();
-          lastUpdateAt = now;
-          liveUpdates++;
-          record.updates.push({
-            vin: update.trailer.vin ?? '',
-            trailerId: update.trailer.id,
-            fleetId: update.fleetId,
-            ts: update.ts,
-            receivedAt: now,
-            connection: record.connections.length - 1,
-          });
-          if (slow && trafficRunning) {
-            subscription.pause();
-            setTimeout(() => subscription.resume(), settings.slowReadMs).unref();
-          }
-        },
-        onDisconnect: (disconnect) => {
-          const connection = current();
-          if (connection && connection.endedAt === undefined) {
-            connection.endedAt = Date.now();
-            connection.endCode = disconnect.code;
-          }
-        },
-        onGiveUp: (error) => (record.gaveUp = error.message),
+    const ended = (endCode: number) => {
+      const connection = current();
+      if (connection && connection.endedAt === undefined) {
+        connection.endedAt = Date.now();
+        connection.endCode = endCode;
+      }
+    };
+    const handlers = {
+      onConnecting: () => record.connections.push({ startedAt: Date.now(), heartbeats: [] }),
+      onHeartbeat: () => current()?.heartbeats.push(Date.now()),
+      onUpdate: (update: LiveUpdate) => {
+        const now = Date.now();
+        lastUpdateAt = now;
+        liveUpdates++;
+        record.updates.push({
+          vin: update.trailer.vin ?? '',
+          trailerId: update.trailer.id,
+          fleetId: update.fleetId,
+          ts: update.ts,
+          receivedAt: now,
+          connection: record.connections.length - 1,
+        });
+        if (slow && trafficRunning) {
+          subscription.pause();
+          setTimeout(() => subscription.resume(), settings.slowReadMs).unref();
+        }
       },
-    );
+      onGiveUp: (error: Error) => (record.gaveUp = error.message),
+    };
+    const subscription =
+      transport === 'grpc'
+        ? subscribeWithClient(customers[customer]!, { target: target.grpcTarget, reconnectBaseMs: 100, jitterMs: 100 }, { ...handlers, onDisconnect: (disconnect) => ended(disconnect.code) })
+        : subscribeLiveEvents(
+            { baseUrl: target.baseUrl, token: () => customers[customer]!.accessToken(), onTokenRejected: () => customers[customer]!.dropToken(), reconnectBaseMs: 100, jitterMs: 100 },
+            { ...handlers, onDisconnect: (disconnect) => ended(grpcCodeOfHttpEnd(disconnect.status)) },
+          );
     subscriptions.push(subscription);
   }
   try {
@@ -191,6 +201,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
 
   async function drive(): Promise<RunRecord> {
     if (options.subscribers > 0) options.onStage?.(`opening ${options.subscribers} LiveFeed subscriber${options.subscribers === 1 ? '' : 's'} at ${target.grpcTarget}`);
+    if (sseSubscribers > 0) options.onStage?.(`opening ${sseSubscribers} SSE subscriber${sseSubscribers === 1 ? '' : 's'} at ${target.baseUrl}/api/v1/live`);
     await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
 
     // The plan, started at a window boundary when asked (so a short run still has whole windows).
@@ -513,6 +524,16 @@ class ProgressMeter {
       liveUpdates,
     };
   }
+}
+
+/**
+ * The record keeps the LiveFeed's status codes for every transport, so that the checks (a rotated
+ * customer's streams end UNAUTHENTICATED) read one vocabulary: an SSE stream that ended with 401
+ * is UNAUTHENTICATED (16), with 503 UNAVAILABLE (14), with 429 RESOURCE_EXHAUSTED (8), with 403
+ * PERMISSION_DENIED (7); one that broke or ended without a word, UNKNOWN (2).
+ */
+function grpcCodeOfHttpEnd(status: number): number {
+  return ({ 401: 16, 403: 7, 429: 8, 503: 14 } as Record<number, number>)[status] ?? 2;
 }
 
 function sleep(ms: number): Promise<void> {

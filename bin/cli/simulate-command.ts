@@ -28,6 +28,7 @@ interface SimulateArguments {
   junit?: string;
   'max-in-flight'?: number;
   subscribers: number;
+  'sse-subscribers': number;
   scenario: ScenarioName;
   seed: number;
   report?: string;
@@ -65,7 +66,8 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       .option('abort-on-fail', { type: 'boolean', default: false, describe: 'Stop the traffic at the first breached threshold (judged every half second)' })
       .option('junit', { type: 'string', describe: 'Write a JUnit XML report (one testcase per invariant and per threshold) to this file' })
       .option('max-in-flight', { type: 'number', describe: 'Cap the intake requests in flight; a due request waits for a slot and its wait counts in its latency (default: no cap)' })
-      .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed subscribers, spread over the customers' })
+      .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed (gRPC) subscribers, spread over the customers' })
+      .option('sse-subscribers', { type: 'number', default: 0, describe: 'GET /api/v1/live (Server-Sent Events) subscribers beside them, held to the same invariants' })
       .option('scenario', {
         type: 'string',
         choices: SCENARIOS,
@@ -187,6 +189,7 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     abortOnFail: args['abort-on-fail'],
     maxInFlight: args['max-in-flight'],
     subscribers: args.subscribers,
+    sseSubscribers: args['sse-subscribers'],
     heartbeatMs: args['heartbeat-ms'],
     heartbeatSlackMs: args['heartbeat-slack-ms'],
     processingWaitS: args['processing-wait'],

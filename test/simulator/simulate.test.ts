@@ -92,6 +92,32 @@ describe('simulate against faulty servers', () => {
 });
 
 describe('simulate as a load tool', () => {
+  it('holds SSE subscribers beside gRPC ones to the same delivery, order and heartbeat invariants', async () => {
+    const { report, record } = await simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 2, sseSubscribers: 2, heartbeatMs: 500 });
+    assert.deepEqual(report.violations, []);
+    assert.equal(report.live.sseSubscribers, 2);
+    for (const subscriber of record.subscribers) {
+      assert.ok(subscriber.updates.length > 0, `${subscriber.transport} subscriber ${subscriber.index} got updates`);
+      assert.ok(subscriber.connections[0]!.heartbeats.length >= 3, `${subscriber.transport} subscriber ${subscriber.index} heartbeats`);
+    }
+    assert.deepEqual(record.subscribers.map((s) => s.transport), ['grpc', 'grpc', 'sse', 'sse']);
+    // A slow SSE reader (its body left unread) is held to the latest state of each trailer.
+    const slow = await simulate({ ...quick, scenario: 'slow-subscriber', durationS: 3, subscribers: 0, sseSubscribers: 4 });
+    assert.deepEqual(slow.report.violations, []);
+    assert.equal(slow.report.live.slowSubscribers, 2);
+  });
+
+  it('catches updates sent to the wrong customer on the SSE stream, and an SSE stream rotated away ends UNAUTHENTICATED and resubscribes', async () => {
+    const misrouted = await simulate({ ...quick, scenario: 'steady', durationS: 2, subscribers: 0, sseSubscribers: 2, embeddedServer: { core: { live: { bus: new MisroutingBus() } } } });
+    const violations = misrouted.report.violations.join('\n');
+    assert.match(violations, /SSE subscriber \d \(customer \d\) received \d+ update\(s\) of trailers that are not its customer's/);
+    assert.match(violations, /SSE subscriber \d \(customer \d\) missed \d+ of \d+ update\(s\)/);
+    const rotated = await simulate({ ...quick, scenario: 'rotation', durationS: 3, subscribers: 0, sseSubscribers: 2 });
+    assert.deepEqual(rotated.report.violations, []);
+    assert.equal(rotated.report.rotations.length, 2);
+    assert.ok(rotated.report.live.reconnects >= 1);
+  });
+
   it("follows a ramp of stages: each stage's achieved rate within 5 % of what it asked for", async () => {
     const { report } = await simulate({ ...quick, vins: 10, scenario: 'steady', durationS: 0, stages: [{ durationMs: 2000, target: 40 }, { durationMs: 3000, target: 40 }, { durationMs: 2000, target: 80 }], subscribers: 0 });
     assert.deepEqual(report.violations, []);
