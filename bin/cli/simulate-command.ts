@@ -27,6 +27,8 @@ interface SimulateArguments {
   'abort-on-fail': boolean;
   junit?: string;
   'max-in-flight'?: number;
+  'find-capacity'?: string;
+  'capacity-budget': number;
   subscribers: number;
   'sse-subscribers': number;
   scenario: ScenarioName;
@@ -65,6 +67,11 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       })
       .option('abort-on-fail', { type: 'boolean', default: false, describe: 'Stop the traffic at the first breached threshold (judged every half second)' })
       .option('junit', { type: 'string', describe: 'Write a JUnit XML report (one testcase per invariant and per threshold) to this file' })
+      .option('find-capacity', {
+        type: 'string',
+        describe: "Search for the highest --rate that holds this threshold, every invariant and the rate check: steps of --duration seconds from --rate, doubling, then halving the gap",
+      })
+      .option('capacity-budget', { type: 'number', default: 120, describe: 'With --find-capacity: seconds the search may take in all' })
       .option('max-in-flight', { type: 'number', describe: 'Cap the intake requests in flight; a due request waits for a slot and its wait counts in its latency (default: no cap)' })
       .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed (gRPC) subscribers, spread over the customers' })
       .option('sse-subscribers', { type: 'number', default: 0, describe: 'GET /api/v1/live (Server-Sent Events) subscribers beside them, held to the same invariants' })
@@ -134,6 +141,20 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
         import('../../simulator/report.ts'),
         import('../../simulator/junit-report.ts'),
       ]);
+      if (args['find-capacity'] !== undefined) {
+        const { findCapacity, formatCapacityTable } = await import('../../simulator/capacity-search.ts');
+        const threshold = args['find-capacity'];
+        const search = await findCapacity(
+          async (rate) => {
+            stage?.(`step at ${rate}/s for ${options.durationS} s`);
+            return (await simulate({ ...options, rate, thresholds: [...(options.thresholds ?? []), threshold] })).report;
+          },
+          { startRate: options.rate, budgetMs: args['capacity-budget'] * 1000 },
+        );
+        process.stdout.write(args.json ? `${JSON.stringify({ threshold, ...search })}\n` : formatCapacityTable(threshold, search));
+        process.exitCode = search.capacity === null ? 99 : 0;
+        return;
+      }
       progress = !args.json && process.stderr.isTTY ? progressPrinter(process.stderr) : undefined;
       const { report } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
       progress?.done();
@@ -177,7 +198,9 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
   }
   let stages: Stage[] | undefined;
   if (args.stages !== undefined) stages = edgeParsed(() => parseStages(args.stages!));
-  for (const threshold of args.threshold) edgeParsed(() => parseThreshold(threshold));
+  for (const threshold of [...args.threshold, ...(args['find-capacity'] === undefined ? [] : [args['find-capacity']])]) edgeParsed(() => parseThreshold(threshold));
+  if (args['find-capacity'] !== undefined && stages) throw invalid('--find-capacity steps a constant --rate: it does not take --stages');
+  if (args['find-capacity'] !== undefined && !(args['capacity-budget'] > 0)) throw invalid(`--capacity-budget must be a positive number of seconds, got ${args['capacity-budget']}`);
   return {
     scenario: args.scenario,
     seed: args.seed,
