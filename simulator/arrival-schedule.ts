@@ -69,6 +69,13 @@ export class ArrivalSchedule {
     return this.spans.filter((span) => span.to > span.from).map((span) => ({ ...span }));
   }
 
+  /** The stages that make this schedule again with `ramp` (a rate at the start is a zero-length first stage). */
+  toStages(): Stage[] {
+    const first = this.spans[0]!;
+    const stages = this.spans.map((span) => ({ durationMs: span.to - span.from, target: span.target }));
+    return first.startRate > 0 ? [{ durationMs: 0, target: first.startRate }, ...stages] : stages;
+  }
+
   /** Requests per second due at `ms`. */
   rateAt(ms: number): number {
     const span = this.spans.find((candidate) => ms >= candidate.from && ms < candidate.to);

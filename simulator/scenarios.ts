@@ -122,14 +122,20 @@ export function planSends(options: PlanOptions): SendPlan {
   const end = start + arrivals.durationMs;
   const sends: PlannedSend[] = [];
   const groups: WindowGroup[] = [];
-  for (const [product, fraction] of Object.entries(definition.mix) as Array<[SimulatedProduct, number]>) {
+  // A product none of the VINs reports (a deployment's trailers without tire sensors) leaves its
+  // part of the rate to the products they do report, so the plan keeps the rate.
+  const reportingVins = (product: SimulatedProduct) =>
+    Array.from({ length: options.vins }, (_, vinIndex) => vinIndex).filter((vinIndex) => !options.reports || options.reports(product, vinIndex));
+  const mix = (Object.entries(definition.mix) as Array<[SimulatedProduct, number]>).filter(([product]) => reportingVins(product).length > 0);
+  const mixTotal = mix.reduce((sum, [, fraction]) => sum + fraction, 0);
+  for (const [product, mixFraction] of mix) {
+    const fraction = mixFraction / mixTotal;
     const limit = options.limits[product];
     if (!limit) throw new TypeError(`planSends: no limit for ${product}`);
     const windowMs = limit.windowSeconds * 1000;
     // The product's part of the rate is shared by the VINs that report it (a deployment's trailer
     // without tire sensors leaves its part to those with them), so the plan keeps the rate.
-    const reporting = Array.from({ length: options.vins }, (_, vinIndex) => vinIndex).filter((vinIndex) => !options.reports || options.reports(product, vinIndex));
-    if (reporting.length === 0) continue;
+    const reporting = reportingVins(product);
     for (const { windowStart, windowEnd, from, to, dueFrom, dueTo } of windowSpans(start, end, windowMs, margin)) {
       const firstAt = from + margin;
       const lastAt = to - margin;

@@ -37,6 +37,12 @@ export interface SimulateOptions {
   abortOnFail?: boolean;
   /** The most intake requests in flight at once. Default: no cap (the open model). */
   maxInFlight?: number;
+  /**
+   * Run as shard `index` of `count` processes against one deployment (remote only): this one drives
+   * its own VINs at its share of the rate (the rate and the stages are the whole run's), with its
+   * own subscribers; `simulate merge` judges the shards' records together. Default: none.
+   */
+  shard?: { index: number; count: number };
   /** LiveFeed (gRPC) subscribers. */
   subscribers: number;
   /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them. Default 0. */
@@ -69,12 +75,24 @@ export interface SimulateOptions {
 export interface SimulateResult {
   report: SimulationReport;
   record: RunRecord;
+  /** The whole run's schedule (a shard ran its share of it). */
+  arrivals: ArrivalSchedule;
+}
+
+/** The whole run's schedule: the stages, or the rate for the duration. */
+export function scheduleOf(options: Pick<SimulateOptions, 'stages' | 'rate' | 'durationS'>): ArrivalSchedule {
+  return options.stages ? ArrivalSchedule.ramp(options.stages) : ArrivalSchedule.constant(options.rate, options.durationS * 1000);
 }
 
 /** Runs a simulation end to end and answers its report (violations included). */
 export async function simulate(options: SimulateOptions): Promise<SimulateResult> {
   validate(options);
-  const arrivals = options.stages ? ArrivalSchedule.ramp(options.stages) : ArrivalSchedule.constant(options.rate, options.durationS * 1000);
+  const arrivals = scheduleOf(options);
+  // A shard sends its share of the whole run's schedule.
+  const share = options.shard?.count ?? 1;
+  const shardArrivals = options.stages
+    ? ArrivalSchedule.ramp(options.stages.map((stage) => ({ ...stage, target: stage.target / share })))
+    : ArrivalSchedule.constant(options.rate / share, options.durationS * 1000);
   const thresholds = thresholdsOf(options.thresholds ?? []);
   const traffic = new TrafficGenerator(options.seed);
   if (!options.remote) options.onStage?.('starting an embedded Trailwire on a temporary SQLite file');
@@ -116,7 +134,8 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
       {
         scenario: options.scenario,
         seed: options.seed,
-        arrivals,
+        arrivals: shardArrivals,
+        shard: options.shard,
         subscribers: options.subscribers,
         sseSubscribers: options.sseSubscribers,
         maxInFlight: options.maxInFlight,
@@ -132,8 +151,8 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
       },
       traffic,
     );
-    const report = buildReport(record, checkInvariants(record), { arrivals, thresholds });
-    return { report, record };
+    const report = buildReport(record, checkInvariants(record), { arrivals: shardArrivals, thresholds });
+    return { report, record, arrivals };
   } finally {
     await embedded?.close();
   }
@@ -159,6 +178,11 @@ function validate(options: SimulateOptions): void {
   }
   for (const product of Object.keys(options.limits ?? {}))
     if (!(SIMULATED_PRODUCTS as readonly string[]).includes(product)) throw new TypeError(`simulate: no product ${JSON.stringify(product)} to limit; one of ${SIMULATED_PRODUCTS.join(', ')}`);
+  if (options.shard) {
+    const { index, count } = options.shard;
+    if (!options.remote) throw new TypeError('simulate: a shard drives part of one deployment: give --target and --grpc');
+    if (!(Number.isInteger(count) && count >= 1 && Number.isInteger(index) && index >= 1 && index <= count)) throw new TypeError(`simulate: shard ${index}/${count}: expected i/n with 1 <= i <= n`);
+  }
   if (options.remote) {
     if (!options.remote.target || !options.remote.grpc) throw new TypeError('simulate: remote mode needs both --target and --grpc');
     if (options.subscribers + (options.sseSubscribers ?? 0) > 0 && options.remote.customerKeys.length === 0) throw new TypeError('simulate: remote subscribers need at least one --customer-key');

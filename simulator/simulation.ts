@@ -53,6 +53,11 @@ export interface SimulationOptions {
   seed: number;
   /** When intake requests fall due (a constant rate, or stages). */
   arrivals: ArrivalSchedule;
+  /**
+   * This process's part of a run shared by `count` processes (`--shard i/n`): it drives the VINs
+   * whose index is `index - 1` modulo `count`. Default: all of them.
+   */
+  shard?: { index: number; count: number };
   /** LiveFeed (gRPC) subscribers, spread over the customers. */
   subscribers: number;
   /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them, spread the same way. Default 0. */
@@ -221,7 +226,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
       limits: target.limits,
       marginMs: settings.windowMarginMs,
       clockOffsetMs: target.clockOffsetMs,
-      reports: (product, vinIndex) => traffic.reports(product, vinIndex),
+      reports: (product, vinIndex) => traffic.reports(product, vinIndex) && (!options.shard || vinIndex % options.shard.count === options.shard.index - 1),
     });
 
     const sends: SendRecord[] = [];

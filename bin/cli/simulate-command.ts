@@ -13,6 +13,7 @@ import type { IntakeLimit } from '../../core/products.ts';
 import { parseStages, type Stage } from '../../simulator/arrival-schedule.ts';
 import type { progressPrinter } from '../../simulator/progress-line.ts';
 import { SCENARIO_DEFINITIONS, SCENARIOS, type ScenarioName } from '../../simulator/scenario-definitions.ts';
+import type { SimulationReport } from '../../simulator/report.ts';
 import type { SimulateOptions } from '../../simulator/simulate.ts';
 import { parseThreshold } from '../../simulator/thresholds.ts';
 import { printFailure } from './output.ts';
@@ -28,6 +29,8 @@ interface SimulateArguments {
   junit?: string;
   'max-in-flight'?: number;
   'find-capacity'?: string;
+  shard?: string;
+  record?: string;
   'capacity-budget': number;
   subscribers: number;
   'sse-subscribers': number;
@@ -72,6 +75,28 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
         describe: "Search for the highest --rate that holds this threshold, every invariant and the rate check: steps of --duration seconds from --rate, doubling, then halving the gap",
       })
       .option('capacity-budget', { type: 'number', default: 120, describe: 'With --find-capacity: seconds the search may take in all' })
+      .option('shard', { type: 'string', describe: 'i/n: this is process i of n against one deployment (remote): its own VINs at 1/n of the rate, its own subscribers; write --record and join with `simulate merge`' })
+      .option('record', { type: 'string', describe: 'Write the raw run record (for `simulate merge`) to this file' })
+      .command(
+        'merge <files..>',
+        'Judge the records (--record) of the shards of one run together: invariants and thresholds over the whole run',
+        (merge) => merge.positional('files', { type: 'string', array: true, demandOption: true, describe: 'The record files, one per shard' }),
+        async (args) => {
+          try {
+            const [{ mergeRecords }, { buildReport }, { checkInvariants }] = await Promise.all([
+              import('../../simulator/merge-runs.ts'),
+              import('../../simulator/report.ts'),
+              import('../../simulator/invariants.ts'),
+            ]);
+            const files = (args.files as string[]).map((name) => ({ name, content: JSON.parse(readFileSync(name, 'utf8')) as unknown }));
+            const { record, arrivals, thresholds } = edgeParsed(() => mergeRecords(files));
+            const { thresholdsOf } = await import('../../simulator/thresholds.ts');
+            await writeOutputs(args as unknown as SimulateArguments, buildReport(record, checkInvariants(record), { arrivals, thresholds: thresholdsOf(thresholds) }));
+          } catch (error) {
+            printFailure(args, error);
+          }
+        },
+      )
       .option('max-in-flight', { type: 'number', describe: 'Cap the intake requests in flight; a due request waits for a slot and its wait counts in its latency (default: no cap)' })
       .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed (gRPC) subscribers, spread over the customers' })
       .option('sse-subscribers', { type: 'number', default: 0, describe: 'GET /api/v1/live (Server-Sent Events) subscribers beside them, held to the same invariants' })
@@ -134,13 +159,7 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       if (!args.json)
         process.stderr.write(`Trailwire simulation: ${args.scenario} (${options.remote ? `remote, ${options.remote.target}` : 'embedded'}, seed ${args.seed}, ${args.stages ? `stages ${args.stages}` : `${args.duration} s`})\n`);
       // Loaded here, not at the top: `trailwire --help` and the other commands do not pay for the simulator.
-      const [{ simulate }, { progressPrinter }, { renderHtmlReport }, { formatReportTable, exitCodeOf }, { renderJUnitReport }] = await Promise.all([
-        import('../../simulator/simulate.ts'),
-        import('../../simulator/progress-line.ts'),
-        import('../../simulator/html-report.ts'),
-        import('../../simulator/report.ts'),
-        import('../../simulator/junit-report.ts'),
-      ]);
+      const [{ simulate }, { progressPrinter }] = await Promise.all([import('../../simulator/simulate.ts'), import('../../simulator/progress-line.ts')]);
       if (args['find-capacity'] !== undefined) {
         const { findCapacity, formatCapacityTable } = await import('../../simulator/capacity-search.ts');
         const threshold = args['find-capacity'];
@@ -156,19 +175,33 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
         return;
       }
       progress = !args.json && process.stderr.isTTY ? progressPrinter(process.stderr) : undefined;
-      const { report } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
+      const { report, record, arrivals } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
       progress?.done();
-      if (args.report) writeFileSync(args.report, renderHtmlReport(report));
-      if (args.junit) writeFileSync(args.junit, renderJUnitReport(report));
-      const written = [args.report && `HTML report: ${args.report}`, args.junit && `JUnit report: ${args.junit}`].filter(Boolean);
-      process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + written.map((line) => `\n${line}\n`).join(''));
-      process.exitCode = exitCodeOf(report);
+      if (args.record) {
+        const { recordFileOf } = await import('../../simulator/merge-runs.ts');
+        writeFileSync(args.record, JSON.stringify(recordFileOf(record, arrivals, options.thresholds ?? [], options.shard ?? null)));
+      }
+      await writeOutputs(args, report);
     } catch (error) {
       progress?.done();
       printFailure(args, error);
     }
   },
 };
+
+/** Writes a run's report as asked (`--report`, `--junit`, then the table or `--json` on stdout) and sets the exit code. */
+async function writeOutputs(args: Pick<SimulateArguments, 'json' | 'report' | 'junit'>, report: SimulationReport): Promise<void> {
+  const [{ renderHtmlReport }, { formatReportTable, exitCodeOf }, { renderJUnitReport }] = await Promise.all([
+    import('../../simulator/html-report.ts'),
+    import('../../simulator/report.ts'),
+    import('../../simulator/junit-report.ts'),
+  ]);
+  if (args.report) writeFileSync(args.report, renderHtmlReport(report));
+  if (args.junit) writeFileSync(args.junit, renderJUnitReport(report));
+  const written = [args.report && `HTML report: ${args.report}`, args.junit && `JUnit report: ${args.junit}`].filter(Boolean);
+  process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + written.map((line) => `\n${line}\n`).join(''));
+  process.exitCode = exitCodeOf(report);
+}
 
 /** The command line as `SimulateOptions`; a malformed flag is a `validation_failed` naming it. */
 export function optionsOf(args: SimulateArguments): SimulateOptions {
@@ -199,6 +232,13 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
   let stages: Stage[] | undefined;
   if (args.stages !== undefined) stages = edgeParsed(() => parseStages(args.stages!));
   for (const threshold of [...args.threshold, ...(args['find-capacity'] === undefined ? [] : [args['find-capacity']])]) edgeParsed(() => parseThreshold(threshold));
+  let shard: SimulateOptions['shard'];
+  if (args.shard !== undefined) {
+    const match = /^(\d+)\/(\d+)$/.exec(args.shard);
+    if (!match || Number(match[1]) < 1 || Number(match[1]) > Number(match[2])) throw invalid(`--shard ${JSON.stringify(args.shard)}: expected i/n with 1 <= i <= n, e.g. 1/2`);
+    if (!remote) throw invalid('--shard drives part of one deployment: give --target and --grpc');
+    shard = { index: Number(match[1]), count: Number(match[2]) };
+  }
   if (args['find-capacity'] !== undefined && stages) throw invalid('--find-capacity steps a constant --rate: it does not take --stages');
   if (args['find-capacity'] !== undefined && !(args['capacity-budget'] > 0)) throw invalid(`--capacity-budget must be a positive number of seconds, got ${args['capacity-budget']}`);
   return {
@@ -211,6 +251,7 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     thresholds: args.threshold,
     abortOnFail: args['abort-on-fail'],
     maxInFlight: args['max-in-flight'],
+    shard,
     subscribers: args.subscribers,
     sseSubscribers: args['sse-subscribers'],
     heartbeatMs: args['heartbeat-ms'],

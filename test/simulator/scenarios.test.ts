@@ -89,6 +89,10 @@ describe('send plans', () => {
     assert.ok(sends.some((send) => send.product === 'tpms' && send.vinIndex % 2 === 1), 'the other products still go');
     // The VINs with a cargosafe unit take the part of those without: the rate is kept.
     assert.ok(Math.abs(sends.length - 600) <= 9, `${sends.length} sends for 100/s over 6 s`);
+    // And when no VIN reports a product, the others take its part.
+    const gpsOnly = plan('steady', { reports: (product) => product === 'gps-basic' });
+    assert.ok(gpsOnly.sends.every((send) => send.product === 'gps-basic'));
+    assert.ok(Math.abs(gpsOnly.sends.length - 600) <= 3, `${gpsOnly.sends.length} sends for 100/s over 6 s`);
   });
 
   it('follow a ramp of stages: each stage gets its requests to within 5 %, along the ramp', () => {
