@@ -9,6 +9,7 @@ import { runIntakeProcessingBench } from './intake-processing.ts';
 import { liveFeedRunsOf, runLiveFeedBench } from './livefeed.ts';
 import { runReadPagingBench } from './read-paging.ts';
 import { runScaleOutBench } from './scale-out.ts';
+import { runSimulatorBench } from './simulator.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
@@ -17,6 +18,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   'intake-processing': () => runIntakeProcessingBench(),
   livefeed: () => runLiveFeedBench({ runs: liveFeedRunsOf(process.env.LIVEFEED_RUNS) }),
   flood: () => runFloodBench(),
+  simulator: () => runSimulatorBench(),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 

@@ -51,10 +51,11 @@ describe('capacity search', () => {
   });
 
   it('trailwire simulate --find-capacity on the embedded server reports a rate within its budget', async () => {
-    const result = await runTrailwire(['simulate', '--find-capacity', 'p99<2000ms', '--rate', '20', '--duration', '1', '--vins', '4', '--subscribers', '1', '--capacity-budget', '20', '--json']);
-    assert.equal(result.code, 0, result.stderr);
+    // Generous, so that a loaded machine still holds the first step: the search's stepping is what is tested.
+    const result = await runTrailwire(['simulate', '--find-capacity', 'p99<10s', '--rate', '20', '--duration', '2', '--vins', '4', '--subscribers', '1', '--capacity-budget', '20', '--json']);
+    assert.equal(result.code, 0, result.stdout + result.stderr);
     const search = JSON.parse(result.stdout) as { threshold: string; capacity: number; steps: Array<{ rate: number; held: boolean }>; elapsedS: number; budgetS: number };
-    assert.equal(search.threshold, 'p99<2000ms');
+    assert.equal(search.threshold, 'p99<10s');
     assert.ok(search.capacity >= 20, result.stdout);
     assert.equal(search.steps[0]!.rate, 20);
     assert.ok(search.elapsedS <= search.budgetS, `${search.elapsedS} s of a ${search.budgetS} s budget`);
