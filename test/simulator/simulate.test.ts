@@ -91,7 +91,23 @@ describe('simulate against faulty servers', () => {
   });
 });
 
+/** A window counter that takes 60 ms a count: each intake answer waits for it. */
+class SlowCounter extends MemoryWindowCounter {
+  override async increment(key: string, expiresAt: number): Promise<number> {
+    if (key.startsWith('intake:')) await new Promise((resolve) => setTimeout(resolve, 60));
+    return super.increment(key, expiresAt);
+  }
+}
+
 describe('simulate as a load tool', () => {
+  it('counts the wait of a request held back by --max-in-flight in its latency, and fails the rate check', async () => {
+    // One request at a time, each answered after 60 ms or more: about 16/s can go out of the 30/s due.
+    const { report } = await simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 0, maxInFlight: 1, embeddedServer: { core: { windowCounter: new SlowCounter(systemClock) } } });
+    assert.ok(report.latencyMs.p99 > 2 * report.serviceTimeMs.p99, `latency p99 ${report.latencyMs.p99} ms, service time p99 ${report.serviceTimeMs.p99} ms`);
+    assert.ok(report.rate.achieved < 0.95 * report.rate.target, JSON.stringify(report.rate));
+    assert.equal(report.thresholds.find((t) => t.threshold === 'rate>=95%')?.passed, false);
+  });
+
   it('holds SSE subscribers beside gRPC ones to the same delivery, order and heartbeat invariants', async () => {
     const { report, record } = await simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 2, sseSubscribers: 2, heartbeatMs: 500 });
     assert.deepEqual(report.violations, []);
