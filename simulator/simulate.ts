@@ -80,7 +80,7 @@ export interface SimulateResult {
 }
 
 /** The whole run's schedule: the stages, or the rate for the duration. */
-export function scheduleOf(options: Pick<SimulateOptions, 'stages' | 'rate' | 'durationS'>): ArrivalSchedule {
+function scheduleOf(options: Pick<SimulateOptions, 'stages' | 'rate' | 'durationS'>): ArrivalSchedule {
   return options.stages ? ArrivalSchedule.ramp(options.stages) : ArrivalSchedule.constant(options.rate, options.durationS * 1000);
 }
 
