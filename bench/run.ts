@@ -10,6 +10,7 @@ import { liveFeedRunsOf, runLiveFeedBench } from './livefeed.ts';
 import { runLiveStormBench } from './live-storm.ts';
 import { runReadPagingBench } from './read-paging.ts';
 import { runScaleOutBench } from './scale-out.ts';
+import { runSimulatorBench } from './simulator.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
@@ -19,6 +20,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   livefeed: () => runLiveFeedBench({ runs: liveFeedRunsOf(process.env.LIVEFEED_RUNS) }),
   flood: () => runFloodBench(),
   'live-storm': () => runLiveStormBench(),
+  simulator: () => runSimulatorBench(),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 

@@ -20,6 +20,7 @@ import { SIMULATED_PRODUCTS, type TrafficGenerator } from './traffic.ts';
 export interface EmbeddedOptions {
   scenario: ScenarioName;
   vins: number;
+  /** The peak arrival rate, requests/s: the scenario's limits are set for it. */
   rate: number;
   /** Customers to provision (each with one fleet). Default: 4, or fewer with fewer VINs. */
   customers?: number;

@@ -1,12 +1,13 @@
 /**
  * The simulator's HTML report (`--report <file.html>`): one self-contained page — inline CSS and
- * inline SVG, no scripts, no external assets — with the run's summary, the invariant checks and
- * their violations, and four charts: throughput by status over time, request latency over time,
- * the request latency distribution, and live-update latency (distribution and over time).
+ * inline SVG, no scripts, no external assets — with the run's summary, its stages, the invariant
+ * checks and their violations, the thresholds, and six charts: throughput by status over time, the
+ * arrival rate asked and sent, request latency over time (from due), the request latency
+ * distribution, and live-update latency (distribution and over time).
  */
-import type { SimulationReport } from './report.ts';
+import { exitCodeOf, type SimulationReport } from './report.ts';
 
-const COLORS = { accepted: '#2e9d5b', limited: '#e0a526', clientErrors: '#8a5cc7', serverErrors: '#d64545', p50: '#2f6fd6', p99: '#d64545', live: '#1d9aa8' };
+const COLORS = { target: '#9aa3b5', accepted: '#2e9d5b', limited: '#e0a526', clientErrors: '#8a5cc7', serverErrors: '#d64545', p50: '#2f6fd6', p99: '#d64545', live: '#1d9aa8' };
 
 interface Series {
   name: string;
@@ -29,8 +30,18 @@ export function renderHtmlReport(report: SimulationReport): string {
       { name: '5xx / no answer', color: COLORS.serverErrors, values: report.timeline.map((e) => e.serverErrors) },
     ],
   });
+  const arrivals = lineChart({
+    title: 'Arrival rate: asked by the schedule and sent, per second',
+    labels: seconds,
+    xLabel: 'second of traffic',
+    yLabel: 'requests / s',
+    series: [
+      { name: 'asked', color: COLORS.target, values: report.timeline.map((e) => e.targetRate) },
+      { name: 'sent (by due second)', color: COLORS.accepted, values: report.timeline.map((e) => e.sent) },
+    ],
+  });
   const latencyOverTime = lineChart({
-    title: 'Request latency per second',
+    title: 'Request latency per second (from when each request was due)',
     labels: seconds,
     xLabel: 'second of traffic',
     yLabel: 'ms',
@@ -64,7 +75,8 @@ export function renderHtmlReport(report: SimulationReport): string {
     ],
   });
 
-  const passed = report.violations.length === 0;
+  const verdict = { 0: 'Passed', 1: `${report.violations.length} violation(s)`, 99: `${report.thresholds.filter((t) => !t.passed).length} threshold(s) breached` }[exitCodeOf(report)];
+  const passed = exitCodeOf(report) === 0;
   const summaryRows: Array<[string, string]> = [
     ['Scenario', `${report.scenario} (${report.mode}, seed ${report.seed})`],
     ['Duration / VINs', `${report.durationS} s, ${report.vins} VINs`],
@@ -73,11 +85,12 @@ export function renderHtmlReport(report: SimulationReport): string {
     ['Accepted (202)', String(report.accepted)],
     ['Limited (429)', String(report.limited)],
     ['Errors', `${report.errors} ${report.errors > 0 ? JSON.stringify(report.statusCounts) : ''}`],
-    ['Latency', `p50 ${report.latencyMs.p50} ms · p90 ${report.latencyMs.p90} ms · p99 ${report.latencyMs.p99} ms · max ${report.latencyMs.max} ms`],
+    ['Latency (from due)', `p50 ${report.latencyMs.p50} ms · p90 ${report.latencyMs.p90} ms · p99 ${report.latencyMs.p99} ms · max ${report.latencyMs.max} ms`],
+    ['Service time (from sent)', `p50 ${report.serviceTimeMs.p50} ms · p90 ${report.serviceTimeMs.p90} ms · p99 ${report.serviceTimeMs.p99} ms · max ${report.serviceTimeMs.max} ms`],
     ['Processed', `${report.processing.processed} of ${report.processing.accepted} (${report.processing.failed} failed, ${report.processing.pending} pending)`],
     [
-      'LiveFeed',
-      `${report.live.subscribers} subscribers (${report.live.slowSubscribers} slow) · ${report.live.updates} updates · ${report.live.heartbeats} heartbeats · ${report.live.reconnects} reconnects`,
+      'Live feed',
+      `${report.live.subscribers} subscribers (${report.live.sseSubscribers} SSE, ${report.live.slowSubscribers} slow) · ${report.live.updates} updates · ${report.live.heartbeats} heartbeats · ${report.live.reconnects} reconnects`,
     ],
     ['Live latency', `p50 ${report.live.latencyMs.p50} ms · p99 ${report.live.latencyMs.p99} ms · max ${report.live.latencyMs.max} ms`],
   ];
@@ -88,7 +101,7 @@ export function renderHtmlReport(report: SimulationReport): string {
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>Trailwire simulation: ${esc(report.scenario)} (${passed ? 'passed' : `${report.violations.length} violations`})</title>
+<title>Trailwire simulation: ${esc(report.scenario)} (${esc(verdict)})</title>
 <style>
   body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2430; margin: 2rem auto; max-width: 1000px; padding: 0 1rem; }
   h1 { font-size: 1.5rem; margin-bottom: .25rem; }
@@ -109,19 +122,28 @@ export function renderHtmlReport(report: SimulationReport): string {
 </head>
 <body>
 <h1>Trailwire simulation: ${esc(report.scenario)}</h1>
-<p><span class="verdict">${passed ? 'No violations' : `${report.violations.length} violation(s)`}</span></p>
+<p><span class="verdict">${esc(verdict)}</span>${report.aborted ? ` aborted at ${report.aborted.atS} s: ${esc(report.aborted.breached.join(', '))}` : ''}</p>
 <h2>Summary</h2>
 <table>${summaryRows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</table>
+<h2>Stages</h2>
+<table><tr><th>From–to (s)</th><th>Rate asked (req/s)</th><th>Due</th><th>Sent</th><th>Achieved (req/s)</th><th>p99 (ms)</th></tr>${report.stages
+    .map((st) => `<tr><td>${st.fromS}–${st.toS}</td><td>${st.startRate} → ${st.targetRate} (mean ${st.meanTargetRate})</td><td>${st.due}</td><td>${st.sent}</td><td>${st.achievedRate}</td><td>${st.latencyMs.p99}</td></tr>`)
+    .join('')}</table>
 <h2>Products</h2>
 <table><tr><th>Product</th><th>Limit</th><th>Sent</th><th>Accepted</th><th>Limited</th></tr>${productRows.join('')}</table>
 <h2>Invariants</h2>
 <table class="checks">${report.checks
     .map((c) => `<tr><td class="${c.passed ? 'ok' : 'fail'}">${c.passed ? '✓' : '✗'}</td><td>${esc(c.name)}</td><td>${esc(c.judged)}</td></tr>`)
     .join('')}</table>
+<h2>Thresholds</h2>
+<table class="checks">${report.thresholds
+    .map((t) => `<tr><td class="${t.passed ? 'ok' : 'fail'}">${t.passed ? '✓' : '✗'}</td><td>${esc(t.threshold)}</td><td>${esc(t.actual)}</td></tr>`)
+    .join('')}</table>
 ${report.violations.length > 0 ? `<h3>Violations</h3><ul class="violations">${report.violations.map((v) => `<li>${esc(v)}</li>`).join('')}</ul>` : ''}
 ${report.rotations.length > 0 ? `<h2>Key rotations</h2><table><tr><th>Who</th><th>Old token</th><th>Old key</th></tr>${report.rotations.map((r) => `<tr><td>${esc(`${r.audience} ${r.subject}`)}</td><td>${r.oldTokenStatus ?? '–'}</td><td>${r.oldKeyStatus ?? '–'}</td></tr>`).join('')}</table>` : ''}
 <h2>Charts</h2>
 ${throughput}
+${arrivals}
 ${latencyOverTime}
 ${latencyHistogram}
 ${liveHistogram}

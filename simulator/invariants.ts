@@ -181,14 +181,17 @@ function listeningSpans(record: RunRecord, subscriber: SubscriberRecord): Array<
  * Every update reaches every subscriber of its customer that was listening — itself, or, where the
  * server coalesced what the stream could not take at that moment, a later update of the same trailer
  * (a slow subscriber is held to the latest update of each trailer) — none reaches another customer's
- * subscriber, and updates of one trailer never arrive out of order.
+ * subscriber, and updates of one trailer never arrive out of order. SSE subscribers are held to the
+ * same: their wire carries no update time, so an SSE update's time is its position's (when the
+ * server's replay window took it, just after the update was made) and it delivers the updates of
+ * its trailer made up to then, as a later update does on the LiveFeed.
  */
 export function checkLiveDelivery(record: RunRecord): CheckResult {
   const expected = expectedUpdates(record);
   const violations: string[] = [];
   let judgedUpdates = 0;
   for (const subscriber of record.subscribers) {
-    const who = `subscriber ${subscriber.index} (${record.customers[subscriber.customer]?.label ?? `customer ${subscriber.customer}`})`;
+    const who = `${subscriberName(subscriber)} (${record.customers[subscriber.customer]?.label ?? `customer ${subscriber.customer}`})`;
     const foreign = subscriber.updates.filter((update) => record.ownership[update.vin] !== subscriber.customer);
     if (foreign.length > 0) {
       const first = foreign[0]!;
@@ -204,11 +207,16 @@ export function checkLiveDelivery(record: RunRecord): CheckResult {
     const mine = expected.filter((update) => update.owner === subscriber.customer && spans.some(([from, to]) => update.ts >= from && update.ts <= to));
     const received = new Map<string, number>();
     for (const update of subscriber.updates) received.set(updateKey(update.vin, update.ts), (received.get(updateKey(update.vin, update.ts)) ?? 0) + 1);
+    const latestReceived = new Map<string, number>();
+    for (const update of subscriber.updates) latestReceived.set(update.vin, Math.max(latestReceived.get(update.vin) ?? -Infinity, update.ts));
     if (subscriber.slow) {
-      // Coalescing keeps the latest state of each trailer: that one must arrive.
+      // Coalescing keeps the latest state of each trailer: that one must arrive (on SSE, an update
+      // of the trailer from its time on: see above).
       const latest = new Map<string, (typeof mine)[number]>();
       for (const update of mine) if ((latest.get(update.vin)?.ts ?? -Infinity) <= update.ts) latest.set(update.vin, update);
-      const missing = [...latest.values()].filter((update) => !received.has(update.key));
+      const arrived = (update: (typeof mine)[number]) =>
+        received.has(update.key) || (subscriber.transport === 'sse' && (latestReceived.get(update.vin) ?? -Infinity) >= update.ts);
+      const missing = [...latest.values()].filter((update) => !arrived(update));
       judgedUpdates += latest.size;
       if (missing.length > 0)
         violations.push(`${who} (slow) never got the latest update of ${missing.length} of ${latest.size} trailer(s); first: VIN ${missing[0]!.vin} at ${iso(missing[0]!.ts)}`);
@@ -220,8 +228,6 @@ export function checkLiveDelivery(record: RunRecord): CheckResult {
       // update of the same trailer arrived on that subscriber. "Later" includes the same time: two
       // payloads of a trailer processed in the same millisecond make two updates with one `ts`, and
       // when the second replaces the first the subscriber still holds the trailer's latest state.
-      const latestReceived = new Map<string, number>();
-      for (const update of subscriber.updates) latestReceived.set(update.vin, Math.max(latestReceived.get(update.vin) ?? -Infinity, update.ts));
       const missing = mine.filter((update) => {
         const left = remaining.get(update.key) ?? 0;
         if (left > 0) {
@@ -265,7 +271,7 @@ export function checkHeartbeats(record: RunRecord): CheckResult {
   for (const subscriber of record.subscribers) {
     if (subscriber.slow) continue;
     subscriber.connections.forEach((connection, index) => {
-      const who = `subscriber ${subscriber.index}${subscriber.connections.length > 1 ? ` connection ${index + 1}` : ''}`;
+      const who = `${subscriberName(subscriber)}${subscriber.connections.length > 1 ? ` connection ${index + 1}` : ''}`;
       const end = connection.endedAt ?? record.endedAt;
       const [first] = connection.heartbeats;
       if (first === undefined) {
@@ -318,13 +324,18 @@ export function checkRotations(record: RunRecord): CheckResult {
     } else {
       for (const subscriber of record.subscribers.filter((s) => s.customer === rotation.customer)) {
         const later = subscriber.connections.filter((c) => c.startedAt >= rotation.rotatedAt - 5_000 && c.heartbeats.some((at) => at > rotation.rotatedAt));
-        if (later.length === 0) violations.push(`subscriber ${subscriber.index} of ${what} did not resubscribe with the new key after the rotation`);
+        if (later.length === 0) violations.push(`${subscriberName(subscriber)} of ${what} did not resubscribe with the new key after the rotation`);
         const ended = subscriber.connections.some((c) => c.endCode === 16 && (c.endedAt ?? 0) >= rotation.rotatedAt - 5_000);
-        if (!ended) violations.push(`subscriber ${subscriber.index} of ${what}: its stream did not end with UNAUTHENTICATED when the key was rotated`);
+        if (!ended) violations.push(`${subscriberName(subscriber)} of ${what}: its stream did not end with UNAUTHENTICATED when the key was rotated`);
       }
     }
   }
   return { name: 'rotated keys and old tokens refused, clients recover', judged: `${record.rotations.length} rotations`, violations };
+}
+
+/** `subscriber 3`, or `SSE subscriber 5` for a `GET /api/v1/live` one. */
+function subscriberName(subscriber: SubscriberRecord): string {
+  return `${subscriber.transport === 'sse' ? 'SSE ' : ''}subscriber ${subscriber.index}`;
 }
 
 function describeSend(send: SendRecord): string {

@@ -1,12 +1,14 @@
 /**
  * The simulation report: what a run did and what it found, computed from its `RunRecord` and the
  * invariant results. `--json` prints `SimulationReport` as is; the final table and the HTML page
- * (`html-report.ts`) are views of it. Latencies are in ms; the timeline has one entry per second of
- * traffic.
+ * (`html-report.ts`) are views of it. Latencies are in ms, counted from when each request was due
+ * (the service time, from when it left, beside them); the timeline has one entry per second of
+ * traffic, by due time. `exitCodeOf` turns a report into the command's exit code.
  */
+import type { ArrivalSchedule } from './arrival-schedule.ts';
 import type { CheckResult } from './invariants.ts';
 import type { RunRecord, SendRecord } from './run-record.ts';
-import { quantile } from './simulation.ts';
+import { arrivalRates, judgeThresholds, quantile, requestFigures, type Threshold, type ThresholdResult } from './thresholds.ts';
 
 export interface LatencySummary {
   p50: number;
@@ -29,6 +31,25 @@ export interface TimelineEntry {
   latencyP99: number;
   liveUpdates: number;
   liveLatencyP50: number;
+  /** Requests/s the schedule asked for in the middle of this second. */
+  targetRate: number;
+}
+
+/** One stage of the schedule (a constant rate is one stage) and what the run did in it. */
+export interface StageReport {
+  /** Seconds since the traffic started. */
+  fromS: number;
+  toS: number;
+  /** Requests/s at the stage's start and end (linear between). */
+  startRate: number;
+  targetRate: number;
+  /** Requests the schedule asked for, and those the plan had due in the stage that went out. */
+  due: number;
+  sent: number;
+  /** Sent over the stage's length, requests/s, and the mean the schedule asked for. */
+  achievedRate: number;
+  meanTargetRate: number;
+  latencyMs: LatencySummary;
 }
 
 export interface SimulationReport {
@@ -37,31 +58,43 @@ export interface SimulationReport {
   seed: number;
   durationS: number;
   vins: number;
-  /** The requested rate, and what was achieved over the traffic's duration. */
+  /** The schedule's mean rate, and what was achieved (requests sent over the span they went out in). */
   rate: { target: number; achieved: number };
+  stages: StageReport[];
   sent: number;
   accepted: number;
   limited: number;
   /** Answers other than 202 and 429, and requests without an answer. */
   errors: number;
   statusCounts: Record<string, number>;
+  /** From when each request was due to its answer. */
   latencyMs: LatencySummary;
+  /** From when each request left to its answer (what a closed-model tool reports as latency). */
+  serviceTimeMs: LatencySummary;
   /** The limit assumed for each product, and what each product saw. */
   products: Record<string, { limit: { requests: number; windowSeconds: number }; sent: number; accepted: number; limited: number }>;
   processing: { accepted: number; processed: number; failed: number; pending: number };
   live: {
+    /** gRPC and SSE together. */
     subscribers: number;
+    sseSubscribers: number;
     slowSubscribers: number;
     /** Updates received, summed over subscribers. */
     updates: number;
     heartbeats: number;
     reconnects: number;
-    /** From the intake request to the update on a (non-slow) subscriber's stream. */
+    /** From the intake request's due time to the update on a (non-slow) gRPC subscriber's stream. */
     latencyMs: LatencySummary;
   };
   rotations: Array<{ audience: string; subject: string; oldTokenStatus: number | null; oldKeyStatus: number | null }>;
-  checks: Array<{ name: string; judged: string; passed: boolean }>;
+  /** Each invariant check, with its own violations. */
+  checks: Array<{ name: string; judged: string; passed: boolean; violations: string[] }>;
+  /** Every check's violations, in check order; any makes the command exit 1. */
   violations: string[];
+  /** Each threshold with the figure it was judged on; a breach makes the command exit 99. */
+  thresholds: ThresholdResult[];
+  /** Set when `--abort-on-fail` stopped the traffic: seconds into it, and what was breached then. */
+  aborted?: { atS: number; breached: string[] };
   timeline: TimelineEntry[];
   /** Histograms for the HTML report: [upper bound ms, count]. */
   histograms: { latency: Array<[number, number]>; liveLatency: Array<[number, number]> };
@@ -69,14 +102,15 @@ export interface SimulationReport {
 
 const HISTOGRAM_BOUNDS = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000, Infinity];
 
-/** Builds the report of a run. */
-export function buildReport(record: RunRecord, checks: CheckResult[], options: { durationS: number; rate: number }): SimulationReport {
+/** Builds the report of a run: its figures, its invariant `checks`, and `thresholds` judged on it. */
+export function buildReport(record: RunRecord, checks: CheckResult[], options: { arrivals: ArrivalSchedule; thresholds: readonly Threshold[] }): SimulationReport {
+  const { arrivals } = options;
   const planned = record.sends.filter((send) => send.group !== null);
   const statusCounts: Record<string, number> = {};
   for (const send of planned) statusCounts[String(send.status || 'no answer')] = (statusCounts[String(send.status || 'no answer')] ?? 0) + 1;
   const accepted = planned.filter((send) => send.status === 202);
   const limited = planned.filter((send) => send.status === 429);
-  const latencies = planned.filter((send) => send.status !== 0).map((send) => send.answeredAt - send.sentAt);
+  const answered = planned.filter((send) => send.status !== 0);
 
   const products: SimulationReport['products'] = {};
   for (const [product, limit] of Object.entries(record.limits)) {
@@ -91,21 +125,25 @@ export function buildReport(record: RunRecord, checks: CheckResult[], options: {
 
   const outcomes = accepted.map((send) => (send.id ? record.outcomes[send.id]?.status : undefined) ?? 'unknown');
   const live = liveLatencies(record);
-  const trafficMs = Math.max(1, record.trafficEndedAt - record.startedAt);
+  const figures = { ...requestFigures(planned, arrivals, record.startedAt), liveLatenciesMs: live.map((entry) => entry.latency).sort((a, b) => a - b) };
+  const lastSentAt = Math.max(record.startedAt, ...planned.map((send) => send.sentAt));
+  const rate = arrivalRates(arrivals, planned.length, Math.max(arrivals.durationMs, lastSentAt - record.startedAt));
   const violations = checks.flatMap((check) => check.violations);
   return {
     scenario: record.scenario,
     mode: record.mode,
     seed: record.seed,
-    durationS: options.durationS,
+    durationS: arrivals.durationMs / 1000,
     vins: new Set(planned.map((send) => send.vin)).size,
-    rate: { target: options.rate, achieved: round((planned.length * 1000) / trafficMs, 1) },
+    rate: { target: round(rate.target, 1), achieved: round(rate.achieved, 1) },
+    stages: stagesOf(record, planned, arrivals),
     sent: planned.length,
     accepted: accepted.length,
     limited: limited.length,
     errors: planned.length - accepted.length - limited.length,
     statusCounts,
-    latencyMs: summary(latencies),
+    latencyMs: summary(answered.map((send) => send.answeredAt - send.plannedAt)),
+    serviceTimeMs: summary(answered.map((send) => send.answeredAt - send.sentAt)),
     products,
     processing: {
       accepted: accepted.length,
@@ -115,6 +153,7 @@ export function buildReport(record: RunRecord, checks: CheckResult[], options: {
     },
     live: {
       subscribers: record.subscribers.length,
+      sseSubscribers: record.subscribers.filter((s) => s.transport === 'sse').length,
       slowSubscribers: record.subscribers.filter((s) => s.slow).length,
       updates: record.subscribers.reduce((sum, s) => sum + s.updates.length, 0),
       heartbeats: record.subscribers.reduce((sum, s) => sum + s.connections.reduce((n, c) => n + c.heartbeats.length, 0), 0),
@@ -122,19 +161,49 @@ export function buildReport(record: RunRecord, checks: CheckResult[], options: {
       latencyMs: summary(live.map((entry) => entry.latency)),
     },
     rotations: record.rotations.map((r) => ({ audience: r.audience, subject: r.subject, oldTokenStatus: r.oldTokenStatus ?? null, oldKeyStatus: r.oldKeyStatus ?? null })),
-    checks: checks.map((check) => ({ name: check.name, judged: check.judged, passed: check.violations.length === 0 })),
+    checks: checks.map((check) => ({ name: check.name, judged: check.judged, passed: check.violations.length === 0, violations: check.violations })),
     violations,
-    timeline: timelineOf(record, planned, live),
-    histograms: { latency: histogram(latencies), liveLatency: histogram(live.map((entry) => entry.latency)) },
+    thresholds: judgeThresholds(options.thresholds, figures),
+    ...(record.aborted ? { aborted: { atS: round((record.aborted.at - record.startedAt) / 1000, 1), breached: record.aborted.breached } } : {}),
+    timeline: timelineOf(record, planned, live, arrivals),
+    histograms: { latency: histogram(figures.latenciesMs), liveLatency: histogram(figures.liveLatenciesMs) },
   };
 }
 
-/** Update latencies: intake request sent to update received, for non-slow subscribers. */
+/**
+ * The command's exit code for a report: 1 when an invariant broke (the service is wrong), else 99
+ * when a threshold was breached (it is too slow, as k6 exits), else 0.
+ */
+export function exitCodeOf(report: SimulationReport): 0 | 1 | 99 {
+  if (report.violations.length > 0) return 1;
+  return report.thresholds.some((threshold) => !threshold.passed) ? 99 : 0;
+}
+
+/** Each stage: what the schedule asked for and what the requests due in it did. */
+function stagesOf(record: RunRecord, sends: SendRecord[], arrivals: ArrivalSchedule): StageReport[] {
+  return arrivals.stages.map((stage) => {
+    const mine = sends.filter((send) => send.plannedAt - record.startedAt >= stage.from && send.plannedAt - record.startedAt < stage.to);
+    const seconds = (stage.to - stage.from) / 1000;
+    return {
+      fromS: stage.from / 1000,
+      toS: stage.to / 1000,
+      startRate: stage.startRate,
+      targetRate: stage.target,
+      due: round(stage.due, 1),
+      sent: mine.length,
+      achievedRate: round(mine.length / seconds, 1),
+      meanTargetRate: round(stage.due / seconds, 1),
+      latencyMs: summary(mine.filter((send) => send.status !== 0).map((send) => send.answeredAt - send.plannedAt)),
+    };
+  });
+}
+
+/** Update latencies: intake request due to update received, for non-slow subscribers. */
 function liveLatencies(record: RunRecord): Array<{ at: number; latency: number }> {
   const sentAtByKey = new Map<string, number>();
   for (const send of record.sends) {
     const processedAt = send.id ? record.outcomes[send.id]?.processedAt : undefined;
-    if (processedAt !== undefined) sentAtByKey.set(`${send.vin}|${processedAt}`, send.sentAt);
+    if (processedAt !== undefined) sentAtByKey.set(`${send.vin}|${processedAt}`, send.plannedAt);
   }
   const entries: Array<{ at: number; latency: number }> = [];
   for (const subscriber of record.subscribers) {
@@ -147,22 +216,34 @@ function liveLatencies(record: RunRecord): Array<{ at: number; latency: number }
   return entries;
 }
 
-function timelineOf(record: RunRecord, sends: SendRecord[], live: Array<{ at: number; latency: number }>): TimelineEntry[] {
+function timelineOf(record: RunRecord, sends: SendRecord[], live: Array<{ at: number; latency: number }>, arrivals: ArrivalSchedule): TimelineEntry[] {
   const seconds = Math.max(1, Math.ceil((record.trafficEndedAt - record.startedAt) / 1000));
   const buckets = Array.from({ length: seconds }, (_, second) => ({
-    entry: { second, sent: 0, accepted: 0, limited: 0, clientErrors: 0, serverErrors: 0, latencyP50: 0, latencyP99: 0, liveUpdates: 0, liveLatencyP50: 0 },
+    entry: {
+      second,
+      sent: 0,
+      accepted: 0,
+      limited: 0,
+      clientErrors: 0,
+      serverErrors: 0,
+      latencyP50: 0,
+      latencyP99: 0,
+      liveUpdates: 0,
+      liveLatencyP50: 0,
+      targetRate: round(arrivals.rateAt(second * 1000 + 500), 1),
+    },
     latencies: [] as number[],
     live: [] as number[],
   }));
   const bucketOf = (at: number) => buckets[Math.min(seconds - 1, Math.max(0, Math.floor((at - record.startedAt) / 1000)))]!;
   for (const send of sends) {
-    const bucket = bucketOf(send.sentAt);
+    const bucket = bucketOf(send.plannedAt);
     bucket.entry.sent++;
     if (send.status === 202) bucket.entry.accepted++;
     else if (send.status === 429) bucket.entry.limited++;
     else if (send.status === 0 || send.status >= 500) bucket.entry.serverErrors++;
     else bucket.entry.clientErrors++;
-    if (send.status !== 0) bucket.latencies.push(send.answeredAt - send.sentAt);
+    if (send.status !== 0) bucket.latencies.push(send.answeredAt - send.plannedAt);
   }
   for (const entry of live) {
     if (entry.at > record.trafficEndedAt + 1000) continue;
@@ -182,7 +263,7 @@ function summary(values: number[]): LatencySummary {
   return { p50: quantile(sorted, 0.5), p90: quantile(sorted, 0.9), p99: quantile(sorted, 0.99), max: sorted.at(-1) ?? 0 };
 }
 
-function histogram(values: number[]): Array<[number, number]> {
+function histogram(values: readonly number[]): Array<[number, number]> {
   const counts = HISTOGRAM_BOUNDS.map(() => 0);
   for (const value of values) counts[HISTOGRAM_BOUNDS.findIndex((bound) => value <= bound)]!++;
   // Trailing empty buckets say nothing. JSON has no Infinity: the open-ended last bound is written as -1.
@@ -206,24 +287,35 @@ export function formatReportTable(report: SimulationReport): string {
   row('accepted (202)', String(report.accepted));
   row('limited (429)', String(report.limited));
   row('errors', `${report.errors}${report.errors > 0 ? `  ${JSON.stringify(report.statusCounts)}` : ''}`);
-  row('latency', `p50 ${report.latencyMs.p50} ms  p90 ${report.latencyMs.p90} ms  p99 ${report.latencyMs.p99} ms  max ${report.latencyMs.max} ms`);
+  if (report.stages.length > 1)
+    for (const stage of report.stages)
+      row(
+        `  ${stage.fromS}-${stage.toS} s`,
+        `${stage.startRate}->${stage.targetRate}/s: ${stage.achievedRate}/s of ${stage.meanTargetRate}/s, p99 ${stage.latencyMs.p99} ms`,
+      );
+  row('latency', `p50 ${report.latencyMs.p50} ms  p90 ${report.latencyMs.p90} ms  p99 ${report.latencyMs.p99} ms  max ${report.latencyMs.max} ms  (from when due)`);
+  row('service time', `p50 ${report.serviceTimeMs.p50} ms  p90 ${report.serviceTimeMs.p90} ms  p99 ${report.serviceTimeMs.p99} ms  max ${report.serviceTimeMs.max} ms  (from when sent)`);
   for (const [product, stats] of Object.entries(report.products))
     row(`  ${product}`, `limit ${stats.limit.requests}/${stats.limit.windowSeconds}s: sent ${stats.sent}, accepted ${stats.accepted}, limited ${stats.limited}`);
   row('processed', `${report.processing.processed} of ${report.processing.accepted} accepted (${report.processing.failed} failed, ${report.processing.pending} pending)`);
   row(
     'live',
-    `${report.live.subscribers} subscribers${report.live.slowSubscribers ? ` (${report.live.slowSubscribers} slow)` : ''}, ${report.live.updates} updates, ${report.live.heartbeats} heartbeats, ${report.live.reconnects} reconnects`,
+    `${report.live.subscribers} subscribers${report.live.sseSubscribers ? ` (${report.live.sseSubscribers} SSE)` : ''}${report.live.slowSubscribers ? ` (${report.live.slowSubscribers} slow)` : ''}, ${report.live.updates} updates, ${report.live.heartbeats} heartbeats, ${report.live.reconnects} reconnects`,
   );
   row('live latency', `p50 ${report.live.latencyMs.p50} ms  p99 ${report.live.latencyMs.p99} ms  max ${report.live.latencyMs.max} ms`);
   for (const rotation of report.rotations)
     row(`rotation`, `${rotation.audience} ${rotation.subject}: old token ${rotation.oldTokenStatus ?? '-'}, old key ${rotation.oldKeyStatus ?? '-'}`);
   lines.push('');
   for (const check of report.checks) lines.push(`  ${check.passed ? 'ok  ' : 'FAIL'} ${check.name} (${check.judged})`);
+  for (const threshold of report.thresholds) lines.push(`  ${threshold.passed ? 'ok  ' : 'FAIL'} threshold ${threshold.threshold} (${threshold.actual})`);
+  if (report.aborted) lines.push(`  aborted at ${report.aborted.atS} s: ${report.aborted.breached.join(', ')}`);
   lines.push('');
   if (report.violations.length === 0) lines.push('No violations.');
   else {
     lines.push(`${report.violations.length} violation(s):`);
     for (const violation of report.violations) lines.push(`  - ${violation}`);
   }
+  const breached = report.thresholds.filter((threshold) => !threshold.passed);
+  if (breached.length > 0) lines.push(`${breached.length} threshold(s) breached: ${breached.map((threshold) => threshold.threshold).join(', ')}`);
   return `${lines.join('\n')}\n`;
 }

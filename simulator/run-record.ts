@@ -13,8 +13,11 @@ export interface SendRecord {
   vin: string;
   /** Its window group in `RunRecord.groups`, or null for requests outside the plan (probes). */
   group: number | null;
+  /** When the schedule said it was due: its latency counts from here. */
   plannedAt: number;
+  /** When it left (later than due only when `--max-in-flight` held it back, or the client stalled). */
   sentAt: number;
+  /** 0 while unanswered. */
   answeredAt: number;
   /** The HTTP status; 0 when no answer came (network error). */
   status: number;
@@ -52,12 +55,14 @@ export interface ConnectionRecord {
   heartbeats: number[];
   /** When the stream ended (by the server, or closed by the simulator). */
   endedAt?: number;
-  /** The gRPC status it ended with; 1 (CANCELLED) when the simulator closed it. */
+  /** The gRPC status it ended with (an SSE stream's end in the same codes); 1 (CANCELLED) when the simulator closed it. */
   endCode?: number;
 }
 
 export interface SubscriberRecord {
   index: number;
+  /** The LiveFeed over gRPC, or `GET /api/v1/live` (Server-Sent Events). */
+  transport: 'grpc' | 'sse';
   /** Index of its customer in `RunRecord.customers`. */
   customer: number;
   /** A slow reader (slow-subscriber scenario). */
@@ -109,6 +114,8 @@ export interface RunRecord {
   /** Server clock minus client clock, ms. */
   clockOffsetMs: number;
   rotations: RotationRecord[];
+  /** Set when `--abort-on-fail` stopped the traffic: when, and the thresholds breached then (with their figures). */
+  aborted?: { at: number; breached: string[] };
   /** Client epoch ms: traffic start and end. */
   startedAt: number;
   trafficEndedAt: number;

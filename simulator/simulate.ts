@@ -5,6 +5,7 @@
  * tests call this directly, with server overrides that make the embedded server misbehave.
  */
 import type { ServerOptions } from '../adapters/server/index.ts';
+import { ArrivalSchedule, type Stage } from './arrival-schedule.ts';
 import type { IntakeLimit } from '../core/products.ts';
 import { startEmbedded } from './embedded.ts';
 import { checkInvariants } from './invariants.ts';
@@ -13,17 +14,39 @@ import { buildReport, type SimulationReport } from './report.ts';
 import type { RunRecord } from './run-record.ts';
 import { SCENARIOS, type ScenarioName } from './scenarios.ts';
 import { runSimulation, type SimulationProgress } from './simulation.ts';
+import { thresholdsOf } from './thresholds.ts';
 import { SIMULATED_PRODUCTS, type SimulatedProduct, TrafficGenerator } from './traffic.ts';
 
 export interface SimulateOptions {
   scenario: ScenarioName;
   /** Same seed, same traffic. */
   seed: number;
+  /** Seconds of traffic at `rate`; with `stages`, ignored (the stages say how long). */
   durationS: number;
   vins: number;
-  /** Intake requests per second. */
+  /** Intake requests per second, when no `stages` are given. */
   rate: number;
+  /** A ramping arrival rate instead of `rate` for `durationS` (`arrival-schedule.ts`). Default: none. */
+  stages?: Stage[];
+  /**
+   * Thresholds such as `p99<250ms` (`thresholds.ts`), judged on the run; `rate>=95%` is added unless
+   * one judges the rate. Default: that one only.
+   */
+  thresholds?: readonly string[];
+  /** Stop the traffic at the first breached threshold. Default false. */
+  abortOnFail?: boolean;
+  /** The most intake requests in flight at once. Default: no cap (the open model). */
+  maxInFlight?: number;
+  /**
+   * Run as shard `index` of `count` processes against one deployment (remote only): this one drives
+   * its own VINs at its share of the rate (the rate and the stages are the whole run's), with its
+   * own subscribers; `simulate merge` judges the shards' records together. Default: none.
+   */
+  shard?: { index: number; count: number };
+  /** LiveFeed (gRPC) subscribers. */
   subscribers: number;
+  /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them. Default 0. */
+  sseSubscribers?: number;
   /**
    * The LiveFeed heartbeat interval: the embedded server's, or what the remote one is assumed to
    * use. Default 1,000 ms embedded, 15,000 ms remote.
@@ -52,11 +75,25 @@ export interface SimulateOptions {
 export interface SimulateResult {
   report: SimulationReport;
   record: RunRecord;
+  /** The whole run's schedule (a shard ran its share of it). */
+  arrivals: ArrivalSchedule;
+}
+
+/** The whole run's schedule: the stages, or the rate for the duration. */
+function scheduleOf(options: Pick<SimulateOptions, 'stages' | 'rate' | 'durationS'>): ArrivalSchedule {
+  return options.stages ? ArrivalSchedule.ramp(options.stages) : ArrivalSchedule.constant(options.rate, options.durationS * 1000);
 }
 
 /** Runs a simulation end to end and answers its report (violations included). */
 export async function simulate(options: SimulateOptions): Promise<SimulateResult> {
   validate(options);
+  const arrivals = scheduleOf(options);
+  // A shard sends its share of the whole run's schedule.
+  const share = options.shard?.count ?? 1;
+  const shardArrivals = options.stages
+    ? ArrivalSchedule.ramp(options.stages.map((stage) => ({ ...stage, target: stage.target / share })))
+    : ArrivalSchedule.constant(options.rate / share, options.durationS * 1000);
+  const thresholds = thresholdsOf(options.thresholds ?? []);
   const traffic = new TrafficGenerator(options.seed);
   if (!options.remote) options.onStage?.('starting an embedded Trailwire on a temporary SQLite file');
   const embedded = options.remote
@@ -65,7 +102,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
         {
           scenario: options.scenario,
           vins: options.vins,
-          rate: options.rate,
+          rate: arrivals.peakRate,
           customers: options.customers,
           windowSeconds: options.windowSeconds,
           limits: options.limits,
@@ -97,9 +134,13 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
       {
         scenario: options.scenario,
         seed: options.seed,
-        durationMs: options.durationS * 1000,
-        rate: options.rate,
+        arrivals: shardArrivals,
+        shard: options.shard,
         subscribers: options.subscribers,
+        sseSubscribers: options.sseSubscribers,
+        maxInFlight: options.maxInFlight,
+        thresholds,
+        abortOnFail: options.abortOnFail,
         // Embedded windows are short and can be waited for; a remote 60 s window is judged in part.
         alignToWindow: embedded !== undefined,
         windowMarginMs: embedded ? 100 : 250,
@@ -110,8 +151,8 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
       },
       traffic,
     );
-    const report = buildReport(record, checkInvariants(record), { durationS: options.durationS, rate: options.rate });
-    return { report, record };
+    const report = buildReport(record, checkInvariants(record), { arrivals: shardArrivals, thresholds });
+    return { report, record, arrivals };
   } finally {
     await embedded?.close();
   }
@@ -124,14 +165,26 @@ function validate(options: SimulateOptions): void {
   };
   if (!SCENARIOS.includes(options.scenario)) throw new TypeError(`simulate: unknown scenario ${JSON.stringify(options.scenario)}; one of ${SCENARIOS.join(', ')}`);
   if (!Number.isInteger(options.seed)) throw new TypeError(`simulate: \`seed\` must be an integer, got ${options.seed}`);
-  positive('durationS', options.durationS);
+  // Stages say how long and how fast themselves (`ArrivalSchedule.ramp` checks them).
+  if (!options.stages) {
+    positive('durationS', options.durationS);
+    positive('rate', options.rate);
+  }
   positive('vins', options.vins, true);
-  positive('rate', options.rate);
-  if (!Number.isInteger(options.subscribers) || options.subscribers < 0) throw new TypeError(`simulate: \`subscribers\` must be a whole number, got ${options.subscribers}`);
+  if (options.maxInFlight !== undefined) positive('maxInFlight', options.maxInFlight, true);
+  for (const name of ['subscribers', 'sseSubscribers'] as const) {
+    const value = options[name] ?? 0;
+    if (!Number.isInteger(value) || value < 0) throw new TypeError(`simulate: \`${name}\` must be a whole number, got ${value}`);
+  }
   for (const product of Object.keys(options.limits ?? {}))
     if (!(SIMULATED_PRODUCTS as readonly string[]).includes(product)) throw new TypeError(`simulate: no product ${JSON.stringify(product)} to limit; one of ${SIMULATED_PRODUCTS.join(', ')}`);
+  if (options.shard) {
+    const { index, count } = options.shard;
+    if (!options.remote) throw new TypeError('simulate: a shard drives part of one deployment: give --target and --grpc');
+    if (!(Number.isInteger(count) && count >= 1 && Number.isInteger(index) && index >= 1 && index <= count)) throw new TypeError(`simulate: shard ${index}/${count}: expected i/n with 1 <= i <= n`);
+  }
   if (options.remote) {
     if (!options.remote.target || !options.remote.grpc) throw new TypeError('simulate: remote mode needs both --target and --grpc');
-    if (options.subscribers > 0 && options.remote.customerKeys.length === 0) throw new TypeError('simulate: remote subscribers need at least one --customer-key');
+    if (options.subscribers + (options.sseSubscribers ?? 0) > 0 && options.remote.customerKeys.length === 0) throw new TypeError('simulate: remote subscribers need at least one --customer-key');
   }
 }

@@ -5,14 +5,22 @@
  * payload to be processed and its live updates to arrive, and answers the `RunRecord` that the
  * invariant checks and the report read. Every answer is recorded as it came: intake requests are
  * never retried, so a 429 or a 5xx is seen, not hidden.
+ *
+ * The load is an open model: each request is sent when the schedule says it is due, however many
+ * are still unanswered (unless `maxInFlight` caps them, when a due request waits for a free slot),
+ * and its latency counts from that due time. A server that stalls therefore shows as the late
+ * answers it causes, not as requests the simulator quietly did not send (coordinated omission).
  */
 import PQueue from 'p-queue';
+import type { ArrivalSchedule } from './arrival-schedule.ts';
 import type { IntakeLimit } from '../core/products.ts';
 import { builtInProducts } from '../products/index.ts';
 import { TrailwireClient } from './client/http-client.ts';
-import { subscribeWithClient, type LiveFeedSubscription } from './client/live-feed-client.ts';
+import { subscribeLiveEvents } from './client/live-events-client.ts';
+import { subscribeWithClient, type LiveUpdate } from './client/live-feed-client.ts';
 import type { ConnectionRecord, IntakeOutcome, RotationRecord, RunRecord, SendRecord, SubscriberRecord } from './run-record.ts';
 import { planSends, SCENARIO_DEFINITIONS, type PlannedSend, type ScenarioName } from './scenarios.ts';
+import { judgeThresholds, quantile, requestFigures, type Threshold } from './thresholds.ts';
 import type { SimulatedProduct, TrafficGenerator } from './traffic.ts';
 
 /** Where to send, with what keys, and what the simulator may assume about the deployment. */
@@ -43,9 +51,17 @@ export interface SimulationTarget {
 export interface SimulationOptions {
   scenario: ScenarioName;
   seed: number;
-  durationMs: number;
-  rate: number;
+  /** When intake requests fall due (a constant rate, or stages). */
+  arrivals: ArrivalSchedule;
+  /**
+   * This process's part of a run shared by `count` processes (`--shard i/n`): it drives the VINs
+   * whose index is `index - 1` modulo `count`. Default: all of them.
+   */
+  shard?: { index: number; count: number };
+  /** LiveFeed (gRPC) subscribers, spread over the customers. */
   subscribers: number;
+  /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them, spread the same way. Default 0. */
+  sseSubscribers?: number;
   /** Wait for the next window boundary before the traffic starts, so the first window is whole. Default false. */
   alignToWindow?: boolean;
   /** Keep sends this far from window edges. Default 100 ms. */
@@ -58,8 +74,15 @@ export interface SimulationOptions {
   processingWaitMs?: number;
   /** A slow subscriber takes one message per this many ms while the traffic runs. Default 200 ms. */
   slowReadMs?: number;
-  /** The most intake requests in flight at once. Default 256. */
+  /**
+   * The most intake requests in flight at once; a due request waits for a free slot, and its wait
+   * counts in its latency. Default: no cap (the open model).
+   */
   maxInFlight?: number;
+  /** Judged every half second during the traffic with `abortOnFail`, which stops the traffic at the first breach. */
+  thresholds?: readonly Threshold[];
+  /** Stop sending at the first breached threshold (the run's tail — processing, live, checks — still runs). Default false. */
+  abortOnFail?: boolean;
   /** Called about twice a second while the traffic runs, and while the statuses of its accepted payloads are read after it. */
   onProgress?: (progress: SimulationProgress) => void;
   /** Told each step before the traffic as it starts. */
@@ -92,21 +115,23 @@ export interface SimulationProgress {
 export async function runSimulation(target: SimulationTarget, options: SimulationOptions, traffic: TrafficGenerator): Promise<RunRecord> {
   const definition = SCENARIO_DEFINITIONS[options.scenario];
   const products = Object.keys(definition.mix) as SimulatedProduct[];
-  const settings = {
+  const defaults = {
     windowMarginMs: 100,
     heartbeatSlackMs: Math.max(1000, Math.round(target.heartbeatIntervalMs / 4)),
     liveMarginMs: 100,
     processingWaitMs: 30_000,
     slowReadMs: 200,
-    maxInFlight: 256,
+    maxInFlight: Infinity,
     alignToWindow: false,
-    ...options,
+    abortOnFail: false,
   };
+  // An option given as undefined (a flag left out upstream) keeps its default.
+  const settings = { ...defaults, ...Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) } as typeof defaults & SimulationOptions;
   for (const product of products) {
     if (!target.partnerKeys[product]) throw new TypeError(`The ${options.scenario} scenario sends ${product}: give a partner key for it`);
     if (!target.limits[product]) throw new TypeError(`No intake limit known for ${product}`);
   }
-  if (target.customers.length === 0 && options.subscribers > 0) throw new TypeError('Subscribers need at least one customer key');
+  if (target.customers.length === 0 && options.subscribers + (options.sseSubscribers ?? 0) > 0) throw new TypeError('Subscribers need at least one customer key');
 
   const clientOf = (audience: 'partners' | 'customers', apiKey: string) =>
     new TrailwireClient({ baseUrl: target.baseUrl, authUrl: target.authUrl, audience, apiKey });
@@ -120,50 +145,56 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
   let lastUpdateAt = 0;
   let liveUpdates = 0;
   const subscriberRecords: SubscriberRecord[] = [];
-  const subscriptions: LiveFeedSubscription[] = [];
-  for (let index = 0; index < options.subscribers; index++) {
+  const subscriptions: Array<{ pause(): void; resume(): void; close(): void }> = [];
+  const sseSubscribers = options.sseSubscribers ?? 0;
+  const allSubscribers = options.subscribers + sseSubscribers;
+  // The gRPC subscribers first, then the SSE ones, each spread over the customers the same way.
+  for (let index = 0; index < allSubscribers; index++) {
+    const transport = index < options.subscribers ? 'grpc' : 'sse';
     const customer = index % target.customers.length;
     // One in four of each customer's subscribers reads slowly (its second, sixth...), so every
     // customer with a slow subscriber also has fast ones to compare; with too few, the last one.
     const round = Math.floor(index / target.customers.length);
-    const slow =
-      definition.slowSubscribers && (round % 4 === 1 || (options.subscribers <= target.customers.length && index === options.subscribers - 1));
-    const record: SubscriberRecord = { index, customer, slow, connections: [], updates: [] };
+    const slow = definition.slowSubscribers && (round % 4 === 1 || (allSubscribers <= target.customers.length && index === allSubscribers - 1));
+    const record: SubscriberRecord = { index, transport, customer, slow, connections: [], updates: [] };
     subscriberRecords.push(record);
     const current = (): ConnectionRecord | undefined => record.connections.at(-1);
-    const subscription = subscribeWithClient(
-      customers[customer]!,
-      { target: target.grpcTarget, reconnectBaseMs: 100, jitterMs: 100 },
-      {
-        onConnecting: () => record.connections.push({ startedAt: Date.now(), heartbeats: [] }),
-        onHeartbeat: () => current()?.heartbeats.push(Date.now()),
-        onUpdate: (update) => {
-          const now = Date.now();
-          lastUpdateAt = now;
-          liveUpdates++;
-          record.updates.push({
-            vin: update.trailer.vin ?? '',
-            trailerId: update.trailer.id,
-            fleetId: update.fleetId,
-            ts: update.ts,
-            receivedAt: now,
-            connection: record.connections.length - 1,
-          });
-          if (slow && trafficRunning) {
-            subscription.pause();
-            setTimeout(() => subscription.resume(), settings.slowReadMs).unref();
-          }
-        },
-        onDisconnect: (disconnect) => {
-          const connection = current();
-          if (connection && connection.endedAt === undefined) {
-            connection.endedAt = Date.now();
-            connection.endCode = disconnect.code;
-          }
-        },
-        onGiveUp: (error) => (record.gaveUp = error.message),
+    const ended = (endCode: number) => {
+      const connection = current();
+      if (connection && connection.endedAt === undefined) {
+        connection.endedAt = Date.now();
+        connection.endCode = endCode;
+      }
+    };
+    const handlers = {
+      onConnecting: () => record.connections.push({ startedAt: Date.now(), heartbeats: [] }),
+      onHeartbeat: () => current()?.heartbeats.push(Date.now()),
+      onUpdate: (update: LiveUpdate) => {
+        const now = Date.now();
+        lastUpdateAt = now;
+        liveUpdates++;
+        record.updates.push({
+          vin: update.trailer.vin ?? '',
+          trailerId: update.trailer.id,
+          fleetId: update.fleetId,
+          ts: update.ts,
+          receivedAt: now,
+          connection: record.connections.length - 1,
+        });
+        if (slow && trafficRunning) {
+          subscription.pause();
+          setTimeout(() => subscription.resume(), settings.slowReadMs).unref();
+        }
       },
-    );
+      onGiveUp: (error: Error) => (record.gaveUp = error.message),
+    };
+    const subscription =
+      transport === 'grpc'
+        ? subscribeWithClient(customers[customer]!, { target: target.grpcTarget, reconnectBaseMs: 100, jitterMs: 100 }, { ...handlers, onDisconnect: (disconnect) => ended(disconnect.code) })
+        : subscribeLiveEvents(
+            { baseUrl: target.baseUrl, token: () => customers[customer]!.accessToken(), onTokenRejected: () => customers[customer]!.dropToken(), reconnectBaseMs: 100, jitterMs: 100 },
+            { ...handlers, onDisconnect: (disconnect) => ended(grpcCodeOfHttpEnd(disconnect.status)) },
+          );
     subscriptions.push(subscription);
   }
   try {
@@ -175,6 +206,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
 
   async function drive(): Promise<RunRecord> {
     if (options.subscribers > 0) options.onStage?.(`opening ${options.subscribers} LiveFeed subscriber${options.subscribers === 1 ? '' : 's'} at ${target.grpcTarget}`);
+    if (sseSubscribers > 0) options.onStage?.(`opening ${sseSubscribers} SSE subscriber${sseSubscribers === 1 ? '' : 's'} at ${target.baseUrl}/api/v1/live`);
     await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
 
     // The plan, started at a window boundary when asked (so a short run still has whole windows).
@@ -184,17 +216,17 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
       const serverStart = startAt + target.clockOffsetMs;
       startAt = Math.ceil(serverStart / windowMs) * windowMs - target.clockOffsetMs;
     }
+    const { arrivals } = options;
     const plan = planSends({
       scenario: options.scenario,
       seed: options.seed,
       vins: target.vins.length,
-      rate: options.rate,
+      arrivals,
       startAt,
-      durationMs: options.durationMs,
       limits: target.limits,
       marginMs: settings.windowMarginMs,
       clockOffsetMs: target.clockOffsetMs,
-      reports: (product, vinIndex) => traffic.reports(product, vinIndex),
+      reports: (product, vinIndex) => traffic.reports(product, vinIndex) && (!options.shard || vinIndex % options.shard.count === options.shard.index - 1),
     });
 
     const sends: SendRecord[] = [];
@@ -203,14 +235,14 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     if (definition.rotation) {
       const firstProduct = products[0]!;
       pendingRotations.push({
-        at: startAt + options.durationMs * definition.rotation.partnerAt,
+        at: startAt + arrivals.durationMs * definition.rotation.partnerAt,
         run: async () => {
           rotations.push(await rotatePartner(target, partners.get(firstProduct)!, firstProduct));
         },
       });
       if (customers.length > 0)
         pendingRotations.push({
-          at: startAt + options.durationMs * definition.rotation.customerAt,
+          at: startAt + arrivals.durationMs * definition.rotation.customerAt,
           run: async () => {
             rotations.push(await rotateCustomer(target, customers[0]!, 0));
           },
@@ -219,22 +251,34 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
 
     const meter = new ProgressMeter();
     options.onStage?.(
-      `sending ${plan.sends.length} payloads for ${target.vins.length} trailer${target.vins.length === 1 ? '' : 's'} over ${Math.round(options.durationMs / 1000)} s` +
+      `sending ${plan.sends.length} payloads for ${target.vins.length} trailer${target.vins.length === 1 ? '' : 's'} over ${Math.round(arrivals.durationMs / 1000)} s` +
         (startAt - Date.now() > 500 ? `, from the next window boundary in ${((startAt - Date.now()) / 1000).toFixed(1)} s` : ''),
     );
     await sleepUntil(startAt);
     trafficRunning = true;
     const progressTimer = options.onProgress
-      ? setInterval(() => options.onProgress!(meter.snapshot(Date.now() - startAt, options.durationMs, liveUpdates)), 500)
+      ? setInterval(() => options.onProgress!(meter.snapshot(Date.now() - startAt, arrivals.durationMs, liveUpdates)), 500)
       : undefined;
-    // The plan says when each request is due; the queue bounds how many are in flight at once (a due
-    // request waits for a free slot, so a slow server makes requests late, never more concurrent).
+    // The plan says when each request is due; only `maxInFlight` (when set) holds a due request
+    // back, and its latency still counts from when it was due.
     const inFlight = new PQueue({ concurrency: settings.maxInFlight });
     let sendFailure: { error: unknown } | undefined;
+    let aborted: RunRecord['aborted'];
     const rotationTasks: Array<Promise<void>> = [];
+    let next = 0;
+    const judgeTimer =
+      settings.abortOnFail && settings.thresholds?.length
+        ? setInterval(() => {
+            if (aborted) return;
+            const now = Date.now();
+            // Handed to the queue but not started (the cap holds them): the queue runs them in plan order.
+            const waitingDue = plan.sends.slice(sends.length, next).map((send) => send.at);
+            const breached = judgeThresholds(settings.thresholds!, requestFigures(sends, arrivals, startAt, { now, waitingDue })).filter((result) => !result.passed);
+            if (breached.length > 0) aborted = { at: now, breached: breached.map((result) => `${result.threshold} (${result.actual})`) };
+          }, 500)
+        : undefined;
     try {
-      let next = 0;
-      while (next < plan.sends.length || pendingRotations.length > 0) {
+      while ((next < plan.sends.length || pendingRotations.length > 0) && !aborted) {
         const now = Date.now();
         while (pendingRotations.length > 0 && pendingRotations[0]!.at <= now) rotationTasks.push(pendingRotations.shift()!.run());
         while (next < plan.sends.length && plan.sends[next]!.at <= now) {
@@ -244,14 +288,17 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
         const nextAt = Math.min(plan.sends[next]?.at ?? Infinity, pendingRotations[0]?.at ?? Infinity);
         if (nextAt > Date.now()) await sleep(Math.min(nextAt - Date.now(), 20));
       }
+      // An aborted run sends nothing more: what the queue still holds is dropped, what is in flight answered.
+      inFlight.clear();
       await Promise.all([inFlight.onIdle(), ...rotationTasks]);
       if (sendFailure) throw sendFailure.error;
     } finally {
       clearInterval(progressTimer);
+      clearInterval(judgeTimer);
     }
     const trafficEndedAt = Date.now();
     trafficRunning = false;
-    const trafficProgress = meter.snapshot(trafficEndedAt - startAt, options.durationMs, liveUpdates);
+    const trafficProgress = meter.snapshot(trafficEndedAt - startAt, arrivals.durationMs, liveUpdates);
     options.onProgress?.(trafficProgress);
     for (const subscription of subscriptions) subscription.resume();
 
@@ -298,6 +345,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
       liveMarginMs: settings.liveMarginMs,
       clockOffsetMs: target.clockOffsetMs,
       rotations,
+      ...(aborted ? { aborted } : {}),
       startedAt: startAt,
       trafficEndedAt,
       endedAt,
@@ -330,7 +378,9 @@ async function sendOne(
     else if (response.status !== 429 && body) record.error = [body.title, body.detail].filter(Boolean).join(': ');
   } catch (error) {
     record.answeredAt = Date.now();
-    record.error = (error as Error).message;
+    // fetch says only "fetch failed"; the cause says what failed (a refused connection, a timeout).
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    record.error = `${(error as Error).message}${cause ? `: ${cause.code ?? cause.message}` : ''}`;
     // An error thrown with a status (authentication failing) is an answer, not a network failure.
     record.status = (error as { status?: number }).status ?? 0;
   }
@@ -455,7 +505,8 @@ class ProgressMeter {
     else if (record.status === 429) this.limited++;
     else if (record.status >= 500 || record.status === 0) this.serverErrors++;
     else this.clientErrors++;
-    this.recentLatencies.push(record.answeredAt - record.sentAt);
+    // From when it was due (no coordinated omission), as the report counts it.
+    this.recentLatencies.push(record.answeredAt - record.plannedAt);
     if (this.recentLatencies.length > 2000) this.recentLatencies.splice(0, 1000);
     this.recentAnswers.push(record.answeredAt);
   }
@@ -480,10 +531,14 @@ class ProgressMeter {
   }
 }
 
-/** The `q` quantile of ascending `sorted` values (nearest rank); 0 when empty. */
-export function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+/**
+ * The record keeps the LiveFeed's status codes for every transport, so that the checks (a rotated
+ * customer's streams end UNAUTHENTICATED) read one vocabulary: an SSE stream that ended with 401
+ * is UNAUTHENTICATED (16), with 503 UNAVAILABLE (14), with 429 RESOURCE_EXHAUSTED (8), with 403
+ * PERMISSION_DENIED (7); one that broke or ended without a word, UNKNOWN (2).
+ */
+function grpcCodeOfHttpEnd(status: number): number {
+  return ({ 401: 16, 403: 7, 429: 8, 503: 14 } as Record<number, number>)[status] ?? 2;
 }
 
 function sleep(ms: number): Promise<void> {

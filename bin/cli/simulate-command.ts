@@ -3,15 +3,19 @@
  * Trailwire on a temporary SQLite file, provisioned and torn down by the run — or remote with
  * `--target <url> --grpc <host:port>` and the deployment's keys. Shows a live progress line on a
  * terminal, then the final table (or, with `--json`, one report document), writes an HTML report
- * with `--report`, and exits 1 when any invariant was violated.
+ * with `--report` and JUnit XML with `--junit`, and exits 1 when any invariant was violated, else 99
+ * when a `--threshold` was breached (as k6 does), else 0.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Argv, CommandModule } from 'yargs';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeLimit } from '../../core/products.ts';
+import { parseStages, type Stage } from '../../simulator/arrival-schedule.ts';
 import type { progressPrinter } from '../../simulator/progress-line.ts';
 import { SCENARIO_DEFINITIONS, SCENARIOS, type ScenarioName } from '../../simulator/scenario-definitions.ts';
+import type { SimulationReport } from '../../simulator/report.ts';
 import type { SimulateOptions } from '../../simulator/simulate.ts';
+import { parseThreshold } from '../../simulator/thresholds.ts';
 import { printFailure } from './output.ts';
 
 interface SimulateArguments {
@@ -19,7 +23,17 @@ interface SimulateArguments {
   duration: number;
   vins: number;
   rate: number;
+  stages?: string;
+  threshold: string[];
+  'abort-on-fail': boolean;
+  junit?: string;
+  'max-in-flight'?: number;
+  'find-capacity'?: string;
+  shard?: string;
+  record?: string;
+  'capacity-budget': number;
   subscribers: number;
+  'sse-subscribers': number;
   scenario: ScenarioName;
   seed: number;
   report?: string;
@@ -46,8 +60,46 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
     yargs
       .option('duration', { type: 'number', default: 30, describe: 'Seconds of traffic' })
       .option('vins', { type: 'number', default: 20, describe: "How many VINs send (remote mode: at most the customers' own trailers, unless --unregistered-vins)" })
-      .option('rate', { type: 'number', default: 50, describe: 'Intake requests per second (scenarios that must exceed a limit may send more)' })
-      .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed subscribers, spread over the customers' })
+      .option('rate', { type: 'number', default: 50, describe: 'Intake requests per second, due on a schedule whatever the server does (scenarios that must exceed a limit may send more)' })
+      .option('stages', { type: 'string', describe: 'A ramping arrival rate instead of --rate/--duration: DURATION:RATE,... linear within each stage from the last (from 0), e.g. 30s:50,60s:200,30s:0' })
+      .option('threshold', {
+        type: 'string',
+        array: true,
+        default: [],
+        describe: "Pass/fail criterion, repeatable: p50|p90|p95|p99|max|live-p50|live-p95|live-p99 <250ms, error-rate<1%, rate>=95% (the default rate check); a breach exits 99",
+      })
+      .option('abort-on-fail', { type: 'boolean', default: false, describe: 'Stop the traffic at the first breached threshold (judged every half second)' })
+      .option('junit', { type: 'string', describe: 'Write a JUnit XML report (one testcase per invariant and per threshold) to this file' })
+      .option('find-capacity', {
+        type: 'string',
+        describe: "Search for the highest --rate that holds this threshold, every invariant and the rate check: steps of --duration seconds from --rate, doubling, then halving the gap",
+      })
+      .option('capacity-budget', { type: 'number', default: 120, describe: 'With --find-capacity: seconds the search may take in all' })
+      .option('shard', { type: 'string', describe: 'i/n: this is process i of n against one deployment (remote): its own VINs at 1/n of the rate, its own subscribers; write --record and join with `simulate merge`' })
+      .option('record', { type: 'string', describe: 'Write the raw run record (for `simulate merge`) to this file' })
+      .command(
+        'merge <files..>',
+        'Judge the records (--record) of the shards of one run together: invariants and thresholds over the whole run',
+        (merge) => merge.positional('files', { type: 'string', array: true, demandOption: true, describe: 'The record files, one per shard' }),
+        async (args) => {
+          try {
+            const [{ mergeRecords }, { buildReport }, { checkInvariants }] = await Promise.all([
+              import('../../simulator/merge-runs.ts'),
+              import('../../simulator/report.ts'),
+              import('../../simulator/invariants.ts'),
+            ]);
+            const files = (args.files as string[]).map((name) => ({ name, content: JSON.parse(readFileSync(name, 'utf8')) as unknown }));
+            const { record, arrivals, thresholds } = edgeParsed(() => mergeRecords(files));
+            const { thresholdsOf } = await import('../../simulator/thresholds.ts');
+            await writeOutputs(args as unknown as SimulateArguments, buildReport(record, checkInvariants(record), { arrivals, thresholds: thresholdsOf(thresholds) }));
+          } catch (error) {
+            printFailure(args, error);
+          }
+        },
+      )
+      .option('max-in-flight', { type: 'number', describe: 'Cap the intake requests in flight; a due request waits for a slot and its wait counts in its latency (default: no cap)' })
+      .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed (gRPC) subscribers, spread over the customers' })
+      .option('sse-subscribers', { type: 'number', default: 0, describe: 'GET /api/v1/live (Server-Sent Events) subscribers beside them, held to the same invariants' })
       .option('scenario', {
         type: 'string',
         choices: SCENARIOS,
@@ -105,26 +157,51 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       // starts: a run against a deployment reads and subscribes for seconds before its first payload.
       const stage = args.json ? undefined : (text: string) => process.stderr.write(`  ${text}…\n`);
       if (!args.json)
-        process.stderr.write(`Trailwire simulation: ${args.scenario} (${options.remote ? `remote, ${options.remote.target}` : 'embedded'}, seed ${args.seed}, ${args.duration} s)\n`);
+        process.stderr.write(`Trailwire simulation: ${args.scenario} (${options.remote ? `remote, ${options.remote.target}` : 'embedded'}, seed ${args.seed}, ${args.stages ? `stages ${args.stages}` : `${args.duration} s`})\n`);
       // Loaded here, not at the top: `trailwire --help` and the other commands do not pay for the simulator.
-      const [{ simulate }, { progressPrinter }, { renderHtmlReport }, { formatReportTable }] = await Promise.all([
-        import('../../simulator/simulate.ts'),
-        import('../../simulator/progress-line.ts'),
-        import('../../simulator/html-report.ts'),
-        import('../../simulator/report.ts'),
-      ]);
+      const [{ simulate }, { progressPrinter }] = await Promise.all([import('../../simulator/simulate.ts'), import('../../simulator/progress-line.ts')]);
+      if (args['find-capacity'] !== undefined) {
+        const { findCapacity, formatCapacityTable } = await import('../../simulator/capacity-search.ts');
+        const threshold = args['find-capacity'];
+        const search = await findCapacity(
+          async (rate) => {
+            stage?.(`step at ${rate}/s for ${options.durationS} s`);
+            return (await simulate({ ...options, rate, thresholds: [...(options.thresholds ?? []), threshold] })).report;
+          },
+          { startRate: options.rate, budgetMs: args['capacity-budget'] * 1000 },
+        );
+        process.stdout.write(args.json ? `${JSON.stringify({ threshold, ...search })}\n` : formatCapacityTable(threshold, search));
+        process.exitCode = search.capacity === null ? 99 : 0;
+        return;
+      }
       progress = !args.json && process.stderr.isTTY ? progressPrinter(process.stderr) : undefined;
-      const { report } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
+      const { report, record, arrivals } = await simulate({ ...options, onProgress: progress?.update, onStage: stage });
       progress?.done();
-      if (args.report) writeFileSync(args.report, renderHtmlReport(report));
-      process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + (args.report ? `\nHTML report: ${args.report}\n` : ''));
-      if (report.violations.length > 0) process.exitCode = 1;
+      if (args.record) {
+        const { recordFileOf } = await import('../../simulator/merge-runs.ts');
+        writeFileSync(args.record, JSON.stringify(recordFileOf(record, arrivals, options.thresholds ?? [], options.shard ?? null)));
+      }
+      await writeOutputs(args, report);
     } catch (error) {
       progress?.done();
       printFailure(args, error);
     }
   },
 };
+
+/** Writes a run's report as asked (`--report`, `--junit`, then the table or `--json` on stdout) and sets the exit code. */
+async function writeOutputs(args: Pick<SimulateArguments, 'json' | 'report' | 'junit'>, report: SimulationReport): Promise<void> {
+  const [{ renderHtmlReport }, { formatReportTable, exitCodeOf }, { renderJUnitReport }] = await Promise.all([
+    import('../../simulator/html-report.ts'),
+    import('../../simulator/report.ts'),
+    import('../../simulator/junit-report.ts'),
+  ]);
+  if (args.report) writeFileSync(args.report, renderHtmlReport(report));
+  if (args.junit) writeFileSync(args.junit, renderJUnitReport(report));
+  const written = [args.report && `HTML report: ${args.report}`, args.junit && `JUnit report: ${args.junit}`].filter(Boolean);
+  process.stdout.write(args.json ? `${JSON.stringify(report)}\n` : formatReportTable(report) + written.map((line) => `\n${line}\n`).join(''));
+  process.exitCode = exitCodeOf(report);
+}
 
 /** The command line as `SimulateOptions`; a malformed flag is a `validation_failed` naming it. */
 export function optionsOf(args: SimulateArguments): SimulateOptions {
@@ -152,13 +229,31 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     if (!match) throw invalid(`--limit ${JSON.stringify(entry)}: expected product=requests/seconds, e.g. gps-basic=120/60`);
     limits[match[1]!] = { requests: Number(match[2]), windowSeconds: Number(match[3]) };
   }
+  let stages: Stage[] | undefined;
+  if (args.stages !== undefined) stages = edgeParsed(() => parseStages(args.stages!));
+  for (const threshold of [...args.threshold, ...(args['find-capacity'] === undefined ? [] : [args['find-capacity']])]) edgeParsed(() => parseThreshold(threshold));
+  let shard: SimulateOptions['shard'];
+  if (args.shard !== undefined) {
+    const match = /^(\d+)\/(\d+)$/.exec(args.shard);
+    if (!match || Number(match[1]) < 1 || Number(match[1]) > Number(match[2])) throw invalid(`--shard ${JSON.stringify(args.shard)}: expected i/n with 1 <= i <= n, e.g. 1/2`);
+    if (!remote) throw invalid('--shard drives part of one deployment: give --target and --grpc');
+    shard = { index: Number(match[1]), count: Number(match[2]) };
+  }
+  if (args['find-capacity'] !== undefined && stages) throw invalid('--find-capacity steps a constant --rate: it does not take --stages');
+  if (args['find-capacity'] !== undefined && !(args['capacity-budget'] > 0)) throw invalid(`--capacity-budget must be a positive number of seconds, got ${args['capacity-budget']}`);
   return {
     scenario: args.scenario,
     seed: args.seed,
     durationS: args.duration,
     vins: args.vins,
     rate: args.rate,
+    stages,
+    thresholds: args.threshold,
+    abortOnFail: args['abort-on-fail'],
+    maxInFlight: args['max-in-flight'],
+    shard,
     subscribers: args.subscribers,
+    sseSubscribers: args['sse-subscribers'],
     heartbeatMs: args['heartbeat-ms'],
     heartbeatSlackMs: args['heartbeat-slack-ms'],
     processingWaitS: args['processing-wait'],
@@ -185,6 +280,15 @@ function keyInFile(option: string, file: string): string {
   const key = text.trim();
   if (key === '' || /\s/.test(key)) throw invalid(`${option} ${file}: expected one key and nothing else in the file`);
   return key;
+}
+
+/** What `parse` answers, or its `TypeError` as a `validation_failed` (the message names the option). */
+function edgeParsed<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    throw new TrailwireError('validation_failed', (error as Error).message, { cause: error });
+  }
 }
 
 function invalid(message: string): TrailwireError {

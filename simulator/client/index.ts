@@ -38,3 +38,15 @@ export {
   type LiveTrailer,
   type LiveUpdate,
 } from './live-feed-client.ts';
+/**
+ * `subscribeLiveEvents({ baseUrl, token }, handlers)` (`LiveEventsOptions`, `LiveEventsHandlers`)
+ * reads the same feed from `GET /api/v1/live` (Server-Sent Events) for those without gRPC:
+ * reconnection with backoff, `Last-Event-ID` resume, a fresh token after a 401, `pause()`/`resume()`.
+ */
+export {
+  subscribeLiveEvents,
+  type LiveEventsDisconnect,
+  type LiveEventsHandlers,
+  type LiveEventsOptions,
+  type LiveEventsSubscription,
+} from './live-events-client.ts';

@@ -54,8 +54,8 @@ function cleanRecord(): RunRecord {
     customers: [{ label: 'customer 0' }, { label: 'customer 1' }],
     ownership: { [VIN_A]: 0, [VIN_B]: 1 },
     subscribers: [
-      { index: 0, customer: 0, slow: false, connections: [{ startedAt: T0 - 5, heartbeats: [...heartbeats], endedAt: T0 + 2050, endCode: 1 }], updates: updatesOf(VIN_A) },
-      { index: 1, customer: 1, slow: false, connections: [{ startedAt: T0 - 5, heartbeats: [...heartbeats], endedAt: T0 + 2050, endCode: 1 }], updates: updatesOf(VIN_B) },
+      { index: 0, transport: 'grpc', customer: 0, slow: false, connections: [{ startedAt: T0 - 5, heartbeats: [...heartbeats], endedAt: T0 + 2050, endCode: 1 }], updates: updatesOf(VIN_A) },
+      { index: 1, transport: 'grpc', customer: 1, slow: false, connections: [{ startedAt: T0 - 5, heartbeats: [...heartbeats], endedAt: T0 + 2050, endCode: 1 }], updates: updatesOf(VIN_B) },
     ],
     heartbeatIntervalMs: 100,
     heartbeatSlackMs: 50,

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ArrivalSchedule } from '../../simulator/arrival-schedule.ts';
 import { embeddedLimits, planSends, SCENARIOS, sendsFor, type PlanOptions, type ScenarioName } from '../../simulator/scenarios.ts';
 
 const START = Date.UTC(2026, 5, 1, 12, 0, 0) + 250; // not on a window boundary
 
-function plan(scenario: ScenarioName, overrides: Partial<PlanOptions> = {}) {
-  const base = { scenario, seed: 7, vins: 10, rate: 100, startAt: START, durationMs: 6000 };
-  const limits = embeddedLimits({ scenario, vins: base.vins, rate: base.rate, windowSeconds: 2 });
+function plan(scenario: ScenarioName, overrides: Partial<PlanOptions> = {}, durationMs = 6000) {
+  const base = { scenario, seed: 7, vins: 10, arrivals: ArrivalSchedule.constant(100, durationMs), startAt: START };
+  const limits = embeddedLimits({ scenario, vins: base.vins, rate: 100, windowSeconds: 2 });
   return planSends({ ...base, limits, ...overrides });
 }
 
@@ -31,9 +32,11 @@ describe('send plans', () => {
     }
   });
 
-  it('steady sends about the requested rate, nothing over a limit', () => {
-    const { sends, groups } = plan('steady', { durationMs: 20_000 });
-    assert.ok(Math.abs(sends.length - 2000) < 200, `${sends.length} sends`);
+  it('steady sends the requested rate, nothing over a limit', () => {
+    const { sends, groups } = plan('steady', {}, 20_000);
+    // Each window's requests are apportioned over the VINs, so the total is the schedule's to
+    // within one request per (product, window): 3 products x 11 windows.
+    assert.ok(Math.abs(sends.length - 2000) <= 33, `${sends.length} sends`);
     for (const group of groups) assert.ok(group.planned <= group.limit);
   });
 
@@ -84,12 +87,37 @@ describe('send plans', () => {
     for (const group of groups) assert.ok(reports(group.product, group.vinIndex), `${group.product} for VIN ${group.vinIndex}`);
     for (const send of sends) assert.ok(reports(send.product, send.vinIndex));
     assert.ok(sends.some((send) => send.product === 'tpms' && send.vinIndex % 2 === 1), 'the other products still go');
+    // The VINs with a cargosafe unit take the part of those without: the rate is kept.
+    assert.ok(Math.abs(sends.length - 600) <= 9, `${sends.length} sends for 100/s over 6 s`);
+    // And when no VIN reports a product, the others take its part.
+    const gpsOnly = plan('steady', { reports: (product) => product === 'gps-basic' });
+    assert.ok(gpsOnly.sends.every((send) => send.product === 'gps-basic'));
+    assert.ok(Math.abs(gpsOnly.sends.length - 600) <= 3, `${gpsOnly.sends.length} sends for 100/s over 6 s`);
+  });
+
+  it('follow a ramp of stages: each stage gets its requests to within 5 %, along the ramp', () => {
+    const arrivals = ArrivalSchedule.ramp([
+      { durationMs: 4000, target: 50 },
+      { durationMs: 6000, target: 200 },
+      { durationMs: 4000, target: 0 },
+    ]);
+    const { sends, groups } = plan('steady', { arrivals, vins: 20 });
+    for (const stage of arrivals.stages) {
+      const inStage = sends.filter((send) => send.at - START >= stage.from && send.at - START < stage.to).length;
+      assert.ok(Math.abs(inStage - stage.due) <= stage.due * 0.05, `${inStage} sends in a stage due ${stage.due}`);
+    }
+    // Along the ramp inside the stage, not evenly: the second stage's last two seconds carry more than its first two.
+    const between = (from: number, to: number) => sends.filter((send) => send.at - START >= from && send.at - START < to).length;
+    assert.ok(between(8000, 10_000) > 1.5 * between(4000, 6000), `${between(4000, 6000)} then ${between(8000, 10_000)}`);
+    for (const group of groups) assert.ok(group.planned <= group.limit);
   });
 
   it('an over intent sends past the limit even when the rate share is small', () => {
-    assert.equal(sendsFor('over', 0.2, 8, () => 0), 10);
-    assert.equal(sendsFor('over', 30, 8, () => 0), 30);
-    assert.equal(sendsFor('under', 30, 8, () => 0), 8);
-    assert.equal(sendsFor('at', 3, 8, () => 0), 8);
+    assert.equal(sendsFor('over', 0, 0.2, 8), 10);
+    assert.equal(sendsFor('over', 30, 30, 8), 30);
+    assert.equal(sendsFor('under', 30, 30, 8), 8);
+    assert.equal(sendsFor('at', 3, 3, 8), 8);
+    // A stage at 0 asks nothing of any intent.
+    assert.equal(sendsFor('over', 0, 0, 8), 0);
   });
 });

@@ -67,13 +67,24 @@ describe('trailwire simulate', () => {
     for (const option of ['--db', '--database-url', '--database-schema', '--redis-url', '--product-module']) assert.ok(serveHelp.stdout.includes(option), `serve --help lacks ${option}`);
   });
 
+  it('refuses a malformed --threshold or --stages before it starts, naming it', async () => {
+    const threshold = await runCli(['simulate', '--threshold', 'p99<fast']);
+    assert.equal(threshold.code, 1);
+    assert.match(threshold.stderr, /--threshold "p99<fast": expected METRIC OP VALUE/);
+    const stages = await runCli(['simulate', '--stages', '30s:50,1x:2']);
+    assert.equal(stages.code, 1);
+    assert.match(stages.stderr, /--stages: cannot read the stage "1x:2"/);
+  });
+
   describe('remote', () => {
     let server: RunningServer;
-    const keys = { partner: '', customer: '' };
+    const keys = { partner: '', customer: '', all: '' };
     before(async () => {
       server = await startServer({ db: join(dir, 'remote.db'), port: 0, grpcPort: 0, host: '127.0.0.1', logger: pino({ level: 'silent' }) });
       const { auth, admin } = server.trailwire;
       keys.partner = (await auth.createPartner({ name: 'P', product: 'gps-basic' })).apiKey;
+      const others = await Promise.all(['tpms', 'cargosafe'].map(async (product) => `${product}=${(await auth.createPartner({ name: `P ${product}`, product })).apiKey}`));
+      keys.all = [`gps-basic=${keys.partner}`, ...others].join(',');
       const customer = await auth.createCustomer({ name: 'C' });
       keys.customer = customer.apiKey;
       const fleet = await admin.createFleet({ customerId: customer.principal.id, name: 'F' });
@@ -93,6 +104,30 @@ describe('trailwire simulate', () => {
       assert.match(document.violations.join('\n'), /over its limit of 2/);
       // The customer's own trailers were driven, so its subscriber saw their updates.
       assert.ok(document.live.updates > 0);
+    });
+
+    it('two shards against one server, merged, judge the whole run and count what one run counts', async () => {
+      const common = ['--target', server.url, '--grpc', `127.0.0.1:${server.grpcPort}`, '--scenario', 'steady', '--duration', '3', '--rate', '8', '--subscribers', '1', '--seed', '5', '--json'];
+      const env = { TRAILWIRE_PARTNER_KEY: keys.all, TRAILWIRE_CUSTOMER_KEY: keys.customer };
+      const single = report((await runTrailwire(['simulate', ...common], env)).stdout);
+      const records = [join(dir, 'shard-1.json'), join(dir, 'shard-2.json')];
+      const shards = await Promise.all(records.map((file, i) => runTrailwire(['simulate', ...common, '--shard', `${i + 1}/2`, '--record', file], env)));
+      for (const shard of shards) assert.equal(shard.code, 0, shard.stdout + shard.stderr);
+      assert.deepEqual(shards.map((shard) => report(shard.stdout).vins), [2, 1], 'VINs 1 and 3 to the first shard, 2 to the second');
+      const merged = await runTrailwire(['simulate', 'merge', ...records, '--json', '--junit', join(dir, 'merged.xml')]);
+      assert.equal(merged.code, 0, merged.stdout + merged.stderr);
+      const whole = report(merged.stdout);
+      assert.deepEqual(whole.violations, []);
+      assert.equal(whole.vins, 3);
+      assert.equal(whole.live.subscribers, 2);
+      // Each subscriber is held to every shard's updates of its customer's trailers.
+      const deliveries = Number(/^(\d+) expected deliveries/.exec(whole.checks.find((check: { name: string }) => check.name.startsWith('every update'))!.judged)![1]);
+      assert.ok(deliveries > whole.processing.processed, `${deliveries} deliveries judged for ${whole.processing.processed} updates`);
+      assert.ok(Math.abs(whole.sent - single.sent) <= 2, `merged ${whole.sent}, one run ${single.sent}`);
+      assert.equal(whole.processing.processed, whole.accepted);
+      const refused = await runTrailwire(['simulate', 'merge', records[0]!, records[0]!]);
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /shard 1\/2 is given twice/);
     });
 
     it("drives the customer's own trailers only: --vins beyond them and the clock leave no trailer behind (issue 31, finding 2)", async () => {

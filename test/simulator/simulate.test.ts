@@ -59,6 +59,19 @@ describe('simulate against faulty servers', () => {
     assert.ok(progress.some((snapshot) => snapshot.checking === undefined && snapshot.sent > 0), 'the traffic phase reported too');
   });
 
+  it('holds heartbeats to the default slack when none is given (an option left undefined once turned the check off)', async () => {
+    const { report } = await simulate({
+      ...quick,
+      scenario: 'steady',
+      durationS: 4,
+      subscribers: 1,
+      heartbeatMs: 500,
+      heartbeatSlackMs: undefined,
+      embeddedServer: { heartbeatIntervalMs: 3000 },
+    });
+    assert.match(report.violations.join('\n'), /ms without a heartbeat from .* \(interval 500 ms \+ slack 1000 ms\)/);
+  });
+
   it('catches 5xx answers and accepted payloads that are never processed', async () => {
     const progress: SimulationProgress[] = [];
     const { report } = await simulate({
@@ -75,5 +88,68 @@ describe('simulate against faulty servers', () => {
     assert.match(violations, /\d+ accepted payload\(s\) not processed within 0.5 s after the traffic stopped \(\d+ queued\)/);
     assert.ok(report.accepted > 0);
     assert.deepEqual(progress.at(-1)?.checking, { settled: 0, accepted: report.accepted });
+  });
+});
+
+/** A window counter that takes 60 ms a count: each intake answer waits for it. */
+class SlowCounter extends MemoryWindowCounter {
+  override async increment(key: string, expiresAt: number): Promise<number> {
+    if (key.startsWith('intake:')) await new Promise((resolve) => setTimeout(resolve, 60));
+    return super.increment(key, expiresAt);
+  }
+}
+
+describe('simulate as a load tool', () => {
+  it('counts the wait of a request held back by --max-in-flight in its latency, and fails the rate check', async () => {
+    // One request at a time, each answered after 60 ms or more: about 16/s can go out of the 30/s due.
+    const { report } = await simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 0, maxInFlight: 1, embeddedServer: { core: { windowCounter: new SlowCounter(systemClock) } } });
+    assert.ok(report.latencyMs.p99 > 2 * report.serviceTimeMs.p99, `latency p99 ${report.latencyMs.p99} ms, service time p99 ${report.serviceTimeMs.p99} ms`);
+    assert.ok(report.rate.achieved < 0.95 * report.rate.target, JSON.stringify(report.rate));
+    assert.equal(report.thresholds.find((t) => t.threshold === 'rate>=95%')?.passed, false);
+  });
+
+  it('holds SSE subscribers beside gRPC ones to the same delivery, order and heartbeat invariants', async () => {
+    const { report, record } = await simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 2, sseSubscribers: 2, heartbeatMs: 500 });
+    assert.deepEqual(report.violations, []);
+    assert.equal(report.live.sseSubscribers, 2);
+    for (const subscriber of record.subscribers) {
+      assert.ok(subscriber.updates.length > 0, `${subscriber.transport} subscriber ${subscriber.index} got updates`);
+      assert.ok(subscriber.connections[0]!.heartbeats.length >= 3, `${subscriber.transport} subscriber ${subscriber.index} heartbeats`);
+    }
+    assert.deepEqual(record.subscribers.map((s) => s.transport), ['grpc', 'grpc', 'sse', 'sse']);
+    // A slow SSE reader (its body left unread) is held to the latest state of each trailer.
+    const slow = await simulate({ ...quick, scenario: 'slow-subscriber', durationS: 3, subscribers: 0, sseSubscribers: 4 });
+    assert.deepEqual(slow.report.violations, []);
+    assert.equal(slow.report.live.slowSubscribers, 2);
+  });
+
+  it('catches updates sent to the wrong customer on the SSE stream, and an SSE stream rotated away ends UNAUTHENTICATED and resubscribes', async () => {
+    const misrouted = await simulate({ ...quick, scenario: 'steady', durationS: 2, subscribers: 0, sseSubscribers: 2, embeddedServer: { core: { live: { bus: new MisroutingBus() } } } });
+    const violations = misrouted.report.violations.join('\n');
+    assert.match(violations, /SSE subscriber \d \(customer \d\) received \d+ update\(s\) of trailers that are not its customer's/);
+    assert.match(violations, /SSE subscriber \d \(customer \d\) missed \d+ of \d+ update\(s\)/);
+    const rotated = await simulate({ ...quick, scenario: 'rotation', durationS: 3, subscribers: 0, sseSubscribers: 2 });
+    assert.deepEqual(rotated.report.violations, []);
+    assert.equal(rotated.report.rotations.length, 2);
+    assert.ok(rotated.report.live.reconnects >= 1);
+  });
+
+  it("follows a ramp of stages: each stage's achieved rate within 5 % of what it asked for", async () => {
+    const { report } = await simulate({ ...quick, vins: 10, scenario: 'steady', durationS: 0, stages: [{ durationMs: 2000, target: 40 }, { durationMs: 3000, target: 40 }, { durationMs: 2000, target: 80 }], subscribers: 0 });
+    assert.deepEqual(report.violations, []);
+    assert.equal(report.stages.length, 3);
+    for (const stage of report.stages) assert.ok(Math.abs(stage.sent - stage.due) <= stage.due * 0.05, `${stage.sent} sent in ${stage.fromS}-${stage.toS} s, ${stage.due} due`);
+    assert.deepEqual(report.thresholds, [{ threshold: 'rate>=95%', actual: report.thresholds[0]!.actual, passed: true }]);
+    assert.equal(report.timeline[6]!.targetRate, 70);
+  });
+
+  it('stops the traffic at the first breached threshold with abortOnFail, and judges what it sent', async () => {
+    const { report } = await simulate({ ...quick, scenario: 'steady', durationS: 30, subscribers: 0, thresholds: ['p50<0ms'], abortOnFail: true });
+    assert.ok(report.aborted, 'aborted');
+    assert.deepEqual(report.aborted.breached.filter((b) => b.startsWith('p50<0ms')).length, 1);
+    assert.ok(report.aborted.atS < 5, `aborted at ${report.aborted.atS} s`);
+    assert.ok(report.sent < 30 * 30 / 2, `${report.sent} sent of 900`);
+    assert.deepEqual(report.violations, [], 'what was sent is judged like any run');
+    assert.equal(report.thresholds.find((t) => t.threshold === 'p50<0ms')?.passed, false);
   });
 });
