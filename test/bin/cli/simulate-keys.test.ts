@@ -18,7 +18,7 @@ after(() => rmSync(directory, { recursive: true, force: true }));
 const base = {
   duration: 5, vins: 2, rate: 1, subscribers: 1, scenario: 'steady', seed: 1, limit: [], window: 2, customers: 1, 'processing-wait': 5,
   target: 'http://127.0.0.1:8080', grpc: '127.0.0.1:50051',
-  'partner-key': [], 'customer-key': [], 'partner-key-file': [], 'customer-key-file': [],
+  'partner-key': [], 'customer-key': [], 'partner-key-file': [], 'customer-key-file': [], threshold: [],
 } as unknown as Parameters<typeof optionsOf>[0];
 
 describe('simulate keys', () => {

@@ -16,6 +16,7 @@ import { runTrailwire } from '../../support/cli.ts';
 const MISTYPED: { command: string; args: string[]; typed: string; meant: string | null }[] = [
   { command: 'serve', args: ['serve', '--prot', '1234'], typed: 'prot', meant: 'port' },
   { command: 'simulate', args: ['simulate', '--duraton', '1'], typed: 'duraton', meant: 'duration' },
+  { command: 'simulate merge', args: ['simulate', 'merge', 'run.json', '--thresold', 'p99<1s'], typed: 'thresold', meant: 'threshold' },
   { command: 'partners create', args: ['partners', 'create', '--name', 'P', '--product', 'gps-basic', '--prodcut', 'tpms'], typed: 'prodcut', meant: 'product' },
   { command: 'partners list', args: ['partners', 'list', '--jsno'], typed: 'jsno', meant: 'json' },
   { command: 'customers create', args: ['customers', 'create', '--name', 'C', '--nmae', 'D'], typed: 'nmae', meant: 'name' },
@@ -40,15 +41,21 @@ const MISTYPED: { command: string; args: string[]; typed: string; meant: string 
   { command: 'keys rotate', args: ['keys', 'rotate', '--algoritm', 'ES256'], typed: 'algoritm', meant: 'algorithm' },
 ];
 
-/** The commands `trailwire --help` and each group's `--help` list, as `group action` (or a lone command). */
+/**
+ * The commands `trailwire --help` and each group's `--help` list, as `group action` (or a lone
+ * command); a group that runs by itself too (`trailwire simulate`, beside `simulate merge`) is listed
+ * as well, its help's usage line naming no `<action>`.
+ */
 async function listedCommands(db: string): Promise<string[]> {
   const commandsOf = (help: string, prefix: string) =>
     [...help.matchAll(new RegExp(`^  trailwire ${prefix}([a-z][a-z-]*)`, 'gm'))].map((match) => `${prefix}${match[1]}`);
   const top = commandsOf((await runTrailwire(['--help', '--db', db])).stdout, '');
   const leaves = await Promise.all(
     top.map(async (command) => {
-      const actions = commandsOf((await runTrailwire([command, '--help', '--db', db])).stdout, `${command} `);
-      return actions.length > 0 ? actions : [command];
+      const help = (await runTrailwire([command, '--help', '--db', db])).stdout;
+      const actions = commandsOf(help, `${command} `);
+      const runsByItself = help.split('\n')[0]!.trim() === `trailwire ${command}`;
+      return runsByItself ? [command, ...actions] : actions;
     }),
   );
   return leaves.flat().sort();
@@ -72,7 +79,7 @@ describe('every command rejects an unknown option', { concurrency: 3 }, () => {
     it(`${row.command}: ${row.args.join(' ')}`, async () => {
       // Port 0 for serve, should the option slip through: the test must not hang on a busy 8080.
       // simulate opens no store, so it has no --db to give.
-      const store = row.command === 'simulate' ? [] : ['--db', db];
+      const store = row.command.startsWith('simulate') ? [] : ['--db', db];
       const result = await runTrailwire([...row.args, ...store], { TRAILWIRE_PORT: '0', TRAILWIRE_GRPC_PORT: '0' });
       assert.equal(result.code, 1, `exit status 1 (stdout: ${result.stdout})`);
       assert.match(result.stderr, new RegExp(`trailwire: Unknown option: --${row.typed}\\b`));
