@@ -27,7 +27,7 @@ import { type CanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS } from './
 import type { Clock } from './clock.ts';
 import { isTrailwireError } from './errors.ts';
 import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeProcessing } from './intake-queue.ts';
-import { liveEventOf, type LiveTrailerEvent } from './live-hub.ts';
+import { liveEventOf, type LiveTrailerEvent } from './live-bus.ts';
 import type { ProductRegistry } from './products.ts';
 import type { AppliedTelemetry, TelemetryBatch, TelemetryWriteStore } from './store.ts';
 

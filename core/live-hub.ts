@@ -17,10 +17,6 @@ import type { Clock } from './clock.ts';
 import { systemClock } from './clock.ts';
 import type { Audience } from './model.ts';
 
-// The intake wing imports the event's type and constructor from here (it is being reworked
-// concurrently); their home is `core/live-bus.ts`.
-export { liveEventOf, type LiveTrailerEvent } from './live-bus.ts';
-
 export interface LiveHubOptions {
   /** Where events travel between publishers and hubs. Default: a new `MemoryLiveBus` owned by the hub. */
   bus?: LiveBus;

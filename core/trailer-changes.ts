@@ -14,7 +14,8 @@
  * than delivering it here (`LiveHub#deliverHere`).
  */
 import type { Clock } from './clock.ts';
-import { type LiveHub, liveEventOf } from './live-hub.ts';
+import { type LiveHub } from './live-hub.ts';
+import { liveEventOf } from './live-bus.ts';
 import type { TrailerChange, TrailerChangeStore } from './store.ts';
 
 /** `createTrailwire`'s `operatorChanges` option. */

@@ -18,7 +18,7 @@ import { systemClock } from '../../core/clock.ts';
 import { isTrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
 import { IntakeWorker } from '../../core/intake-worker.ts';
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { builtInProducts } from '../../products/index.ts';

@@ -23,7 +23,7 @@ import { Worker } from 'node:worker_threads';
 import { Backoff } from '../../core/backoff.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import type { AppendOutcome } from './intake-queue.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
 

@@ -25,7 +25,7 @@ import {
   queuedRecord,
 } from '../../core/intake-queue.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { type FaultLogEntry, RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { encodeIntakeGroup, IntakeJournal, type JournalFileCalls, type JournalGroup, replayIntoLog } from './intake-journal.ts';

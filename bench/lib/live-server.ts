@@ -28,7 +28,7 @@ import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from '../../dist/adapters/grp
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from '../../dist/adapters/grpc/proto.js';
 import { startServer } from '../../dist/adapters/server/index.js';
 import { openSqliteStore } from '../../dist/adapters/sqlite/index.js';
-import type { LiveTrailerEvent } from '../../dist/core/live-hub.js';
+import type { LiveTrailerEvent } from '../../dist/core/live-bus.js';
 import type { Trailer } from '../../dist/core/model.js';
 import { createTrailwire } from '../../dist/core/trailwire.js';
 import { withCheckDigit } from '../../dist/core/vin.js';

@@ -13,7 +13,7 @@ import { ManualClock } from '../../core/clock.ts';
 import type { IntakeRecord, ProcessableIntakeQueue as IntakeQueue } from '../../core/intake-queue.ts';
 import { MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions, LINGER_FULL_AT, lingerAfter } from '../../core/intake-worker.ts';
-import type { LiveTrailerEvent } from '../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { defineProduct } from '../../core/products.ts';
 import type { TelemetryWriteStore } from '../../core/store.ts';
 import { createTrailwire, type Trailwire } from '../../core/trailwire.ts';

@@ -11,7 +11,7 @@ import { addLiveFeedService, peerAddress } from '../../../adapters/grpc/live-fee
 import { loadTrailwireProto, PROTO_ROOT } from '../../../adapters/grpc/proto.ts';
 import * as protoLoader from '@grpc/proto-loader';
 import { systemClock } from '../../../core/clock.ts';
-import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import type { Trailer } from '../../../core/model.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
 import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';

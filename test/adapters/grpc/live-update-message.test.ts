@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { HEARTBEAT_MESSAGE, liveUpdateResponseOf, timestampOf } from '../../../adapters/grpc/live-update-message.ts';
 import { decodeLiveUpdateResponse, encodeLiveUpdateResponse } from '../../../adapters/grpc/proto.ts';
-import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 
 const event: LiveTrailerEvent = {
   customerId: 'customer-a',

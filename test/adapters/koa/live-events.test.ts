@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { startGrpcServer } from '../../../adapters/grpc/grpc-server.ts';
 import { startServer } from '../../../adapters/server/index.ts';
-import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { ManualClock } from '../../../core/clock.ts';
 import type { Trailer } from '../../../core/model.ts';
 import { PROTO_ROOT } from '../../../adapters/grpc/proto.ts';

@@ -27,7 +27,7 @@ import {
 } from '../../../adapters/postgres/index.ts';
 import { createPostgresPool } from '../../../adapters/postgres/pool.ts';
 import { TrailwireError } from '../../../core/errors.ts';
-import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { MemoryLiveBus } from '../../../core/live-bus.ts';
 import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';

@@ -13,7 +13,8 @@ import { after, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { openRedisLiveBus, type RedisLiveBus, type RedisLiveBusOptions } from '../../../adapters/redis/index.ts';
 import { TrailwireError } from '../../../core/errors.ts';
-import { LiveHub, type LiveTrailerEvent } from '../../../core/live-hub.ts';
+import { LiveHub } from '../../../core/live-hub.ts';
+import { type LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { runLiveBusConformance, sampleEvent } from '../../conformance/live-bus.ts';
 
 const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
 import { openRedisLiveBus, RedisProcessRegistry, type RedisLiveBus } from '../../../adapters/redis/index.ts';
 import { REDIS_CONNECTION_OPTIONS } from '../../../adapters/server/shared-state.ts';
-import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { sampleEvent } from '../../conformance/live-bus.ts';
 import { missingBinaries, PrivateRedis } from '../../support/private-services.ts';
 import { until } from '../../support/until.ts';

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { openSqliteIntake, openSqliteStore, type SqliteIntake } from '../../../adapters/sqlite/index.ts';
 import { IntakeThread } from '../../../adapters/sqlite/intake-thread.ts';
 import { isProcessable } from '../../../core/intake-queue.ts';
-import type { LiveTrailerEvent } from '../../../core/live-hub.ts';
+import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { newIntake, uniqueVin } from '../../support/fixtures.ts';
