@@ -14,6 +14,7 @@
  * time (`<ms>-<seq>`: when the server's replay window took it, just after the update was made).
  * Pausing stops reading the body, which is how a slow consumer looks to the server (TCP fills up).
  */
+import { Backoff } from '../../core/backoff.ts';
 import { comparePositions, isPosition } from '../../core/live-replay.ts';
 import type { LiveFeedHandlers, LiveTrailer, LiveUpdate } from './live-feed-client.ts';
 
@@ -64,7 +65,7 @@ export function subscribeLiveEvents(options: LiveEventsOptions, handlers: LiveEv
   let closed = false;
   let position: string | null = null;
   let reconnects = 0;
-  let failures = 0;
+  const backoff = new Backoff(settings.reconnectBaseMs, settings.reconnectMaxMs);
   let timer: NodeJS.Timeout | undefined;
   let abort: AbortController | undefined;
   // Reading waits on this gate while paused.
@@ -100,7 +101,7 @@ export function subscribeLiveEvents(options: LiveEventsOptions, handlers: LiveEv
         if (closed) return;
         // The next read waits while paused: the body stays unread and the server's writes back up.
         if (paused) await new Promise<void>((resolve) => (unpause = resolve));
-        failures = 0;
+        backoff.reset();
         if (event.type === 'error') {
           const problem = JSON.parse(event.data) as { status?: number; detail?: string };
           final = { status: problem.status ?? 0, detail: problem.detail ?? 'error event' };
@@ -154,8 +155,7 @@ export function subscribeLiveEvents(options: LiveEventsOptions, handlers: LiveEv
     }
     if (status === 401) settings.onTokenRejected?.();
     reconnects++;
-    const delay = Math.min(settings.reconnectMaxMs, settings.reconnectBaseMs * 2 ** failures) + Math.floor(settings.random() * settings.jitterMs);
-    failures++;
+    const delay = backoff.next() + Math.floor(settings.random() * settings.jitterMs);
     timer = setTimeout(() => void connect(), delay);
   };
 

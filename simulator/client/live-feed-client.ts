@@ -29,6 +29,7 @@
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { Backoff } from '../../core/backoff.ts';
 import { comparePositions, isPosition } from '../../core/live-replay.ts';
 import { TrailwireClient } from './http-client.ts';
 
@@ -181,7 +182,7 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
   let paused = false;
   let reconnects = 0;
   let renewals = 0;
-  let failures = 0;
+  const backoff = new Backoff(settings.reconnectBaseMs, settings.reconnectMaxMs);
   /** The last position received: every update up to it was handed on. */
   let position: string | null = settings.resumeAfter ?? null;
   let timer: NodeJS.Timeout | undefined;
@@ -219,7 +220,7 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
     current.on('data', (message: RawResponse) => {
       if (retired.has(current)) return;
       if (current === renewal) switchTo(current);
-      failures = 0;
+      backoff.reset();
       receive(message);
     });
     let ended = false;
@@ -313,8 +314,7 @@ export function subscribeLiveFeed(options: LiveFeedOptions, handlers: LiveFeedHa
       return;
     }
     reconnects++;
-    const delay = Math.min(settings.reconnectMaxMs, settings.reconnectBaseMs * 2 ** failures) + Math.floor(settings.random() * settings.jitterMs);
-    failures++;
+    const delay = backoff.next() + Math.floor(settings.random() * settings.jitterMs);
     timer = setTimeout(() => void connect(), delay);
   };
 
