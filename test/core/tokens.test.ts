@@ -125,6 +125,8 @@ describe('TokenService', () => {
       }
       await rejectsWith(tokens.verify(`${good}=`), 'invalid_token');
       assert.equal((await tokens.verify(good)).sub, 'c1', 'the canonical spelling verifies');
+      // Something that is no JWT at all (a shell's unset variable) is refused as malformed, not as a misspelled signature.
+      await assert.rejects(tokens.verify('undefined'), (error: Error) => (error as TrailwireError).code === 'invalid_token' && !/canonical/.test(error.message));
     });
   }
 
