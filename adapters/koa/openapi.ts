@@ -232,7 +232,7 @@ function liveEventsOperation(): Json {
       summary: 'Live trailer updates of the customer\'s fleets, as Server-Sent Events',
       description: [
         'A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`).',
-        'Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer\'s fleets);',
+        'Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, and `updatedAt`: when the server made the update, RFC 3339 in milliseconds, the LiveFeed\'s `ts`; one per change of a trailer of the customer\'s fleets);',
         '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>`: the stream\'s own position, the last update or snapshot end it was sent, once nothing waits to be written);',
         'with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update;',
         '`resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows;',

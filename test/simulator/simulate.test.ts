@@ -126,6 +126,12 @@ describe('simulate as a load tool', () => {
       assert.ok(subscriber.connections[0]!.heartbeats.length >= 3, `${subscriber.transport} subscriber ${subscriber.index} heartbeats`);
     }
     assert.deepEqual(record.subscribers.map((s) => s.transport), ['grpc', 'grpc', 'sse', 'sse']);
+    // Each update, on either wire, carries the time the server made it: its payload's processed time.
+    const processed = new Set(record.sends.flatMap((send) => (send.id && record.outcomes[send.id]?.processedAt !== undefined ? [`${send.vin}|${record.outcomes[send.id]!.processedAt}`] : [])));
+    for (const subscriber of record.subscribers)
+      assert.deepEqual(subscriber.updates.filter((update) => !processed.has(`${update.vin}|${update.ts}`)), [], `${subscriber.transport} subscriber ${subscriber.index}: updates at their payload's processed time`);
+    const measured = report.histograms.liveLatency.reduce((sum, [, count]) => sum + count, 0);
+    assert.equal(measured, report.live.updates, 'the live latency of every update, SSE ones too');
     // A slow SSE reader (its body left unread) is held to the latest state of each trailer.
     const slow = await simulate({ ...quick, scenario: 'slow-subscriber', durationS: 3, subscribers: 0, sseSubscribers: 4 });
     assert.deepEqual(slow.report.violations, []);
