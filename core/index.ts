@@ -104,10 +104,10 @@ export { AdminService } from './admin-service.ts';
 export { CursorCodec, type Page, TAKE_DEFAULT, TAKE_MAX } from './paging.ts';
 /**
  * Partner intake: `IntakeService` is the accept path (`Accepted`; `IntakeStatusView` is what the
- * status endpoint shows), `IntakeWorker` processes the queue (`IntakeWorkerOptions`, defaults in
- * `DEFAULT_INTAKE_WORKER_OPTIONS`).
+ * status endpoint shows, `IntakeStatusesView` what the bulk status read does), `IntakeWorker`
+ * processes the queue (`IntakeWorkerOptions`, defaults in `DEFAULT_INTAKE_WORKER_OPTIONS`).
  */
-export { IntakeService, type Accepted, type IntakeStatusView } from './intake-service.ts';
+export { IntakeService, type Accepted, type IntakeStatusesView, type IntakeStatusView } from './intake-service.ts';
 export { DEFAULT_INTAKE_WORKER_OPTIONS, IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 /**
  * Live updates: `LiveHub` fans `LiveTrailerEvent`s out per customer to `LiveSink`s (a transport's

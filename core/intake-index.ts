@@ -10,7 +10,7 @@
  * A row keeps the payload itself only while it may be processed again (a retry, a dead letter that
  * may be re-queued): the log may have let it go by then.
  */
-import type { LoggedIntake } from './intake-log.ts';
+import type { LoggedIntake, LogPosition } from './intake-log.ts';
 import type { NewIntake } from './intake-queue.ts';
 
 /** What a batch made of a payload: to be retried (or held behind a retry), a dead letter, processed. */
@@ -72,6 +72,8 @@ export interface IntakeIndex {
   commit(rows: readonly IndexedIntake[], positions: ReadonlyMap<number, number>): Promise<void>;
   /** The row at a position, if any. */
   row(partition: number, seq: number): Promise<IndexedIntake | null>;
+  /** The rows at these positions, read together (a bulk status read); positions without a row have none in the answer. */
+  rows(positions: readonly LogPosition[]): Promise<IndexedIntake[]>;
   /** Dead letters, oldest (by arrival) first. */
   listFailed(limit: number): Promise<IndexedIntake[]>;
   /** failed -> retry at `at`, attempts reset; false when the row is no dead letter. */

@@ -20,7 +20,7 @@
  *
  * A queue is two parts (issue 30): a log (`intake-log.ts`: append, read a partition from a position,
  * commit a position, lease a partition) and an index (idempotency keys, parked retries and dead
- * letters, status lookups: `findByIdempotencyKey`, `get`, `listFailed`, `requeue`,
+ * letters, status lookups: `findByIdempotencyKey`, `get`, `getMany`, `listFailed`, `requeue`,
  * `purgeProcessed`). SQLite and PostgreSQL keep both in one database and commit a batch's outcomes
  * with its log position at once; PostgreSQL also opens its log part and its index part alone
  * (`openPostgresIntakeLog`/`openPostgresIntakeIndex`), which pass the log and index suites and
@@ -130,6 +130,11 @@ export interface IntakeAcceptor {
   findByIdempotencyKey(partnerId: string, idempotencyKey: string, since: number): Promise<IntakeRecord | null>;
   /** The payload with its derived status, or null (unknown, or purged). */
   get(id: string): Promise<IntakeRecord | null>;
+  /**
+   * The payloads of these ids with their derived status, by id, read together (one query where the
+   * backend can: a partner's bulk status read asks up to 100 at once); unknown or purged ids are absent.
+   */
+  getMany(ids: readonly string[]): Promise<Map<string, IntakeRecord>>;
 }
 
 /** The operate role: what the operator's commands and the metrics need. */

@@ -9,7 +9,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock, IdGenerator } from './clock.ts';
-import { TrailwireError } from './errors.ts';
+import { type FieldError, invalidField, TrailwireError } from './errors.ts';
 import { IDEMPOTENCY_WINDOW_MS, type IntakeQueue, type IntakeRecord } from './intake-queue.ts';
 import { JsonShapeScan } from './json-shape.ts';
 import type { ProductRegistry } from './products.ts';
@@ -72,6 +72,21 @@ export interface IntakeStatusView {
   attempts: number;
   error: string | null;
 }
+
+/** What the bulk status read shows: the partner's payloads among the ids asked, in their order, and the ids it has none of. */
+export interface IntakeStatusesView {
+  data: IntakeStatusView[];
+  notFound: string[];
+}
+
+/** The most ids one bulk status read (`statuses`) takes. */
+export const MAX_STATUS_IDS = 100;
+
+/**
+ * What an intake id can be: the queue's ids (UUIDv7, a log engine's with `.partition.seq` after it)
+ * are URL-unreserved characters, which is also what a comma-separated query carries unescaped.
+ */
+export const INTAKE_ID_PATTERN = /^[A-Za-z0-9._~-]{1,128}$/;
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
@@ -168,16 +183,25 @@ export class IntakeService {
   async status(partnerId: string, id: string): Promise<IntakeStatusView> {
     const record = await this.options.queue.get(id);
     if (!record || record.partnerId !== partnerId) throw new TrailwireError('not_found', `No intake ${JSON.stringify(id.slice(0, 100))} of this partner.`);
-    return {
-      id: record.id,
-      vin: record.vin,
-      product: record.product,
-      status: record.status,
-      receivedAt: new Date(record.receivedAt).toISOString(),
-      processedAt: record.processedAt === null ? null : new Date(record.processedAt).toISOString(),
-      attempts: record.attempts,
-      error: record.error,
-    };
+    return statusViewOf(record);
+  }
+
+  /**
+   * The state of up to `MAX_STATUS_IDS` of the partner's payloads, read together: a client checking
+   * thousands of payloads asks a hundred at a time instead of one. As with `status`, another
+   * partner's payload is among `notFound`, as an unknown one is. Refused (400) without ids, with too
+   * many, with one that cannot be an intake id, or with one repeated.
+   */
+  async statuses(partnerId: string, ids: readonly string[]): Promise<IntakeStatusesView> {
+    checkStatusIds(ids);
+    const records = await this.options.queue.getMany(ids);
+    const view: IntakeStatusesView = { data: [], notFound: [] };
+    for (const id of ids) {
+      const record = records.get(id);
+      if (record && record.partnerId === partnerId) view.data.push(statusViewOf(record));
+      else view.notFound.push(id);
+    }
+    return view;
   }
 
   /** One limiter per product: each product has its own window, and no product shares another's quota. */
@@ -196,4 +220,31 @@ export class IntakeService {
     }
     return limiter;
   }
+}
+
+function statusViewOf(record: IntakeRecord): IntakeStatusView {
+  return {
+    id: record.id,
+    vin: record.vin,
+    product: record.product,
+    status: record.status,
+    receivedAt: new Date(record.receivedAt).toISOString(),
+    processedAt: record.processedAt === null ? null : new Date(record.processedAt).toISOString(),
+    attempts: record.attempts,
+    error: record.error,
+  };
+}
+
+/** The ids of a bulk status read: 1 to `MAX_STATUS_IDS`, each an intake id, none twice; every bad one named. */
+function checkStatusIds(ids: readonly string[]): void {
+  if (ids.length === 0) throw invalidField('/ids', `must list 1 to ${MAX_STATUS_IDS} intake ids, comma-separated`);
+  if (ids.length > MAX_STATUS_IDS) throw invalidField('/ids', `must hold at most ${MAX_STATUS_IDS} intake ids, got ${ids.length}`);
+  const errors: FieldError[] = [];
+  const first = new Map<string, number>();
+  ids.forEach((id, i) => {
+    if (!INTAKE_ID_PATTERN.test(id)) errors.push({ path: `/ids/${i}`, message: 'is not an intake id (1 to 128 of A-Z, a-z, 0-9, ".", "_", "~", "-")' });
+    else if (first.has(id)) errors.push({ path: `/ids/${i}`, message: `repeats /ids/${first.get(id)}` });
+    else first.set(id, i);
+  });
+  if (errors.length > 0) throw new TrailwireError('validation_failed', `ids: ${errors.length} of the ${ids.length} ids cannot be read (malformed or repeated).`, { errors });
 }

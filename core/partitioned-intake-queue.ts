@@ -138,17 +138,41 @@ export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
   }
 
   async get(id: string): Promise<IntakeRecord | null> {
-    const at = parseQueueId(id);
-    if (!at) return null;
-    const row = await this.index.row(at.partition, at.seq);
-    if (row) return row.id === at.id ? this.recordOfRow(row) : null;
-    if (at.seq > (await this.index.position(at.partition))) {
-      const logged = await this.log.at(at);
-      if (logged?.id === at.id) return { ...queuedRecord(logged), id, status: inOpenBatches(this.open, at.seq) ? 'processing' : 'queued' };
-    }
-    // Committed since its row was looked for (the position moved past it, the log let it go): its row is there now.
-    const committed = await this.index.row(at.partition, at.seq);
-    return committed?.id === at.id ? this.recordOfRow(committed) : null;
+    return (await this.getMany([id])).get(id) ?? null;
+  }
+
+  /**
+   * The index's rows first, in one read; a payload without one is read from the log when it lies
+   * after its partition's position (`queued`, or `processing` in a batch of this queue); one that a
+   * commit moved past meanwhile (the position moved, the log let it go) has its row by then.
+   */
+  async getMany(ids: readonly string[]): Promise<Map<string, IntakeRecord>> {
+    const wanted = ids.flatMap((queueId) => {
+      const at = parseQueueId(queueId);
+      return at ? [{ ...at, queueId }] : [];
+    });
+    const records = new Map<string, IntakeRecord>();
+    const byPosition = new Map(wanted.map((at) => [`${at.partition}.${at.seq}`, at]));
+    const take = (rows: readonly IndexedIntake[]) => {
+      for (const row of rows) {
+        const at = byPosition.get(`${row.partition}.${row.seq}`);
+        if (at?.id === row.id) records.set(at.queueId, this.recordOfRow(row));
+      }
+    };
+    take(await this.index.rows(wanted));
+    const unindexed = wanted.filter((at) => !records.has(at.queueId));
+    if (unindexed.length === 0) return records;
+    const partitions = [...new Set(unindexed.map((at) => at.partition))];
+    const positions = new Map(await Promise.all(partitions.map(async (partition) => [partition, await this.index.position(partition)] as const)));
+    const uncommitted = unindexed.filter((at) => at.seq > positions.get(at.partition)!);
+    const logged = await Promise.all(uncommitted.map((at) => this.log.at(at)));
+    uncommitted.forEach((at, i) => {
+      const entry = logged[i];
+      if (entry?.id === at.id) records.set(at.queueId, { ...queuedRecord(entry), id: at.queueId, status: inOpenBatches(this.open, at.seq) ? 'processing' : 'queued' });
+    });
+    const committedSince = unindexed.filter((at) => !records.has(at.queueId));
+    if (committedSince.length > 0) take(await this.index.rows(committedSince));
+    return records;
   }
 
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {

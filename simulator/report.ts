@@ -83,7 +83,7 @@ export interface SimulationReport {
     updates: number;
     heartbeats: number;
     reconnects: number;
-    /** From the intake request's due time to the update on a (non-slow) gRPC subscriber's stream. */
+    /** From the intake request's due time to the update on a (non-slow) subscriber's stream, gRPC or SSE. */
     latencyMs: LatencySummary;
   };
   rotations: Array<{ audience: string; subject: string; oldTokenStatus: number | null; oldKeyStatus: number | null }>;

@@ -18,6 +18,7 @@ import { builtInProducts } from '../products/index.ts';
 import { TrailwireClient } from './client/http-client.ts';
 import { subscribeLiveEvents } from './client/live-events-client.ts';
 import { subscribeWithClient, type LiveUpdate } from './client/live-feed-client.ts';
+import { readBackOutcomes } from './read-back.ts';
 import type { ConnectionRecord, IntakeOutcome, RotationRecord, RunRecord, SendRecord, SubscriberRecord } from './run-record.ts';
 import { planSends, SCENARIO_DEFINITIONS, type PlannedSend, type ScenarioName } from './scenarios.ts';
 import { judgeThresholds, quantile, requestFigures, type Threshold } from './thresholds.ts';
@@ -105,8 +106,7 @@ export interface SimulationProgress {
   liveUpdates: number;
   /**
    * Once the traffic is over: the accepted payloads whose final state (processed or failed) their
-   * status has told, of all of them. Status reads count against each partner's read limit, so with
-   * many accepted payloads this phase waits for the limit's windows.
+   * status has told, of all of them (read 100 to a request: `read-back.ts`).
    */
   checking?: { settled: number; accepted: number };
 }
@@ -304,7 +304,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
 
     const checking = { settled: 0, accepted: 0 };
     const checkingTimer = options.onProgress ? setInterval(() => options.onProgress!({ ...trafficProgress, liveUpdates, checking: { ...checking } }), 500) : undefined;
-    const outcomes = await awaitProcessing(sends, partners, settings.processingWaitMs, checking).finally(() => clearInterval(checkingTimer));
+    const outcomes = await readBackOutcomes(sends, partners, settings.processingWaitMs, checking).finally(() => clearInterval(checkingTimer));
     options.onProgress?.({ ...trafficProgress, liveUpdates, checking });
     // Processed payloads are published at once, but a loaded machine may take a while to carry
     // them: wait until every subscriber has the latest update of each of its customer's trailers
@@ -451,42 +451,6 @@ function latestUpdates(sends: readonly SendRecord[], outcomes: Record<string, In
     latest.set(customer, ofCustomer);
   }
   return latest;
-}
-
-/** Polls the status of every accepted payload until each is processed or failed, or `waitMs` passes; counts them, and the settled ones, in `progress`. */
-async function awaitProcessing(
-  sends: SendRecord[],
-  partners: Map<string, TrailwireClient>,
-  waitMs: number,
-  progress: { settled: number; accepted: number },
-): Promise<Record<string, IntakeOutcome>> {
-  const outcomes: Record<string, IntakeOutcome> = {};
-  let pending = sends.filter((send) => send.status === 202 && send.id);
-  progress.accepted = pending.length;
-  const deadline = Date.now() + waitMs;
-  while (pending.length > 0) {
-    const stillPending: SendRecord[] = [];
-    await new PQueue({ concurrency: 16 }).addAll(pending.map((send) => async () => {
-      try {
-        const { body } = await partners.get(send.product)!.intakeStatus(send.id!);
-        outcomes[send.id!] = {
-          status: body.status,
-          receivedAt: Date.parse(body.receivedAt),
-          processedAt: body.processedAt === null ? undefined : Date.parse(body.processedAt),
-          error: body.error,
-        };
-      } catch (error) {
-        outcomes[send.id!] ??= { status: 'unknown', error: (error as Error).message };
-      }
-      const state = outcomes[send.id!]!.status;
-      if (state !== 'processed' && state !== 'failed') stillPending.push(send);
-      else progress.settled++;
-    }));
-    pending = stillPending;
-    if (pending.length === 0 || Date.now() >= deadline) break;
-    await sleep(Math.min(250, deadline - Date.now()));
-  }
-  return outcomes;
 }
 
 /** Counters and recent latencies for the progress line. */

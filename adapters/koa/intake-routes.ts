@@ -2,7 +2,7 @@
  * Partner intake over HTTP (contract 4): the transport's part is the body — `application/json`
  * only and uncompressed (415), at most the configured size (413, checked on Content-Length and while
  * streaming, so an oversized body is never buffered whole), valid JSON (400) — and the 202 with
- * `Location`, and the status endpoint.
+ * `Location`, and the status endpoints (one payload's, and up to 100 read together).
  * Everything else (VIN, product schema, grants, idempotency, limits, the durable enqueue) is the core's.
  * Every intake request is first counted against its partner's budget (the core's `admit`), before
  * its body is read: a refused body counts too, and one over budget costs no reading or parsing. A
@@ -82,7 +82,7 @@ interface IntakeAccepted {
 /** Takes one intake POST: answers its 202, or throws the refusal (a `TrailwireError`) for the transport to answer. */
 type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
 
-/** The intake endpoints, for partner tokens: `POST .../intake/{VIN}` and `GET .../intake/status/{id}`. */
+/** The intake endpoints, for partner tokens: `POST .../intake/{VIN}`, `GET .../intake/status/{id}` and `GET .../intake/status?ids=…`. */
 export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOptions = {}): Router {
   const takePost = createIntakePostHandler(trailwire, options);
   const writeAtOnce = options.writeAtOnce ?? false;
@@ -104,15 +104,31 @@ export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOpt
     answerJson(ctx, 202, accepted.body, accepted.headers, writeAtOnce);
   });
 
-  // Status polling counts against the same per-principal read limit as the customer read API.
-  router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
+  /**
+   * Status polling counts against the same per-principal read limit as the customer read API: one
+   * read a request, whether it asks one payload or a hundred (the bulk read is how a client checks
+   * thousands of payloads within that limit). Answers the partner's id, once counted.
+   */
+  const countRead = async (ctx: Context): Promise<string> => {
     const { claims } = ctx.state as AuthenticatedState;
-    const rateLimit = await trailwire.readLimiter.enforce(`partners:${claims.sub}`);
-    setRateLimitHeaders(ctx, rateLimit);
+    setRateLimitHeaders(ctx, await trailwire.readLimiter.enforce(`partners:${claims.sub}`));
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = await intake.service.status(claims.sub, (ctx.params as { id: string }).id);
+    return claims.sub;
+  };
+  router.get(`${INTAKE_PATH}/status`, partnerOnly, async (ctx) => {
+    const partnerId = await countRead(ctx);
+    ctx.body = await intake.service.statuses(partnerId, idsOf(ctx.query.ids));
+  });
+  router.get(`${INTAKE_PATH}/status/:id`, partnerOnly, async (ctx) => {
+    const partnerId = await countRead(ctx);
+    ctx.body = await intake.service.status(partnerId, (ctx.params as { id: string }).id);
   });
   return router;
+}
+
+/** The `ids` of a bulk status read: comma-separated, or the parameter repeated; none when absent. */
+function idsOf(query: string | string[] | undefined): string[] {
+  return ([] as string[]).concat(query ?? []).flatMap((value) => value.split(','));
 }
 
 /**

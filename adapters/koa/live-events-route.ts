@@ -8,7 +8,8 @@
  *
  * - `event: update`, `id: <position>` (`<ms>-<seq>`, its place in the replay window; when the server
  *   keeps no window, `<update time in epoch ms>-<trailer id>`), `data:` the trailer as
- *   `GET /api/v1/trailers/{id}` answers it (`core/views.ts`), on one line.
+ *   `GET /api/v1/trailers/{id}` answers it (`core/views.ts`) and `updatedAt`, when the server made
+ *   the update (RFC 3339 in ms, the LiveFeed's `ts`), on one line.
  * - `event: heartbeat`, `data: {"timestamp": "<RFC 3339>"}`, with `id: <position>` when the stream
  *   has caught up to one (so a browser's `Last-Event-ID` stays current while nothing changes).
  * - Asked for with `?snapshot=true` (or after a resume that is too old): `event: snapshot` per
@@ -86,12 +87,13 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
   const encode = (event: LiveTrailerEvent): Buffer => {
     let bytes = encoded.get(event);
     if (bytes === undefined) {
-      const data = JSON.stringify(trailerView(event.trailer));
       // A snapshot's updates carry no id: the client resumes after the snapshot's end, not inside it.
+      // An update carries when the server made it (the LiveFeed's `ts`), from which a client measures
+      // how long it took to arrive; a snapshot is a state, not an update.
       bytes = Buffer.from(
         event.snapshot
-          ? `event: snapshot\ndata: ${data}\n\n`
-          : `id: ${event.position ?? `${event.ts}-${event.trailer.id}`}\nevent: update\ndata: ${data}\n\n`,
+          ? `event: snapshot\ndata: ${JSON.stringify(trailerView(event.trailer))}\n\n`
+          : `id: ${event.position ?? `${event.ts}-${event.trailer.id}`}\nevent: update\ndata: ${JSON.stringify({ ...trailerView(event.trailer), updatedAt: rfc3339(event.ts) })}\n\n`,
       );
       encoded.set(event, bytes);
     }

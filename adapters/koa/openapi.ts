@@ -5,6 +5,7 @@
  * router and checks that every mounted route is documented.
  */
 import { ERROR_CODES, ERROR_DESCRIPTIONS, HTTP_STATUS_BY_CODE, problemType } from '../../core/errors.ts';
+import { INTAKE_ID_PATTERN, MAX_STATUS_IDS } from '../../core/intake-service.ts';
 import { HEADINGS } from '../../core/model.ts';
 import { TAKE_DEFAULT, TAKE_MAX } from '../../core/paging.ts';
 import type { Product } from '../../core/products.ts';
@@ -231,7 +232,7 @@ function liveEventsOperation(): Json {
       summary: 'Live trailer updates of the customer\'s fleets, as Server-Sent Events',
       description: [
         'A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`).',
-        'Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer\'s fleets);',
+        'Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, and `updatedAt`: when the server made the update, RFC 3339 in milliseconds, the LiveFeed\'s `ts`; one per change of a trailer of the customer\'s fleets);',
         '`heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>`: the stream\'s own position, the last update or snapshot end it was sent, once nothing waits to be written);',
         'with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update;',
         '`resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows;',
@@ -427,6 +428,14 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
         error: nullable({ type: 'string' }),
       },
     },
+    IntakeStatuses: {
+      type: 'object',
+      required: ['data', 'notFound'],
+      properties: {
+        data: { type: 'array', items: ref('IntakeStatus'), description: 'Your payloads among the ids asked, in the order asked.' },
+        notFound: { type: 'array', items: { type: 'string' }, description: 'The ids asked that name none of your payloads (unknown, purged, or another partner\'s), in the order asked.' },
+      },
+    },
   };
   for (const product of products) {
     const { $schema: _dialect, ...schema } = product.schema as Json;
@@ -472,12 +481,38 @@ export function intakeOpenApi(products: readonly Product<any>[]): Pick<OpenApiOp
           },
         },
       },
+      '/api/v1/telemetry/intake/status': {
+        get: {
+          operationId: 'getIntakeStatuses',
+          tags: ['Partner intake'],
+          summary: 'The processing state of up to 100 of your payloads at once',
+          description:
+            'As `getIntakeStatus`, for 1 to 100 intake ids in one request, which counts as **one** read against the partner\'s read limit: the way to check thousands of payloads (the simulator\'s read-back). An id that names no payload of yours (unknown, purged, or another partner\'s) is listed in `notFound`, never shown. 400 without ids, with more than 100, with one that cannot be an intake id, or with one repeated (`errors` names each, e.g. `/ids/3`).',
+          security: [{ partnerToken: [] }],
+          parameters: [
+            {
+              name: 'ids',
+              in: 'query',
+              required: true,
+              description: 'Intake ids of 202s, comma-separated: 1 to 100, none twice.',
+              style: 'form',
+              explode: false,
+              schema: { type: 'array', items: { type: 'string', pattern: INTAKE_ID_PATTERN.source }, minItems: 1, maxItems: MAX_STATUS_IDS, uniqueItems: true },
+            },
+          ],
+          responses: {
+            200: { description: 'OK', headers: rateLimitHeaders, content: { 'application/json': { schema: ref('IntakeStatuses') } } },
+            ...problems(400, 401, 403, 429, 503),
+            ...anyOperationResponses,
+          },
+        },
+      },
       '/api/v1/telemetry/intake/status/{id}': {
         get: {
           operationId: 'getIntakeStatus',
           tags: ['Partner intake'],
           summary: 'The processing state of one of your payloads',
-          description: 'The sending partner only (any other gets 404). `queued`, `processing`, `processed` or `failed` (a dead letter, with its `error`); a processed payload\'s status is kept for 24 hours, then this is a 404. Counts against the partner\'s read limit.',
+          description: 'The sending partner only (any other gets 404). `queued`, `processing`, `processed` or `failed` (a dead letter, with its `error`); a processed payload\'s status is kept for 24 hours, then this is a 404. Counts against the partner\'s read limit; `getIntakeStatuses` reads up to 100 as one read.',
           security: [{ partnerToken: [] }],
           parameters: [pathParam('id', 'The intake id of the 202.')],
           responses: {

@@ -168,6 +168,14 @@ export async function openPostgresIntakeIndex(host: PostgresQueueHost): Promise<
       const [row] = await query<IndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM ${s}.intake_index_rows WHERE part = $1 AND seq = $2`, [partition, seq]);
       return row ? toIndexed(row) : null;
     },
+    async rows(positions) {
+      if (positions.length === 0) return [];
+      const rows = await query<IndexRow>(
+        `SELECT ${INDEX_ROW_COLUMNS} FROM ${s}.intake_index_rows JOIN unnest($1::int[], $2::bigint[]) AS wanted (part, seq) USING (part, seq)`,
+        [positions.map((at) => at.partition), positions.map((at) => at.seq)],
+      );
+      return rows.map(toIndexed);
+    },
     async listFailed(limit) {
       return (await query<IndexRow>(`SELECT ${INDEX_ROW_COLUMNS} FROM ${s}.intake_index_rows WHERE state = 'failed' ORDER BY seq LIMIT $1`, [limit])).map(toIndexed);
     },

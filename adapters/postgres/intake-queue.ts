@@ -181,6 +181,11 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
     return row === undefined ? null : toIntakeRecord(row, inOpenBatches(this.open, row.seq));
   }
 
+  async getMany(ids: readonly string[]): Promise<Map<string, IntakeRecord>> {
+    const rows = ids.length === 0 ? [] : await queryRows<LogStatusRow>(this.pool, this.sql.statusByIds, [ids]);
+    return new Map(rows.map((row) => [row.id, toIntakeRecord(row, inOpenBatches(this.open, row.seq))]));
+  }
+
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
     if (this.closed) return null;
     // Partitions this queue's last batches held would otherwise look taken.
@@ -464,6 +469,8 @@ export function queueStatements(schema: string) {
     keyOf: `SELECT id, received_at FROM ${s}.intake_idempotency WHERE partner_id = $1 AND idempotency_key = $2`,
     statusById: `SELECT ${status} FROM ${s}.intake_log l JOIN ${s}.intake_partitions w ON w.part = l.part
       LEFT JOIN ${s}.intake_parked p ON p.seq = l.seq WHERE l.id = $1`,
+    statusByIds: `SELECT ${status} FROM ${s}.intake_log l JOIN ${s}.intake_partitions w ON w.part = l.part
+      LEFT JOIN ${s}.intake_parked p ON p.seq = l.seq WHERE l.id = ANY($1::text[])`,
     nextBatch: `SELECT kind, part, seq, id, partner_id, product, vin, payload, received_at, idempotency_key, attempts
       FROM ${s}.intake_next_batch($1, $2, $3)`,
     // One statement: the parked rows (new ones inserted, others updated), the watermarks, and the batch's time per

@@ -189,6 +189,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
          ON CONFLICT (partner_id, idempotency_key) DO UPDATE SET seq = excluded.seq, received_at = excluded.received_at`,
       ),
       statusById: db.prepare<[string], LogStatusRow>(`${STATUS_SELECT} WHERE l.id = ?`),
+      // The ids as one JSON array: one statement for any count, each looked up by the id index.
+      statusByIds: db.prepare<[string], LogStatusRow>(`${STATUS_SELECT} WHERE l.id IN (SELECT value FROM json_each(?))`),
       seqOfId: db.prepare<[string], { seq: number }>('SELECT seq FROM intake_log WHERE id = ?'),
       statusBySeq: db.prepare<[number], LogStatusRow>(`${STATUS_SELECT} WHERE l.seq = ?`),
       watermark: db.prepare<[], { watermark: number | null }>('SELECT max(last_seq) AS watermark FROM intake_batches'),
@@ -255,6 +257,11 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   async get(id: string): Promise<IntakeRecord | null> {
     const row = this.sql.statusById.get(id);
     return row ? toIntakeRecord(row, inOpenBatches([this.openBatch], row.seq)) : null;
+  }
+
+  async getMany(ids: readonly string[]): Promise<Map<string, IntakeRecord>> {
+    const rows = ids.length === 0 ? [] : this.sql.statusByIds.all(JSON.stringify(ids));
+    return new Map(rows.map((row) => [row.id, toIntakeRecord(row, inOpenBatches([this.openBatch], row.seq))]));
   }
 
   /**

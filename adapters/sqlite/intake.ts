@@ -361,6 +361,18 @@ class ThreadedIntakeQueue implements IntakeQueue {
     return this.local.get(id);
   }
 
+  /** As `get`: a payload the thread has not confirmed yet is `queued`, the others are the log's. */
+  async getMany(ids: readonly string[]): Promise<Map<string, IntakeRecord>> {
+    const staged = new Map<string, IntakeRecord>();
+    if (this.stagedCount > 0) {
+      const wanted = new Set(ids);
+      for (const group of this.unconfirmed) for (const entry of group.entries) if (wanted.has(entry.item.id)) staged.set(entry.item.id, queuedRecord(entry.item));
+    }
+    const records = await this.local.getMany(staged.size === 0 ? ids : ids.filter((id) => !staged.has(id)));
+    for (const [id, record] of staged) records.set(id, record);
+    return records;
+  }
+
   listFailed(limit: number): Promise<IntakeRecord[]> {
     return this.local.listFailed(limit);
   }

@@ -45,6 +45,7 @@ function instantQueue(): IntakeQueue {
     enqueue: async (item) => ({ record: queuedRecord(item), created: true }),
     findByIdempotencyKey: unused,
     get: unused,
+    getMany: unused,
     listFailed: unused,
     requeue: unused,
     depth: async () => 0,

@@ -313,7 +313,7 @@ export interface paths {
         };
         /**
          * Live trailer updates of the customer's fleets, as Server-Sent Events
-         * @description A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`). Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, one per change of a trailer of the customer's fleets); `heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>`: the stream's own position, the last update or snapshot end it was sent, once nothing waits to be written); with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update; `resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows; and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect; `unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends. A reader that falls behind gets each trailer's latest state (intermediate updates of a trailer are coalesced). Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis). Not counted against the read limit; connects counted per customer (together with the gRPC LiveFeed) and per client address in windows, and open streams capped per customer (`--max-streams-per-customer`).
+         * @description A stream that stays open (`curl -N`, or `fetch` reading the body: browsers cannot send `Authorization` with `EventSource`). Events: `update` (`id: <position>`, its place in the replay window; `data`: the trailer JSON exactly as `GET /api/v1/trailers/{trailer}` answers it, and `updatedAt`: when the server made the update, RFC 3339 in milliseconds, the LiveFeed's `ts`; one per change of a trailer of the customer's fleets); `heartbeat` at once and then every heartbeat interval (`data: {"timestamp": "<RFC 3339>"}`, default every 15 s; `id: <position>`: the stream's own position, the last update or snapshot end it was sent, once nothing waits to be written); with `snapshot=true`: `snapshot` per trailer (the same JSON, no `id`), then `snapshot-end` (`id: <position>`), before any update; `resume-reset`: the position resumed from has left the replay window (`--live-replay-seconds`, default 300 s), updates may have been missed, and a snapshot follows; and a final `error` whose `data` is a problem (`invalid_token`: the token expired or its key was rotated, authenticate and reconnect; `unavailable`: the server is shutting down; `rate_limited`: the client fell too far behind), after which the response ends. A reader that falls behind gets each trailer's latest state (intermediate updates of a trailer are coalesced). Resume: `Last-Event-ID` (sent by `EventSource` itself) or `resumeAfter` names the last position received; the updates missed since are sent first, in order, exactly once (across processes too, with Redis). Not counted against the read limit; connects counted per customer (together with the gRPC LiveFeed) and per client address in windows, and open streams capped per customer (`--max-streams-per-customer`).
          */
         get: operations["streamLiveUpdates"];
         put?: never;
@@ -344,6 +344,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/telemetry/intake/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The processing state of up to 100 of your payloads at once
+         * @description As `getIntakeStatus`, for 1 to 100 intake ids in one request, which counts as **one** read against the partner's read limit: the way to check thousands of payloads (the simulator's read-back). An id that names no payload of yours (unknown, purged, or another partner's) is listed in `notFound`, never shown. 400 without ids, with more than 100, with one that cannot be an intake id, or with one repeated (`errors` names each, e.g. `/ids/3`).
+         */
+        get: operations["getIntakeStatuses"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/telemetry/intake/status/{id}": {
         parameters: {
             query?: never;
@@ -353,7 +373,7 @@ export interface paths {
         };
         /**
          * The processing state of one of your payloads
-         * @description The sending partner only (any other gets 404). `queued`, `processing`, `processed` or `failed` (a dead letter, with its `error`); a processed payload's status is kept for 24 hours, then this is a 404. Counts against the partner's read limit.
+         * @description The sending partner only (any other gets 404). `queued`, `processing`, `processed` or `failed` (a dead letter, with its `error`); a processed payload's status is kept for 24 hours, then this is a 404. Counts against the partner's read limit; `getIntakeStatuses` reads up to 100 as one read.
          */
         get: operations["getIntakeStatus"];
         put?: never;
@@ -587,6 +607,12 @@ export interface components {
             processedAt: string | null;
             attempts: number;
             error: string | null;
+        };
+        IntakeStatuses: {
+            /** @description Your payloads among the ids asked, in the order asked. */
+            data: components["schemas"]["IntakeStatus"][];
+            /** @description The ids asked that name none of your payloads (unknown, purged, or another partner's), in the order asked. */
+            notFound: string[];
         };
         /**
          * gps-basic payload
@@ -2269,6 +2295,92 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getIntakeStatuses: {
+        parameters: {
+            query: {
+                /** @description Intake ids of 202s, comma-separated: 1 to 100, none twice. */
+                ids: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntakeStatuses"];
+                };
+            };
+            /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
             /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
             429: {
                 headers: {

@@ -61,6 +61,15 @@ export interface IntakeStatus {
   error: string | null;
 }
 
+/** What `GET /api/v1/telemetry/intake/status?ids=…` answers: the partner's payloads among the ids, in order, and the ids it has none of. */
+export interface IntakeStatuses {
+  data: IntakeStatus[];
+  notFound: string[];
+}
+
+/** The most ids one bulk status read takes (`intakeStatuses`). */
+export const MAX_INTAKE_STATUS_IDS = 100;
+
 /** An error response that retries did not cure: the RFC 9457 problem and the status. */
 export class TrailwireHttpError extends Error {
   override readonly name = 'TrailwireHttpError';
@@ -196,6 +205,14 @@ export class TrailwireClient {
   /** The state of one of this partner's intake payloads (`queued`, `processing`, `processed`, `failed`). */
   async intakeStatus(id: string, options: { noRetry?: boolean } = {}) {
     return this.request<IntakeStatus>('GET', `/api/v1/telemetry/intake/status/${encodeURIComponent(id)}`, { noRetry: options.noRetry });
+  }
+
+  /**
+   * The state of up to `MAX_INTAKE_STATUS_IDS` of this partner's payloads in one request, counted as
+   * one read against the partner's read limit; ids of no payload of this partner are in `notFound`.
+   */
+  async intakeStatuses(ids: readonly string[], options: { noRetry?: boolean } = {}) {
+    return this.request<IntakeStatuses>('GET', '/api/v1/telemetry/intake/status', { query: { ids: ids.join(',') }, noRetry: options.noRetry });
   }
 
   private async authenticate(): Promise<string> {

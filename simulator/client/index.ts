@@ -9,14 +9,17 @@
  * `new TrailwireClient({ baseUrl, audience, apiKey, ... })` (`TrailwireClientOptions`) caches the
  * token and refreshes it before expiry, re-authenticates once on a 401, honours `Retry-After` and
  * backs off with jitter; `request` answers a `ClientResponse` (`RequestOptions`), `paginate`
- * follows `next`, `sendTelemetry` / `intakeStatus` (`IntakeStatus`) are partner intake, `rotateKey`
+ * follows `next`, `sendTelemetry`, `intakeStatus` (`IntakeStatus`) and `intakeStatuses`
+ * (`IntakeStatuses`: up to `MAX_INTAKE_STATUS_IDS` as one read) are partner intake, `rotateKey`
  * rotates. An error that retries did not cure is a `TrailwireHttpError` carrying the problem.
  */
 export {
+  MAX_INTAKE_STATUS_IDS,
   TrailwireClient,
   TrailwireHttpError,
   type ClientResponse,
   type IntakeStatus,
+  type IntakeStatuses,
   type RequestOptions,
   type TrailwireClientOptions,
 } from './http-client.ts';

@@ -10,8 +10,8 @@
  * It keeps its place as `EventSource` does: each reconnection sends `Last-Event-ID` with the last
  * position received (on an update, or on a heartbeat once caught up), so the server replays what
  * was missed, or says `resume-reset` and sends a snapshot; an update at or before that position is
- * not handed on twice. The SSE wire carries no update time: an update's `ts` is its position's
- * time (`<ms>-<seq>`: when the server's replay window took it, just after the update was made).
+ * not handed on twice. An update's `ts` is the `updatedAt` its event carries (when the server made
+ * it, as the LiveFeed's `ts`).
  * Pausing stops reading the body, which is how a slow consumer looks to the server (TCP fills up).
  */
 import { Backoff } from '../../core/backoff.ts';
@@ -130,7 +130,7 @@ export function subscribeLiveEvents(options: LiveEventsOptions, handlers: LiveEv
       case 'update': {
         if (event.type === 'update' && event.id !== undefined && position !== null && isPosition(event.id) && comparePositions(event.id, position) <= 0) return;
         advanceTo(event.id);
-        const update = liveUpdateOfEvent(JSON.parse(event.data) as TrailerJson, event.id);
+        const update = liveUpdateOfEvent(JSON.parse(event.data) as UpdateJson);
         if (event.type === 'snapshot') update.snapshot = true;
         handlers.onUpdate?.(update);
       }
@@ -245,8 +245,13 @@ interface TrailerJson {
   telemetry: { timestamp: string; lat: number; long: number; speed: number; heading: string } | null;
 }
 
-/** An update event as a `LiveUpdate`: its time is its position's (`<ms>-<seq>`), 0 without one. */
-function liveUpdateOfEvent(trailer: TrailerJson, id: string | undefined): LiveUpdate {
+/** An update event's `data`: the trailer and when the server made the update (a snapshot's has no time). */
+interface UpdateJson extends TrailerJson {
+  updatedAt?: string;
+}
+
+/** An update event as a `LiveUpdate`: its time is the server's `updatedAt` (0 on a snapshot's). */
+function liveUpdateOfEvent(trailer: UpdateJson): LiveUpdate {
   const at = (text: string | null | undefined) => (text ? Date.parse(text) : null);
   const live: LiveTrailer = {
     id: trailer.id,
@@ -258,5 +263,5 @@ function liveUpdateOfEvent(trailer: TrailerJson, id: string | undefined): LiveUp
     warningDevices: trailer.warningDevices,
     telemetry: trailer.telemetry ? { ...trailer.telemetry, timestamp: at(trailer.telemetry.timestamp) } : null,
   };
-  return { fleetId: trailer.fleetId ?? 0, fleetName: null, ts: id && /^\d+-/.test(id) ? Number(id.split('-')[0]) : 0, trailer: live };
+  return { fleetId: trailer.fleetId ?? 0, fleetName: null, ts: at(trailer.updatedAt) ?? 0, trailer: live };
 }

@@ -1,9 +1,9 @@
 /**
  * The conformance suite every `IntakeIndex` passes (PostgreSQL): idempotency keys claimed atomically
  * (per partner, within the window, an in-flight claim taken over once stale, a refused append's claim
- * let go), rows and positions committed at once with positions moving forward only, due retries in
- * each VIN's order and the VINs waiting behind retries, dead letters listed and re-queued, and
- * trimming. The composed queue's behaviour on top of it is the intake-queue suite's
+ * let go), rows and positions committed at once with positions moving forward only, rows read at
+ * many positions together, due retries in each VIN's order and the VINs waiting behind retries,
+ * dead letters listed and re-queued, and trimming. The composed queue's behaviour on top of it is the intake-queue suite's
  * (`test/core/partitioned-intake-queue.test.ts`). A test file calls `runIntakeIndexConformance(...)`
  * once per implementation, naming a reason for any skipped case.
  */
@@ -15,6 +15,7 @@ import type { NewIntake } from '../../core/intake-queue.ts';
 export type IntakeIndexCase =
   | 'claims idempotency keys atomically'
   | 'commits rows and positions at once'
+  | 'reads rows at many positions together'
   | 'hands out due retries in each VIN order'
   | 'lists and re-queues dead letters'
   | 'trims processed rows and old keys';
@@ -104,6 +105,15 @@ export function runIntakeIndexConformance(options: IntakeIndexConformanceOptions
       assert.equal(await index.position(3), 12, 'a position never moves back');
       assert.deepEqual((await index.row(3, 11))?.state, 'failed', 'a row at the same position is replaced');
       assert.equal(await index.retries(), 0);
+    });
+
+    caseOf('reads rows at many positions together', async (index) => {
+      assert.deepEqual(await index.rows([]), []);
+      const rows = [row(1, { state: 'done', payload: null, processedAt: T0 + 1 }), row(2), row(4, { partition: 5, state: 'failed', processedAt: T0 + 2 })];
+      await index.commit(rows, new Map([[3, 2], [5, 4]]));
+      const read = await index.rows([{ partition: 3, seq: 2 }, { partition: 5, seq: 4 }, { partition: 3, seq: 3 }, { partition: 5, seq: 1 }, { partition: 3, seq: 1 }]);
+      const byPosition = (a: IndexedIntake, b: IndexedIntake) => a.partition - b.partition || a.seq - b.seq;
+      assert.deepEqual(read.sort(byPosition), rows.sort(byPosition), 'every field of each row there is; positions without one (or of another partition) have none');
     });
 
     caseOf('hands out due retries in each VIN order', async (index) => {

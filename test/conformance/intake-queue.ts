@@ -2,9 +2,10 @@
  * The conformance suite every `IntakeQueue` passes (SQLite and PostgreSQL): what the 202 promises
  * (a stored record with every field), idempotency keys (per partner, 24 hours, exclusive), batches
  * (arrival order, per-VIN order, a retry holding its VIN's later payloads back and a dead letter
- * not), every outcome and the status derived from it, abandoned batches, dead letters listed and
- * re-queued, trimming and depth; and, for a log that several processes share, two instances working
- * through one VIN's payloads at once without ever running two of them together or out of order.
+ * not), every outcome and the status derived from it (one payload's, and many read together),
+ * abandoned batches, dead letters listed and re-queued, trimming and depth; and, for a log that
+ * several processes share, two instances working through one VIN's payloads at once without ever
+ * running two of them together or out of order.
  * A test file calls `runIntakeQueueConformance(...)` once per implementation, naming a reason for
  * any skipped case.
  */
@@ -25,6 +26,7 @@ export type IntakeQueueCase =
   | 'batches in arrival order'
   | 'keeps each VIN in order'
   | 'commits every outcome'
+  | 'reads many statuses together'
   | 'abandoned batches come back'
   | 'dead letters'
   | 'trims processed payloads'
@@ -199,6 +201,26 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       await commit(queue, retry.batch, { [r!.id]: PROCESSED }, T0 + 2001);
       assert.deepEqual(pick(await queue.get(r!.id)), { status: 'processed', attempts: 2, processedAt: T0 + 2001, error: null, nextAttemptAt: T0 + 2000 });
       assert.equal(await queue.depth(), 0);
+    });
+
+    caseOf('reads many statuses together', async (queue) => {
+      const [p, r, f, q, behind] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B }), item({ vin: VIN_C }), item({ vin: VIN_A }), item({ vin: VIN_B })]);
+      const first = await open(queue, 3, T0);
+      await commit(queue, first.batch, { [p!.id]: PROCESSED, [r!.id]: { kind: 'retry', error: 'transient', nextAttemptAt: T0 + 2000 }, [f!.id]: { kind: 'failed', error: 'poison' } }, T0 + 5);
+      const inHand = await open(queue, 1, T0 + 5);
+      assert.deepEqual(inHand.ids, [q!.id]);
+      const ids = [p, r, f, q, behind].map((entry) => entry!.id);
+      const together = await queue.getMany([...ids, 'no-such-intake', ids[0]!]);
+      assert.deepEqual([...together.keys()].sort(), [...ids].sort(), 'each known id once; the unknown one absent');
+      for (const id of ids) assert.deepEqual(together.get(id), await queue.get(id), 'read as `get` reads it, every field');
+      assert.deepEqual(
+        ids.map((id) => together.get(id)!.status),
+        ['processed', 'queued', 'failed', together.get(q!.id)!.status, 'queued'],
+        'processed, to be retried, a dead letter, in a batch in hand, behind a retry',
+      );
+      assert.ok(['queued', 'processing'].includes(together.get(q!.id)!.status));
+      assert.equal((await queue.getMany([])).size, 0);
+      await queue.abandonBatch(inHand.batch!);
     });
 
     caseOf('abandoned batches come back', async (queue) => {

@@ -327,7 +327,7 @@ describe('IntakeWorker', () => {
 
 /** The queue with some methods replaced, the others calling through. */
 function wrapQueue(queue: IntakeQueue, overrides: Partial<IntakeQueue>): IntakeQueue {
-  const methods = ['enqueue', 'findByIdempotencyKey', 'get', 'nextBatch', 'commitBatch', 'abandonBatch', 'listFailed', 'requeue', 'purgeProcessed', 'depth'] as const;
+  const methods = ['enqueue', 'findByIdempotencyKey', 'get', 'getMany', 'nextBatch', 'commitBatch', 'abandonBatch', 'listFailed', 'requeue', 'purgeProcessed', 'depth'] as const;
   return Object.fromEntries(methods.map((name) => [name, overrides[name] ?? (queue[name] as (...args: never[]) => unknown).bind(queue)])) as unknown as IntakeQueue;
 }
 

@@ -43,7 +43,7 @@ const DOCUMENTED_EXPORTS: Record<string, readonly string[]> = {
   './products/gps-basic': ['EARLIEST_TIMESTAMP', 'KM_PER_MILE', 'LATEST_TIMESTAMP_EXCLUSIVE', 'default', 'kphToMph'],
   './products/tpms': ['TPMS_THRESHOLDS', 'default', 'tpmsState'],
   './products/cargosafe': ['default'],
-  './client': ['TrailwireClient', 'TrailwireHttpError', 'subscribeLiveEvents', 'subscribeLiveFeed', 'subscribeWithClient'],
+  './client': ['MAX_INTAKE_STATUS_IDS', 'TrailwireClient', 'TrailwireHttpError', 'subscribeLiveEvents', 'subscribeLiveFeed', 'subscribeWithClient'],
   './testing': ['runProductConformance'],
   './postgres': [
     'DEFAULT_POSTGRES_INTAKE_QUEUE_OPTIONS', 'DEFAULT_POSTGRES_STORE_OPTIONS', 'POSTGRES_QUEUE_COMPONENT', 'POSTGRES_QUEUE_MIGRATIONS',

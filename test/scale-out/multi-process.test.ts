@@ -172,10 +172,11 @@ describe('several trailwire serve processes on one PostgreSQL and one Redis', { 
       const partnerToken = await tokenOf(a.url, 'partners', partnerKey);
       assert.equal((await sendGps(a.url, partnerToken, trailerVin, 43.5)).status, 202);
       await until(() => updates().some((trailer) => trailer.telemetry?.lat === 43.5), 'the update at B', 15_000);
-      const update = updates().find((trailer) => trailer.telemetry?.lat === 43.5);
+      const { updatedAt, ...update } = updates().find((trailer) => trailer.telemetry?.lat === 43.5);
       const read = await fetch(`${b.url}/api/v1/trailers/${trailerId}`, { headers: { authorization: `Bearer ${customerToken}` } });
-      // The stream carries what the read API answers for the trailer (nothing has changed it since).
+      // The stream carries what the read API answers for the trailer (nothing has changed it since), and when the update was made.
       assert.deepEqual(update, await read.json());
+      assert.ok(Number.isFinite(Date.parse(updatedAt)), `updatedAt ${updatedAt}`);
     } finally {
       controller.abort();
       await reading;

@@ -91,6 +91,15 @@ describe('simulate against faulty servers', () => {
   });
 });
 
+/** A window counter that counts the partners' status reads (the read limiter's keys). */
+class ReadCounter extends MemoryWindowCounter {
+  partnerReads = 0;
+  override async increment(key: string, expiresAt: number): Promise<number> {
+    if (key.startsWith('read:partners:')) this.partnerReads++;
+    return super.increment(key, expiresAt);
+  }
+}
+
 /** A window counter that takes 60 ms a count: each intake answer waits for it. */
 class SlowCounter extends MemoryWindowCounter {
   override async increment(key: string, expiresAt: number): Promise<number> {
@@ -117,6 +126,12 @@ describe('simulate as a load tool', () => {
       assert.ok(subscriber.connections[0]!.heartbeats.length >= 3, `${subscriber.transport} subscriber ${subscriber.index} heartbeats`);
     }
     assert.deepEqual(record.subscribers.map((s) => s.transport), ['grpc', 'grpc', 'sse', 'sse']);
+    // Each update, on either wire, carries the time the server made it: its payload's processed time.
+    const processed = new Set(record.sends.flatMap((send) => (send.id && record.outcomes[send.id]?.processedAt !== undefined ? [`${send.vin}|${record.outcomes[send.id]!.processedAt}`] : [])));
+    for (const subscriber of record.subscribers)
+      assert.deepEqual(subscriber.updates.filter((update) => !processed.has(`${update.vin}|${update.ts}`)), [], `${subscriber.transport} subscriber ${subscriber.index}: updates at their payload's processed time`);
+    const measured = report.histograms.liveLatency.reduce((sum, [, count]) => sum + count, 0);
+    assert.equal(measured, report.live.updates, 'the live latency of every update, SSE ones too');
     // A slow SSE reader (its body left unread) is held to the latest state of each trailer.
     const slow = await simulate({ ...quick, scenario: 'slow-subscriber', durationS: 3, subscribers: 0, sseSubscribers: 4 });
     assert.deepEqual(slow.report.violations, []);
@@ -141,6 +156,17 @@ describe('simulate as a load tool', () => {
     for (const stage of report.stages) assert.ok(Math.abs(stage.sent - stage.due) <= stage.due * 0.05, `${stage.sent} sent in ${stage.fromS}-${stage.toS} s, ${stage.due} due`);
     assert.deepEqual(report.thresholds, [{ threshold: 'rate>=95%', actual: report.thresholds[0]!.actual, passed: true }]);
     assert.equal(report.timeline[6]!.targetRate, 70);
+  });
+
+  it('reads back hundreds of accepted payloads in a few status reads, within a partner read limit of 20 a minute', async () => {
+    const counter = new ReadCounter(systemClock);
+    const plenty = { requests: 100_000, windowSeconds: 60 };
+    const limits = { authenticate: plenty, failedAuthenticatePerAddress: plenty, read: { requests: 20, windowSeconds: 60 } };
+    const { report } = await simulate({ ...quick, vins: 30, rate: 150, scenario: 'steady', durationS: 3, subscribers: 0, embeddedServer: { core: { windowCounter: counter, limits } } });
+    const { accepted, processed } = report.processing;
+    assert.ok(accepted >= 200, `${accepted} accepted`);
+    assert.equal(processed, accepted, 'every accepted payload read back processed');
+    assert.ok(counter.partnerReads <= 20, `${counter.partnerReads} status reads for ${accepted} payloads`);
   });
 
   it('stops the traffic at the first breached threshold with abortOnFail, and judges what it sent', async () => {

@@ -36,10 +36,14 @@ export function responseChecker(document: Json): ResponseChecker {
     return validate;
   };
   const prefix = new URL(document.servers?.[0]?.url ?? '/', 'http://x').pathname.replace(/\/$/, '');
-  const templates = Object.keys(document.paths ?? {}).map((template) => ({
-    template,
-    pattern: new RegExp(`^${prefix}${template.replace(/[.]/g, '\\.').replace(/\{[^}]+\}/g, '[^/]+')}$`),
-  }));
+  // Concrete paths before templated ones, as OpenAPI matches them (`.../intake/status` before `.../intake/{VIN}`).
+  const parametersOf = (template: string) => template.split('{').length;
+  const templates = Object.keys(document.paths ?? {})
+    .sort((a, b) => parametersOf(a) - parametersOf(b))
+    .map((template) => ({
+      template,
+      pattern: new RegExp(`^${prefix}${template.replace(/[.]/g, '\\.').replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    }));
   const resolve = (response: Json): { response: Json; pointer: string | null } =>
     typeof response.$ref === 'string' ? { response: pointerGet(document, response.$ref.slice(1)), pointer: response.$ref.slice(1) } : { response, pointer: null };
 

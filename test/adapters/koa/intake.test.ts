@@ -315,6 +315,51 @@ describe('partner intake over HTTP', () => {
     assert.equal(await app.trailwire.intake!.queue.requeue(bad.body.id, app.clock.now()), false, 'only failed payloads re-queue');
   });
 
+  it("reads up to 100 of the partner's payloads in one request, counted as one read; another partner's are not found, never shown", async () => {
+    await at(34);
+    const sentAt = 34 * 3600;
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await post(gpsPartner.token, uniqueVin(), gps(sentAt + i))).body.id);
+    const theirs = (await post(tpmsPartner.token, uniqueVin(), tpms([100], new Date((T0 / 1000 + sentAt) * 1000).toISOString()))).body.id as string;
+    await drain();
+    // Sent after the drain: queued, or processed by now (the worker runs beside the test).
+    const later = (await post(gpsPartner.token, uniqueVin(), gps(sentAt + 5))).body.id as string;
+    const read = (query: string, token = gpsPartner.token) => app.call('GET', `/api/v1/telemetry/intake/status${query}`, { token });
+
+    const answer = await read(`?ids=${[...ids, theirs, 'no-such-id', later].join(',')}`);
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers.get('cache-control'), 'no-store');
+    assert.deepEqual(answer.body.data.map((view: { id: string }) => view.id), [...ids, later], 'in the order asked');
+    assert.deepEqual(answer.body.data.slice(0, 3).map((view: { status: string }) => view.status), ['processed', 'processed', 'processed']);
+    assert.deepEqual(answer.body.notFound, [theirs, 'no-such-id'], "another partner's id is as unknown as one that never was");
+    assert.ok(!JSON.stringify(answer.body.data).includes('tpms'), "nothing of the other partner's payload");
+    const single = await app.call('GET', `/api/v1/telemetry/intake/status/${ids[0]}`, { token: gpsPartner.token });
+    assert.deepEqual(answer.body.data[0], single.body, 'each as the single status read shows it');
+    const theirView = await read(`?ids=${theirs}&ids=${ids[0]}`, tpmsPartner.token);
+    assert.deepEqual([theirView.body.data.map((view: { id: string }) => view.id), theirView.body.notFound], [[theirs], [ids[0]]], 'the other partner sees its own only (the parameter repeated)');
+
+    // One read however many ids, on the limiter the single status read uses.
+    const remaining = Number(single.headers.get('ratelimit-remaining'));
+    const hundred = Array.from({ length: 100 }, (_, i) => (i < 3 ? ids[i]! : `unknown-${i}`));
+    const full = await read(`?ids=${hundred.join(',')}`);
+    assert.equal(full.status, 200);
+    assert.equal(full.body.data.length + full.body.notFound.length, 100);
+    assert.equal(full.headers.get('ratelimit-limit'), single.headers.get('ratelimit-limit'));
+    assert.equal(Number(full.headers.get('ratelimit-remaining')), remaining - 1, '100 ids cost one read');
+    assert.equal(Number((await app.call('GET', `/api/v1/telemetry/intake/status/${ids[1]}`, { token: gpsPartner.token })).headers.get('ratelimit-remaining')), remaining - 2);
+
+    assertProblem(await read(''), 400, '/ids');
+    assertProblem(await read('?ids='), 400, '/ids/0');
+    assertProblem(await read(`?ids=${[...hundred, 'one-more'].join(',')}`), 400, '/ids');
+    assertProblem(await read(`?ids=${ids[0]},not%20an%20id`), 400, '/ids/1');
+    assertProblem(await read(`?ids=${ids[0]},,${ids[1]}`), 400, '/ids/1');
+    const repeated = await read(`?ids=${ids[0]},${ids[1]},${ids[0]}`);
+    assertProblem(repeated, 400, '/ids/2');
+    assert.match(repeated.body.errors[0].message, /repeats \/ids\/0/);
+    assertProblem(await app.call('GET', `/api/v1/telemetry/intake/status?ids=${ids[0]}`), 401);
+    assertProblem(await read(`?ids=${ids[0]}`, (await customerWithToken(app, 'Status Reader')).token), 403);
+  });
+
   it('publishes the new trailer state to the live hub for the owning customer only', async () => {
     await at(33);
     const customer = await customerWithToken(app, 'Live Co');

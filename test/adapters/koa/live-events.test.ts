@@ -175,7 +175,7 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
     }
   });
 
-  it("delivers an intake post as `event: update` carrying exactly the read API's trailer JSON, to its customer only", async () => {
+  it("delivers an intake post as `event: update` carrying exactly the read API's trailer JSON and the update's time, to its customer only", async () => {
     const owner = await customerWithToken(app, 'Owner Co');
     const other = await customerWithToken(app, 'Other Co');
     const fleet = await app.trailwire.admin.createFleet({ customerId: owner.id, name: 'Reefers' });
@@ -194,8 +194,11 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
 
     const read = await app.call('GET', `/api/v1/trailers/${trailer.id}`, { token: owner.token });
     assert.equal(read.status, 200);
-    const [update] = ownerStream.updates();
+    const [{ updatedAt, ...update }] = ownerStream.updates();
     assert.deepEqual(update, read.body);
+    // When the server made the update, as the LiveFeed's `ts` and the payload's processed time: what a client measures latency from.
+    const status = await app.call('GET', `/api/v1/telemetry/intake/status/${accepted.body.id}`, { token: partner.token });
+    assert.equal(updatedAt, status.body.processedAt);
     assert.deepEqual(update.telemetry, { timestamp: '2026-06-01T12:00:00.250Z', lat: 41.5, long: -87.25, speed: 62.1, heading: 'S' });
     const event = ownerStream.events.find((e) => e.event === 'update')!;
     // Its position in the replay window: what Last-Event-ID resumes after.

@@ -153,6 +153,9 @@ describe('SQLite intake with its processing thread', () => {
     const killed = intake.killThread();
     await accept(20); // answered from the journal while the thread ends and restarts
     await killed;
+    // While the thread is down, those it had not appended are found among the journaled ones, read together too.
+    const found = await intake.queue.getMany(ids);
+    assert.deepEqual(ids.filter((id) => !found.has(id)), [], 'every accepted payload found, staged or logged');
     await assert.rejects(intake.readinessChecks['intake-thread']!(), /not running/);
     await until(async () => intake.readinessChecks['intake-thread']!().then(() => true, () => false), 'the thread restarted', 30_000);
     await accept(20);
