@@ -10,19 +10,20 @@
  *
  * (b) A snapshot storm: the real server (SQLite) with a customer of 3,000 trailers, which opens
  * `GET /api/v1/live?snapshot=true` 100 times a second for 8 s from another process, while a third
- * process probes `/healthz` every 10 ms (another tenant; target p99 ≤ 100 ms). Run with the default
+ * process probes `/healthz` every 10 ms (another tenant; target p99 ≤ 100 ms). Each row carries
+ * the machine's 1-minute load average at the storm's start: the machine may be shared. Run with the default
  * connect limits and with them lifted (every connect served: what the shared snapshot alone buys),
  * `BENCH_ROUNDS` rounds each (default 3; the median is reported beside each round).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { openRedisLiveBus } from '../dist/adapters/redis/index.js';
 import type { LiveTrailerEvent } from '../dist/core/live-bus.js';
-import { probeHealthzUntil } from './lib/healthz-probe.ts';
 import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
 const WINDOW = 60_000;
@@ -125,21 +126,31 @@ async function nextJson<T>(lines: AsyncIterator<string>): Promise<T> {
   return JSON.parse(value as string) as T;
 }
 
+/** `/healthz` latencies (ms, sorted) for `ms` from a prober process of its own, started with `go` once it is loaded. */
+async function probeFromAnotherProcess(url: string, ms: number, startWith: Array<ReturnType<typeof child>> = []): Promise<number[]> {
+  const prober = child('./lib/healthz-prober.ts', [url, String(ms)]);
+  // Every process loaded first, then all started at once: a child's start-up is not part of the storm.
+  await Promise.all([prober, ...startWith].map((started) => started.lines.next()));
+  for (const started of [prober, ...startWith]) started.process.stdin!.write('go\n');
+  return nextJson<number[]>(prober.lines);
+}
+
 async function snapshotStorm(connectsPerMinute: number, seconds: number) {
   const server = child('./lib/storm-server.ts', ['3000', String(connectsPerMinute)]);
   try {
     const { url, token } = await nextJson<{ url: string; token: string }>(server.lines);
-    const quiet = await probeHealthzUntil(new URL(url), performance.now() + 2_000);
+    const quiet = await probeFromAnotherProcess(url, 2_000);
     server.process.stdin!.write('stats\n');
     await nextJson(server.lines);
     const storm = child('./lib/storm-client.ts', [url, token, '100', String(seconds)]);
-    const probed = probeHealthzUntil(new URL(url), performance.now() + seconds * 1000);
-    const [counts] = await Promise.all([nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines), probed]);
-    const healthz = await probed;
+    const load1 = loadavg()[0]!;
+    const healthz = await probeFromAnotherProcess(url, seconds * 1000, [storm]);
+    const counts = await nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines);
     server.process.stdin!.write('stats\n');
     const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; rssMb: number }>(server.lines);
     await once(storm.process, 'exit');
     return {
+      load1: round(load1, 1),
       healthzQuietP99Ms: round(percentile(quiet, 99)),
       healthzP50Ms: round(percentile(healthz, 50)),
       healthzP99Ms: round(percentile(healthz, 99)),
