@@ -11,7 +11,8 @@
  * (b) A snapshot storm: the real server (SQLite) with a customer of 3,000 trailers, which opens
  * `GET /api/v1/live?snapshot=true` 100 times a second for 8 s from another process, while a third
  * process probes `/healthz` every 10 ms (another tenant; target p99 ≤ 100 ms). Each row carries
- * the machine's 1-minute load average at the storm's start: the machine may be shared. Run with the default
+ * the machine's 1-minute load average at the storm's start (the machine may be shared) and the
+ * server's CPU time over the storm, in all and per stream served. Run with the default
  * connect limits and with them lifted (every connect served: what the shared snapshot alone buys),
  * `BENCH_ROUNDS` rounds each (default 3; the median is reported beside each round).
  */
@@ -147,7 +148,7 @@ async function snapshotStorm(connectsPerMinute: number, seconds: number) {
     const healthz = await probeFromAnotherProcess(url, seconds * 1000, [storm]);
     const counts = await nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines);
     server.process.stdin!.write('stats\n');
-    const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; rssMb: number }>(server.lines);
+    const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; cpuMs: number; rssMb: number }>(server.lines);
     await once(storm.process, 'exit');
     return {
       load1: round(load1, 1),
@@ -158,6 +159,9 @@ async function snapshotStorm(connectsPerMinute: number, seconds: number) {
       ...counts,
       mbSent: round(counts.bytes / 2 ** 20, 1),
       serverLoopDelayP99Ms: stats.loopDelayMs.p99,
+      // What the server itself spent, which the shared machine's load moves far less than latencies.
+      serverCpuMs: stats.cpuMs,
+      serverCpuMsPerServed: round(stats.cpuMs / Math.max(1, counts.served), 1),
       serverRssMb: stats.rssMb,
     };
   } finally {
