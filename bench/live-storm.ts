@@ -116,9 +116,12 @@ async function resumesOnRedis(url: string, seconds: number) {
   }
 }
 
-function child(script: string, args: string[]): { process: ChildProcess; lines: AsyncIterator<string> } {
+function child(script: string, args: string[]): { process: ChildProcess; lines: AsyncIterator<string>; exited: Promise<unknown> } {
   const started = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  return { process: started, lines: createInterface({ input: started.stdout! })[Symbol.asyncIterator]() };
+  // Listened for from the start: a child that prints its last line and exits at once has exited
+  // before a later `once(child, 'exit')` would listen, which then waits forever.
+  const exited = once(started, 'exit');
+  return { process: started, lines: createInterface({ input: started.stdout! })[Symbol.asyncIterator](), exited };
 }
 
 async function nextJson<T>(lines: AsyncIterator<string>): Promise<T> {
@@ -149,7 +152,7 @@ async function snapshotStorm(connectsPerMinute: number, seconds: number) {
     const counts = await nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines);
     server.process.stdin!.write('stats\n');
     const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; cpuMs: number; rssMb: number }>(server.lines);
-    await once(storm.process, 'exit');
+    await storm.exited;
     return {
       load1: round(load1, 1),
       healthzQuietP99Ms: round(percentile(quiet, 99)),
@@ -166,7 +169,7 @@ async function snapshotStorm(connectsPerMinute: number, seconds: number) {
     };
   } finally {
     server.process.stdin!.write('close\n');
-    await once(server.process, 'exit');
+    await server.exited;
   }
 }
 
