@@ -10,19 +10,21 @@
  *
  * (b) A snapshot storm: the real server (SQLite) with a customer of 3,000 trailers, which opens
  * `GET /api/v1/live?snapshot=true` 100 times a second for 8 s from another process, while a third
- * process probes `/healthz` every 10 ms (another tenant; target p99 ≤ 100 ms). Run with the default
+ * process probes `/healthz` every 10 ms (another tenant; target p99 ≤ 100 ms). Each row carries
+ * the machine's 1-minute load average at the storm's start (the machine may be shared) and the
+ * server's CPU time over the storm, in all and per stream served. Run with the default
  * connect limits and with them lifted (every connect served: what the shared snapshot alone buys),
  * `BENCH_ROUNDS` rounds each (default 3; the median is reported beside each round).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { openRedisLiveBus } from '../dist/adapters/redis/index.js';
 import type { LiveTrailerEvent } from '../dist/core/live-bus.js';
-import { probeHealthzUntil } from './lib/healthz-probe.ts';
 import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
 const WINDOW = 60_000;
@@ -114,9 +116,12 @@ async function resumesOnRedis(url: string, seconds: number) {
   }
 }
 
-function child(script: string, args: string[]): { process: ChildProcess; lines: AsyncIterator<string> } {
+function child(script: string, args: string[]): { process: ChildProcess; lines: AsyncIterator<string>; exited: Promise<unknown> } {
   const started = spawn(process.execPath, [...SERVER_NODE_FLAGS, '--import', 'tsx', fileURLToPath(new URL(script, import.meta.url)), ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  return { process: started, lines: createInterface({ input: started.stdout! })[Symbol.asyncIterator]() };
+  // Listened for from the start: a child that prints its last line and exits at once has exited
+  // before a later `once(child, 'exit')` would listen, which then waits forever.
+  const exited = once(started, 'exit');
+  return { process: started, lines: createInterface({ input: started.stdout! })[Symbol.asyncIterator](), exited };
 }
 
 async function nextJson<T>(lines: AsyncIterator<string>): Promise<T> {
@@ -125,21 +130,31 @@ async function nextJson<T>(lines: AsyncIterator<string>): Promise<T> {
   return JSON.parse(value as string) as T;
 }
 
+/** `/healthz` latencies (ms, sorted) for `ms` from a prober process of its own, started with `go` once it is loaded. */
+async function probeFromAnotherProcess(url: string, ms: number, startWith: Array<ReturnType<typeof child>> = []): Promise<number[]> {
+  const prober = child('./lib/healthz-prober.ts', [url, String(ms)]);
+  // Every process loaded first, then all started at once: a child's start-up is not part of the storm.
+  await Promise.all([prober, ...startWith].map((started) => started.lines.next()));
+  for (const started of [prober, ...startWith]) started.process.stdin!.write('go\n');
+  return nextJson<number[]>(prober.lines);
+}
+
 async function snapshotStorm(connectsPerMinute: number, seconds: number) {
   const server = child('./lib/storm-server.ts', ['3000', String(connectsPerMinute)]);
   try {
     const { url, token } = await nextJson<{ url: string; token: string }>(server.lines);
-    const quiet = await probeHealthzUntil(new URL(url), performance.now() + 2_000);
+    const quiet = await probeFromAnotherProcess(url, 2_000);
     server.process.stdin!.write('stats\n');
     await nextJson(server.lines);
     const storm = child('./lib/storm-client.ts', [url, token, '100', String(seconds)]);
-    const probed = probeHealthzUntil(new URL(url), performance.now() + seconds * 1000);
-    const [counts] = await Promise.all([nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines), probed]);
-    const healthz = await probed;
+    const load1 = loadavg()[0]!;
+    const healthz = await probeFromAnotherProcess(url, seconds * 1000, [storm]);
+    const counts = await nextJson<{ served: number; refused: number; failed: number; firstFailure: string; bytes: number }>(storm.lines);
     server.process.stdin!.write('stats\n');
-    const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; rssMb: number }>(server.lines);
-    await once(storm.process, 'exit');
+    const stats = await nextJson<{ loopDelayMs: { p99: number; max: number }; cpuMs: number; rssMb: number }>(server.lines);
+    await storm.exited;
     return {
+      load1: round(load1, 1),
       healthzQuietP99Ms: round(percentile(quiet, 99)),
       healthzP50Ms: round(percentile(healthz, 50)),
       healthzP99Ms: round(percentile(healthz, 99)),
@@ -147,11 +162,14 @@ async function snapshotStorm(connectsPerMinute: number, seconds: number) {
       ...counts,
       mbSent: round(counts.bytes / 2 ** 20, 1),
       serverLoopDelayP99Ms: stats.loopDelayMs.p99,
+      // What the server itself spent, which the shared machine's load moves far less than latencies.
+      serverCpuMs: stats.cpuMs,
+      serverCpuMsPerServed: round(stats.cpuMs / Math.max(1, counts.served), 1),
       serverRssMb: stats.rssMb,
     };
   } finally {
     server.process.stdin!.write('close\n');
-    await once(server.process, 'exit');
+    await server.exited;
   }
 }
 

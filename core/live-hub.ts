@@ -69,7 +69,8 @@ export class LiveHub {
     this.maxPendingTrailers = settings.maxPendingTrailers;
     this.ownsBus = options.bus === undefined;
     this.bus = options.bus ?? new MemoryLiveBus({ replay: options.replay, clock: options.clock });
-    this.snapshots = options.snapshot && new SharedSnapshots(options.snapshot, (customerId, position) => this.bus.replayAfter(customerId, position), options.clock ?? systemClock, options.sharedSnapshots);
+    const replayAfter = this.bus.replays ? (customerId: string, position: string) => this.bus.replayAfter(customerId, position) : null;
+    this.snapshots = options.snapshot && new SharedSnapshots(options.snapshot, replayAfter, options.clock ?? systemClock, options.sharedSnapshots);
     this.stopListening = this.bus.subscribe((event) => this.deliver(event));
   }
 

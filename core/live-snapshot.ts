@@ -83,18 +83,21 @@ export const SHARED_SNAPSHOT_DEFAULTS = { shareMs: 2_000, maxShared: 64 } as con
  * (issue 37: a 3,000-trailer snapshot cost ~18 ms of the event loop a connect, and a reconnect storm
  * at 100/s saturated the process). A later stream gets the same states (the same objects, so each
  * transport encodes them once) with the position they cover, plus the customer's updates since from
- * the replay window — so it misses nothing, exactly as if it had read the store itself. Without a
- * window (no position to replay from), or when the window no longer holds that position, the
- * snapshot is read afresh. Concurrent asks share the read in flight.
+ * the replay window — so it misses nothing, exactly as if it had read the store itself. When the
+ * hub's newest position is still the one the states cover (null included: nothing delivered since
+ * the process started), nothing came between and no replay is asked. Without a window (updates
+ * carry no position, so one that came between cannot be told), or when the window no longer holds
+ * that position, the snapshot is read afresh. Concurrent asks share the read in flight.
  */
 export class SharedSnapshots {
-  private readonly held = new Map<string, { at: number; position: string; states: Promise<LiveTrailerEvent[]> }>();
+  private readonly held = new Map<string, { at: number; position: string | null; states: Promise<LiveTrailerEvent[]> }>();
   private readonly shareMs: number;
   private readonly maxShared: number;
 
   constructor(
     private readonly source: LiveSnapshotSource,
-    private readonly replayAfter: (customerId: string, position: string) => Promise<LiveTrailerEvent[] | null>,
+    /** The bus's replay (`LiveBus.replayAfter`), or null when the bus keeps no window: then every read is afresh. */
+    private readonly replayAfter: ((customerId: string, position: string) => Promise<LiveTrailerEvent[] | null>) | null,
     private readonly clock: Clock,
     options: SharedSnapshotsOptions = {},
   ) {
@@ -117,13 +120,15 @@ export class SharedSnapshots {
     }
     const key = `${customerId}\n${filter?.fleetIds?.join(',') ?? ''}\n${filter?.trailerIds?.join(',') ?? ''}`;
     const shared = this.held.get(key);
-    if (shared) {
-      const since = await this.replayAfter(customerId, shared.position).catch(() => null);
+    if (shared && this.replayAfter) {
+      // Nothing delivered since the shared read's position: no replay to ask (a round trip on Redis).
+      const nothingSince = shared.position === positionNow;
+      const since = nothingSince ? [] : shared.position === null ? null : await this.replayAfter(customerId, shared.position).catch(() => null);
       const states = await shared.states.catch(() => null);
       if (since !== null && states !== null) return { states, position: shared.position, since };
     }
     const states = this.source(customerId, filter);
-    if (positionNow !== null && this.shareMs > 0 && this.maxShared > 0) {
+    if (this.replayAfter && this.shareMs > 0 && this.maxShared > 0) {
       this.held.delete(key);
       this.held.set(key, { at: now, position: positionNow, states });
       // A failed read is not shared: the next stream reads again.

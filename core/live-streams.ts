@@ -27,7 +27,7 @@ import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
 import type { LiveTrailerEvent } from './live-bus.ts';
 import type { LiveHub } from './live-hub.ts';
-import type { LiveFilter, LiveSignal, LiveSubscription } from './live-subscriber.ts';
+import type { LiveBacklogItem, LiveFilter, LiveSignal, LiveSubscription } from './live-subscriber.ts';
 import { isPosition } from './live-replay.ts';
 import type { FixedWindowLimiter, RateLimitState } from './rate-limit.ts';
 import type { AccessClaims, TokenService } from './tokens.ts';
@@ -41,6 +41,12 @@ export interface LiveStreamTransport {
   writeUpdate(event: LiveTrailerEvent): boolean;
   /** Writes a signal (`snapshot-end`, `resume-reset`), only ever to a stream that asked for a snapshot or to resume; answers as `writeUpdate`. */
   writeSignal(signal: LiveSignal): boolean;
+  /**
+   * Writes a snapshot's states at once (see `LiveSink.writeSnapshot`): the same array for every
+   * stream sharing the snapshot, so a transport can serialize it once and send the same bytes to
+   * each. Left out, each state goes to `writeUpdate`.
+   */
+  writeSnapshot?(states: readonly LiveTrailerEvent[]): boolean;
   /** Writes a heartbeat; `position`: what the client has caught up to, when known. */
   writeHeartbeat(position: string | null): void;
   /** Whether the transport's buffer is full now: a client that is behind needs no keep-alive. */
@@ -240,6 +246,7 @@ export class LiveStream {
         {
           write: (event) => this.transport.writeUpdate(event),
           signal: (signal) => this.transport.writeSignal(signal),
+          writeSnapshot: this.transport.writeSnapshot && ((states) => this.transport.writeSnapshot!(states)),
           end: (reason) => this.finish(reason),
         },
         { filter: request.filter, held },
@@ -269,7 +276,7 @@ export class LiveStream {
    * without a gap; `start` drops what the replay already holds.
    */
   private async prepare(hub: LiveHub, subscription: LiveSubscription, request: LiveStreamRequest): Promise<void> {
-    const backlog: Array<LiveTrailerEvent | LiveSignal> = [];
+    const backlog: LiveBacklogItem[] = [];
     if (request.resumeAfter !== undefined) {
       // A window that cannot answer now (Redis slow or away) is served as a position it cannot
       // resume: the reset signal and a snapshot from the store. Ending the stream instead would have
@@ -287,7 +294,7 @@ export class LiveStream {
       backlog.push({ kind: 'resume-reset' });
     }
     const snapshot = await hub.readSnapshot(this.claims.sub, request.filter, subscription.positionAtSubscribe);
-    backlog.push(...snapshot.states, { kind: 'snapshot-end', position: snapshot.position });
+    backlog.push({ kind: 'snapshot', states: snapshot.states }, { kind: 'snapshot-end', position: snapshot.position });
     // A snapshot shared with another stream covers an earlier position: the updates since follow it.
     const since = snapshot.since.filter((event) => subscription.matches(event));
     backlog.push(...since);

@@ -23,6 +23,12 @@
  * arrives while its stream reads a snapshot or the replay, then `start(backlog, dropThrough)` writes
  * that backlog first and drops queued updates the backlog already covers (by position), so nothing
  * falls between the two and nothing is sent twice.
+ *
+ * A snapshot's states sit in a backlog as one item (`LiveSnapshotStates`) and go to a sink that can
+ * take them whole (`LiveSink.writeSnapshot`) in one call, answered like one update: a transport can
+ * then send a snapshot shared by many streams as bytes serialized once, with one write per stream
+ * (issue 37: 3,000 writes a stream made a reconnect storm cost every tenant). A sink without it is
+ * handed the states one by one, as any backlog.
  */
 import { TrailwireError } from './errors.ts';
 import type { LiveTrailerEvent } from './live-bus.ts';
@@ -37,6 +43,11 @@ export interface LiveSink {
   write(event: LiveTrailerEvent): boolean;
   /** Writes a marker of the stream's start (see `LiveSignal`); answers as `write`. A sink never given a backlog with signals may leave it out. */
   signal?(signal: LiveSignal): boolean;
+  /**
+   * Hands a snapshot's states to the transport at once, in their order (none has a position);
+   * answers as `write`. Left out, they are handed to `write` one by one.
+   */
+  writeSnapshot?(states: readonly LiveTrailerEvent[]): boolean;
   /** Ends the stream with `reason` (the hub has already forgotten the subscription). */
   end(reason: TrailwireError): void;
 }
@@ -48,6 +59,18 @@ export interface LiveSink {
  * so updates may have been missed, and that a snapshot follows in their place.
  */
 export type LiveSignal = { kind: 'snapshot-end'; position: string | null } | { kind: 'resume-reset' };
+
+/**
+ * A snapshot's states in a backlog, kept together so that a sink can take them in one call; the
+ * same array (of a snapshot shared between streams, `core/live-snapshot.ts`) for every stream.
+ */
+export interface LiveSnapshotStates {
+  kind: 'snapshot';
+  states: readonly LiveTrailerEvent[];
+}
+
+/** What `LiveSubscription.start` writes before the updates it queued: a replay or a snapshot, and signals. */
+export type LiveBacklogItem = LiveTrailerEvent | LiveSignal | LiveSnapshotStates;
 
 /** Which of the customer's trailers a subscription is told of: those of `fleetIds` and those of `trailerIds` (either may be left out; both out: every trailer). */
 export interface LiveFilter {
@@ -84,7 +107,7 @@ export interface LiveSubscription {
    * what was queued meanwhile, leaving out queued updates at or before `dropThrough` (the backlog
    * has them). No-op once ended.
    */
-  start(backlog: ReadonlyArray<LiveTrailerEvent | LiveSignal>, dropThrough: string | null): void;
+  start(backlog: readonly LiveBacklogItem[], dropThrough: string | null): void;
   /** The transport can take more again: pending updates are written until it is full or empty. */
   drained(): void;
   /** Stops delivery (the client went away). Idempotent; does not call `sink.end`. */
@@ -99,7 +122,7 @@ export class Subscriber implements LiveSubscription {
   /** Latest waiting update per trailer id; Map order = position order (a re-queued trailer moves to the back). */
   private readonly pending = new Map<string, LiveTrailerEvent>();
   /** What `start` hands over, written before `pending`; `backlogAt` is the next to write. */
-  private backlog: ReadonlyArray<LiveTrailerEvent | LiveSignal> = [];
+  private backlog: readonly LiveBacklogItem[] = [];
   private backlogAt = 0;
   private held: boolean;
   /** The newest position written (or skipped as covered): the client has everything up to it. */
@@ -158,10 +181,10 @@ export class Subscriber implements LiveSubscription {
       );
   }
 
-  start(backlog: ReadonlyArray<LiveTrailerEvent | LiveSignal>, dropThrough: string | null): void {
+  start(backlog: readonly LiveBacklogItem[], dropThrough: string | null): void {
     if (!this.active || !this.held) return;
     this.held = false;
-    this.backlog = backlog;
+    this.backlog = this.sink.writeSnapshot ? backlog : backlog.flatMap((item): readonly LiveBacklogItem[] => ('kind' in item && item.kind === 'snapshot' ? item.states : [item]));
     this.backlogAt = 0;
     if (dropThrough !== null) {
       this.cursor = dropThrough;
@@ -176,8 +199,9 @@ export class Subscriber implements LiveSubscription {
     this.writable = true;
     while (this.backlogAt < this.backlog.length) {
       const item = this.backlog[this.backlogAt++]!;
-      if ('kind' in item) this.signal(item);
-      else this.write(item);
+      if (!('kind' in item)) this.write(item);
+      else if (item.kind === 'snapshot') this.writeSnapshot(item.states);
+      else this.signal(item);
       if (!this.writable || !this.active) return;
     }
     if (this.backlog.length > 0) {
@@ -205,6 +229,16 @@ export class Subscriber implements LiveSubscription {
       if (event.position !== undefined) this.cursor = event.position;
     } catch (error) {
       // A broken transport ends its own stream, never the fan-out loop of the others.
+      this.end(new TrailwireError('internal', 'The live update could not be written.', { cause: error }));
+    }
+  }
+
+  private writeSnapshot(states: readonly LiveTrailerEvent[]): void {
+    // Nothing to send: no write, as when the states were written one by one.
+    if (states.length === 0) return;
+    try {
+      this.writable = this.sink.writeSnapshot!(states);
+    } catch (error) {
       this.end(new TrailwireError('internal', 'The live update could not be written.', { cause: error }));
     }
   }

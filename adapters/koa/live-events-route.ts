@@ -22,7 +22,9 @@
  *   `Retry-After`: per customer and per client address, `LimitSettings.liveConnect*`).
  *
  * Back-pressure: an update's `write` answers what the socket's `write` answers, and the socket's
- * `drain` tells the hub to go on, so a slow reader only ever holds its own coalesced updates.
+ * `drain` tells the hub to go on, so a slow reader only ever holds its own coalesced updates. A
+ * snapshot's frames are serialized once per snapshot, which streams of one customer and filter share
+ * for 2 s, into one Buffer, and each stream sends that same Buffer with one write (issue 37).
  * Resume (issue 32): `Last-Event-ID` (which `EventSource` sends by itself when it reconnects) or
  * `?resumeAfter=` is the position to resume after, as the LiveFeed's `resume_after`; `?fleetIds=`
  * and `?trailerIds=` (comma-separated, or repeated) filter. A `Last-Event-ID` that is no position
@@ -87,15 +89,19 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
   const encode = (event: LiveTrailerEvent): Buffer => {
     let bytes = encoded.get(event);
     if (bytes === undefined) {
-      // A snapshot's updates carry no id: the client resumes after the snapshot's end, not inside it.
-      // An update carries when the server made it (the LiveFeed's `ts`), from which a client measures
-      // how long it took to arrive; a snapshot is a state, not an update.
-      bytes = Buffer.from(
-        event.snapshot
-          ? `event: snapshot\ndata: ${JSON.stringify(trailerView(event.trailer))}\n\n`
-          : `id: ${event.position ?? `${event.ts}-${event.trailer.id}`}\nevent: update\ndata: ${JSON.stringify({ ...trailerView(event.trailer), updatedAt: rfc3339(event.ts) })}\n\n`,
-      );
+      bytes = Buffer.from(eventFrame(event));
       encoded.set(event, bytes);
+    }
+    return bytes;
+  };
+  // A snapshot's frames, serialized once into one Buffer per snapshot (the states array a shared
+  // snapshot hands every stream of its customer and filter) and dropped with it.
+  const encodedSnapshots = new WeakMap<readonly LiveTrailerEvent[], Buffer>();
+  const encodeSnapshot = (states: readonly LiveTrailerEvent[]): Buffer => {
+    let bytes = encodedSnapshots.get(states);
+    if (bytes === undefined) {
+      bytes = Buffer.from(states.map(eventFrame).join(''));
+      encodedSnapshots.set(states, bytes);
     }
     return bytes;
   };
@@ -133,6 +139,10 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
         {
           writeUpdate: (event) => res.write(encode(event)),
           writeSignal: (which) => res.write(signal(which)),
+          // One write of the shared Buffer, which the socket queues by reference (no copy per
+          // stream). A reader that does not read holds that reference only: the write answers
+          // false, and the hub then coalesces its live updates (bounded) until 'drain'.
+          writeSnapshot: (states) => res.write(encodeSnapshot(states)),
           writeHeartbeat: (position) => void res.write(heartbeat(position)),
           get full() {
             return res.writableNeedDrain;
@@ -163,6 +173,16 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
       streams.endAll(reason);
     },
   };
+}
+
+/** The SSE frame of an update or a snapshot's state. */
+function eventFrame(event: LiveTrailerEvent): string {
+  // A snapshot's updates carry no id: the client resumes after the snapshot's end, not inside it.
+  // An update carries when the server made it (the LiveFeed's `ts`), from which a client measures
+  // how long it took to arrive; a snapshot is a state, not an update.
+  return event.snapshot
+    ? `event: snapshot\ndata: ${JSON.stringify(trailerView(event.trailer))}\n\n`
+    : `id: ${event.position ?? `${event.ts}-${event.trailer.id}`}\nevent: update\ndata: ${JSON.stringify({ ...trailerView(event.trailer), updatedAt: rfc3339(event.ts) })}\n\n`;
 }
 
 /** Where a resume from an id that is no position starts: a position no window holds (`resume-reset` and a snapshot). */

@@ -2,8 +2,8 @@
  * The server of the live storm bench (`bench/live-storm.ts`), in its own process: the real
  * standalone server on SQLite with one customer of `trailers` trailers (one fleet) and a quiet
  * other tenant. Arguments: `<trailers> <connects per minute per customer and per address>`.
- * Prints `{url, token}` when ready; `stats` answers the event-loop delay and RSS since the last
- * `stats`; `close` stops.
+ * Prints `{url, token}` when ready; `stats` answers the event-loop delay, the CPU time used (ms) and
+ * RSS since the last `stats`; `close` stops.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,13 +41,22 @@ const server = await startServer({
 });
 const loopDelay = monitorEventLoopDelay({ resolution: 5 });
 loopDelay.enable();
+let cpuBefore = process.cpuUsage();
 console.log(JSON.stringify({ url: server.url, token }));
 
 const ms = (ns: number) => Math.round(ns / 1e4) / 100;
 for await (const line of createInterface({ input: process.stdin })) {
   if (line === 'stats') {
-    console.log(JSON.stringify({ loopDelayMs: { p99: ms(loopDelay.percentile(99)), max: ms(loopDelay.max) }, rssMb: Math.round(process.memoryUsage().rss / 2 ** 20) }));
+    const cpu = process.cpuUsage(cpuBefore);
+    console.log(
+      JSON.stringify({
+        loopDelayMs: { p99: ms(loopDelay.percentile(99)), max: ms(loopDelay.max) },
+        cpuMs: Math.round((cpu.user + cpu.system) / 1000),
+        rssMb: Math.round(process.memoryUsage().rss / 2 ** 20),
+      }),
+    );
     loopDelay.reset();
+    cpuBefore = process.cpuUsage();
   } else if (line === 'close') break;
 }
 await server.close();

@@ -99,9 +99,31 @@ describe('SharedSnapshots', () => {
   it('reads afresh without a window to replay from', async () => {
     const clock = new ManualClock(0);
     let reads = 0;
-    const shared = new SharedSnapshots(async () => (reads++, []), async () => null, clock);
+    const shared = new SharedSnapshots(async () => (reads++, []), null, clock);
     await shared.read('mine', undefined, null);
     await shared.read('mine', undefined, null);
     assert.equal(reads, 2);
+  });
+
+  it('shares a read with no replay while nothing was delivered since it, before the first update too', async () => {
+    const clock = new ManualClock(0);
+    let reads = 0;
+    const replays: string[] = [];
+    const shared = new SharedSnapshots(
+      async () => (reads++, []),
+      async (_customerId, position) => (replays.push(position), []),
+      clock,
+    );
+    // A process that has delivered no update yet (its hub's newest position is null): a storm then is one read.
+    const storm = await Promise.all(Array.from({ length: 5 }, () => shared.read('mine', undefined, null)));
+    assert.equal(reads, 1);
+    assert.ok(storm.every((snapshot) => snapshot.position === null && snapshot.since.length === 0));
+    // An update came: the read before it covers no position to replay from, so it is read again, then shared.
+    await shared.read('mine', undefined, '5-0');
+    await shared.read('mine', undefined, '5-0');
+    assert.equal(reads, 2);
+    assert.deepEqual(replays, [], 'nothing delivered since the shared position: no replay asked');
+    const later = await shared.read('mine', undefined, '6-0');
+    assert.deepEqual([reads, replays, later.position], [2, ['5-0'], '5-0']);
   });
 });

@@ -106,6 +106,67 @@ describe('LiveStreams', () => {
     }
   });
 
+  it('hands a snapshot whole to a transport that takes it (the same array to streams sharing it), then snapshot-end and the updates since, waiting for drain', async () => {
+    const states = ['t1', 't2', 't3'].map((id) => ({ customerId: 'c1', fleet: { id: 1, name: 'F' }, trailer: { id }, ts: START, snapshot: true }) as LiveTrailerEvent);
+    const sharing = new LiveHub({ clock, snapshot: async () => states });
+    try {
+      const streams = new LiveStreams({ hub: sharing, tokens: notRevoked, clock, heartbeatIntervalMs: 60_000, streamName: 'test' });
+      // A position in the window, so that the snapshot read for one stream serves the next.
+      await sharing.publish({ customerId: 'c1', fleet: { id: 1, name: 'F' }, trailer: { id: 't1' }, ts: START } as LiveTrailerEvent);
+      /** A transport that takes snapshots whole and logs every write; `full` is what each write answers. */
+      const wholeTransport = () => {
+        const log: string[] = [];
+        const taken: Array<readonly LiveTrailerEvent[]> = [];
+        const record = { full: false };
+        const transport: LiveStreamTransport = {
+          writeUpdate: (event) => (log.push(`update ${event.trailer.id}`), !record.full),
+          writeSignal: (signal) => (log.push(signal.kind), !record.full),
+          writeSnapshot: (written) => (log.push(`snapshot of ${written.length}`), taken.push(written), !record.full),
+          writeHeartbeat: () => void log.push('heartbeat'),
+          get full() {
+            return record.full;
+          },
+          end: (reason) => void log.push(`end ${String(reason)}`),
+        };
+        return { transport, log, taken, record };
+      };
+      const settle = async () => {
+        for (let i = 0; i < 20; i++) await Promise.resolve();
+      };
+
+      // The first stream's socket is full after the snapshot: nothing more until it drains.
+      const slow = wholeTransport();
+      slow.record.full = true;
+      const slowStream = streams.open(claimsOf('c1'), slow.transport, () => {}, { snapshot: true });
+      await settle();
+      assert.deepEqual(slow.log, ['heartbeat', 'snapshot of 3']);
+      await sharing.publish({ customerId: 'c1', fleet: { id: 1, name: 'F' }, trailer: { id: 't2' }, ts: START + 1 } as LiveTrailerEvent);
+      assert.deepEqual(slow.log, ['heartbeat', 'snapshot of 3'], 'held back while the transport is full');
+      slow.record.full = false;
+      slowStream.drained();
+      assert.deepEqual(slow.log, ['heartbeat', 'snapshot of 3', 'snapshot-end', 'update t2']);
+
+      // A stream opened within the sharing time gets the same array, then the update since the snapshot.
+      const next = wholeTransport();
+      streams.open(claimsOf('c1'), next.transport, () => {}, { snapshot: true });
+      await settle();
+      assert.deepEqual(next.log, ['heartbeat', 'snapshot of 3', 'snapshot-end', 'update t2']);
+      assert.equal(next.taken[0], slow.taken[0], 'one snapshot, shared');
+      assert.deepEqual(next.taken[0], states);
+
+      // A transport that cannot take a snapshot whole is handed its states one by one, as before.
+      const oneByOne = recordingTransport();
+      const signals: string[] = [];
+      oneByOne.transport.writeSignal = (signal) => (signals.push(signal.kind), true);
+      streams.open(claimsOf('c1'), oneByOne.transport, () => {}, { snapshot: true });
+      await settle();
+      assert.deepEqual(oneByOne.record.updates.map((event) => event.trailer.id), ['t1', 't2', 't3', 't2']);
+      assert.deepEqual(signals, ['snapshot-end']);
+    } finally {
+      await sharing.close();
+    }
+  });
+
   it("ends a stream with invalid_token at its token's exp, and tells onFinish once", () => {
     const streams = new LiveStreams({ hub, tokens: notRevoked, clock, heartbeatIntervalMs: 60_000, streamName: 'test' });
     const { transport, record } = recordingTransport();

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { get as httpGet, type IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -129,6 +130,38 @@ function openPausableLiveEvents(baseUrl: string, token: string) {
     resume: () => response?.resume(),
     close: () => request.destroy(),
   };
+}
+
+/**
+ * The HTTP/1.1 chunks of a `GET /api/v1/live?snapshot=true` answer as they come off the wire (each
+ * one write of the server's), heartbeats left out, up to the one holding `snapshot-end`.
+ */
+async function snapshotChunks(baseUrl: string, token: string): Promise<string[]> {
+  const { hostname, port } = new URL(baseUrl);
+  const socket = connect(Number(port), hostname);
+  socket.write(`GET /api/v1/live?snapshot=true HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+  let buffer = Buffer.alloc(0);
+  let inBody = false;
+  const chunks: string[] = [];
+  for await (const data of socket) {
+    buffer = Buffer.concat([buffer, data as Buffer]);
+    if (!inBody) {
+      const headEnd = buffer.indexOf('\r\n\r\n');
+      if (headEnd < 0) continue;
+      assert.match(buffer.subarray(0, headEnd).toString(), /^HTTP\/1\.1 200 [^]*\r\ntransfer-encoding: chunked/i);
+      buffer = buffer.subarray(headEnd + 4);
+      inBody = true;
+    }
+    for (let lineEnd: number; (lineEnd = buffer.indexOf('\r\n')) >= 0; ) {
+      const size = Number.parseInt(buffer.subarray(0, lineEnd).toString(), 16);
+      if (buffer.length < lineEnd + 2 + size + 2) break;
+      chunks.push(buffer.subarray(lineEnd + 2, lineEnd + 2 + size).toString());
+      buffer = buffer.subarray(lineEnd + 2 + size + 2);
+    }
+    if (chunks.some((chunk) => chunk.includes('event: snapshot-end'))) break;
+  }
+  socket.destroy();
+  return chunks.filter((chunk) => !/^(id: [^\n]*\n)?event: heartbeat\n/.test(chunk));
 }
 
 const gpsPayload = (latitude: number) => ({ timestamp: 1780315200.25, position: { latitude, longitude: -87.25 }, speedKph: 100, bearingDeg: 200 });
@@ -353,6 +386,27 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
     assert.equal(app.trailwire.live.stats().pendingTrailers, 0);
     fast.close();
     slow.close();
+  });
+
+  it("sends a snapshot shared by two streams as the same bytes in one write each: the read API's trailer JSON per trailer, then snapshot-end", async () => {
+    const customer = await customerWithToken(app, 'Snapshot Co');
+    const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Dry vans' });
+    const trailers: Trailer[] = [];
+    for (let i = 0; i < 40; i++) trailers.push(await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: uniqueVin(), unitId: `DV-${i}` }));
+    // An update in the window: the position the snapshot covers, so that one read serves both streams.
+    await app.trailwire.live.publish({ customerId: customer.id, fleet: { id: fleet.id, name: 'Dry vans' }, trailer: trailers[0]!, ts: Date.now() });
+    const position = app.trailwire.live.lastPosition;
+    assert.ok(position !== null);
+
+    const [first, second] = await Promise.all([snapshotChunks(app.url, customer.token), snapshotChunks(app.url, customer.token)]);
+    const listed = await app.call('GET', `/api/v1/trailers/${fleet.id}?limit=100`, { token: customer.token });
+    assert.equal(listed.status, 200);
+    const views = (listed.body as { data: unknown[] }).data;
+    assert.equal(views.length, 40);
+    const frames = views.map((view) => `event: snapshot\ndata: ${JSON.stringify(view)}\n\n`).join('');
+    // One chunk for the 40 states (one write, not 40), the same for both, then the end with its position.
+    assert.deepEqual(first, [frames, `id: ${position}\nevent: snapshot-end\ndata: {}\n\n`]);
+    assert.deepEqual(second, first);
   });
 
   it('ends every stream with `event: error` (unavailable) on shutdown, then refuses new ones with 503', async () => {
