@@ -51,9 +51,17 @@ export interface TimeKey {
   seq: number;
 }
 
+/**
+ * The keyset position of a fix on a fleet-wide GPS list, which runs trailer by trailer (by id), each
+ * trailer's fixes ascending by time: the trailer, then the fix's own key.
+ */
+export interface FleetTimeKey extends TimeKey {
+  trailerId: string;
+}
+
 /** A telemetry record with its keyset position. */
-export interface Sequenced<T> {
-  key: TimeKey;
+export interface Sequenced<T, Key extends TimeKey = TimeKey> {
+  key: Key;
   record: T;
 }
 
@@ -272,6 +280,12 @@ export interface FleetReadStore {
   listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]>;
   getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null>;
   listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]>;
+  /**
+   * The first trailer of the customer's fleet, by id after `afterTrailerId` ('' = from the first),
+   * that has a GPS fix with `from <= timestamp < to`; null when none is left. The fleet-wide GPS list
+   * reads trailer by trailer with it and `listGps`, so each step is one index range.
+   */
+  nextFleetTrailerWithGps(customerId: string, fleetId: number, afterTrailerId: string, range: { from: number; to: number }): Promise<Trailer | null>;
 }
 
 /** Which trailers the operator's trailer list holds. */

@@ -406,6 +406,10 @@ class PostgresTrailwireStore implements PostgresStore {
     return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toGpsFix(row) }));
   }
 
+  async nextFleetTrailerWithGps(customerId: string, fleetId: number, afterTrailerId: string, range: { from: number; to: number }): Promise<Trailer | null> {
+    return toTrailerOrNull(await queryRow<TrailerRow>(this.pool, this.sql.nextFleetTrailerWithGps, [fleetId, customerId, afterTrailerId, range.from, range.to]));
+  }
+
   async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
     const list = page.activeOnly ? this.sql.customerActiveDevices : this.sql.customerDevices;
     return (await queryRows<DeviceRow>(this.pool, list, [trailerId, customerId, page.afterId ?? '', page.limit, page.staleBefore])).map(toDevice);
@@ -658,6 +662,11 @@ export function storeStatements(schema: string) {
     trailerChangesAfter: `SELECT seq, trailer_id FROM ${s}.trailer_changes WHERE seq > $1 ORDER BY seq LIMIT $2`,
     customerTrailer: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id
       WHERE t.id = $1 AND f.customer_id = $2`,
+    // Each trailer of the fleet after $3 is one probe of gps_fixes' (trailer_id, timestamp) index.
+    nextFleetTrailerWithGps: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
+      WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.id > $3
+        AND EXISTS (SELECT 1 FROM ${s}.gps_fixes g WHERE g.trailer_id = t.id AND g.timestamp >= $4 AND g.timestamp < $5)
+      ORDER BY t.id LIMIT 1`,
     customerTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
       WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.id > $3 ORDER BY t.id LIMIT $4`,
     // The literal `t.active` lets PostgreSQL use the partial index trailers_active_by_fleet.

@@ -451,6 +451,10 @@ class SqliteTrailwireStore implements SqliteStore {
     }));
   }
 
+  async nextFleetTrailerWithGps(customerId: string, fleetId: number, afterTrailerId: string, range: { from: number; to: number }): Promise<Trailer | null> {
+    return toTrailerOrNull(this.sql.nextFleetTrailerWithGps.get({ fleetId, customerId, afterId: afterTrailerId, from: range.from, to: range.to }));
+  }
+
   async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
     const list = page.activeOnly ? this.sql.customerActiveDevices : this.sql.customerDevices;
     return list
@@ -837,6 +841,13 @@ function prepareStoreStatements(db: Database.Database) {
     ),
     customerTrailer: db.prepare<[string, string], TrailerRow>(
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id WHERE t.id = ? AND f.customer_id = ?`,
+    ),
+    // Each trailer of the fleet after the given id is one probe of gps_fixes' (trailer_key, timestamp) index.
+    nextFleetTrailerWithGps: db.prepare<{ fleetId: number; customerId: string; afterId: string; from: number; to: number }, TrailerRow>(
+      `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
+       WHERE t.fleet_id = :fleetId AND f.customer_id = :customerId AND t.id > :afterId
+         AND EXISTS (SELECT 1 FROM gps_fixes g WHERE g.trailer_key = t.key AND g.timestamp >= :from AND g.timestamp < :to)
+       ORDER BY t.id LIMIT 1`,
     ),
     customerTrailers: db.prepare<[number, string, string, number], TrailerRow>(
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id

@@ -652,6 +652,40 @@ const STORE_CASES: StoreCase[] = [
   // time paging -------------------------------------------------------------------------------------
   {
     group: 'time paging',
+    name: 'nextFleetTrailerWithGps steps through the customer\'s fleet by trailer id, to trailers with a fix in the range only',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      const other = await newFleet(store, customer.id, 'South');
+      const trailers = [];
+      for (let i = 0; i < 4; i++) trailers.push(await newTrailer(store, fleet.id));
+      const [a, b, quiet, late] = trailers;
+      const elsewhere = await newTrailer(store, other.id);
+      for (const trailer of [a!, b!, elsewhere]) await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + MINUTE)] });
+      await apply(store, late!.vin, T0 + HOUR, { gps: [fix(T0 + 30 * MINUTE)] });
+      const range = { from: T0, to: T0 + 10 * MINUTE };
+      const walk = async (customerId: string, fleetId: number, window: { from: number; to: number }) => {
+        const ids: string[] = [];
+        for (let after = ''; ; ) {
+          const next = await store.nextFleetTrailerWithGps(customerId, fleetId, after, window);
+          if (next === null) return ids;
+          assert.equal(next.fleetId, fleetId);
+          ids.push(next.id);
+          after = next.id;
+        }
+      };
+      assert.deepEqual(await walk(customer.id, fleet.id, range), [a!.id, b!.id].sort(byCodeUnit), 'no trailer without a fix in the range, none of another fleet');
+      assert.deepEqual(await walk(customer.id, fleet.id, { from: T0 + MINUTE + 1, to: T0 + HOUR }), [late!.id], 'from inclusive, to exclusive');
+      assert.deepEqual(await walk(customer.id, fleet.id, { from: T0, to: T0 + MINUTE }), [], 'to is exclusive');
+      const full = await store.nextFleetTrailerWithGps(customer.id, fleet.id, '', range);
+      assert.deepEqual(full, await store.getTrailer(customer.id, full!.id), 'the trailer as getTrailer answers it');
+      assert.equal(quiet!.fleetId, fleet.id);
+      const stranger = await newCustomer(store);
+      assert.equal(await store.nextFleetTrailerWithGps(stranger.id, fleet.id, '', range), null, 'another customer\'s fleet answers nothing');
+    },
+  },
+  {
+    group: 'time paging',
     name: 'time pages hold from <= timestamp < to, ascending',
     async run(store) {
       const { customer, trailer } = await customerWithTrailer(store);
