@@ -11,10 +11,14 @@ import { isFleetIdSegment, type QueryParams } from '../../core/read-service.ts';
 import { EXPORT_MEDIA_TYPES, type ExportFormat } from '../../core/telemetry-export.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
+import type { TrailwireLogger } from './logger.ts';
+import { matchedRouteOf } from './metrics.ts';
 import { setRateLimitHeaders } from './rate-limit-headers.ts';
 
-export function createReadRouter(trailwire: Trailwire): Router {
+/** `logger`: where an export that fails after its first byte is logged (its client only sees the transfer cut off). */
+export function createReadRouter(trailwire: Trailwire, options: { logger?: TrailwireLogger } = {}): Router {
   const router = new Router();
+  const answerTelemetry = telemetryAnswerer(options.logger);
   const reads = trailwire.reads;
   const guard = [bearerAuth(trailwire.tokens, 'customers'), readLimit(trailwire)];
   const customer = (ctx: Context) => (ctx.state as AuthenticatedState).claims.sub;
@@ -93,20 +97,25 @@ const EXPORT_FORMAT_BY_TYPE: Record<string, ExportFormat> = { 'text/csv': 'csv',
  * range. The export's text is the body stream: Koa pipes it to the socket, which pulls the next page
  * from the store only when the client has taken the last (bounded memory); if the store fails
  * mid-stream, the pipeline destroys the response, so the client sees a cut-off transfer rather than
- * a clean end of a partial file.
+ * a clean end of a partial file, and the failure is logged with the request id.
  */
-async function answerTelemetry(
-  ctx: Context,
-  answers: { list: () => Promise<unknown>; export: (format: ExportFormat) => Promise<AsyncIterable<string>> },
-): Promise<void> {
-  ctx.vary('Accept');
-  const format = EXPORT_FORMAT_BY_TYPE[ctx.accepts(TELEMETRY_MEDIA_TYPES) || 'application/json'];
-  if (format === undefined) {
-    ctx.body = await answers.list();
-    return;
-  }
-  const chunks = await answers.export(format);
-  ctx.type = EXPORT_MEDIA_TYPES[format];
-  // One page's text per chunk; a high-water mark of one keeps at most a page or two read ahead.
-  ctx.body = Readable.from(chunks, { highWaterMark: 1 });
+function telemetryAnswerer(logger: TrailwireLogger | undefined) {
+  return async (
+    ctx: Context,
+    answers: { list: () => Promise<unknown>; export: (format: ExportFormat) => Promise<AsyncIterable<string>> },
+  ): Promise<void> => {
+    ctx.vary('Accept');
+    const format = EXPORT_FORMAT_BY_TYPE[ctx.accepts(TELEMETRY_MEDIA_TYPES) || 'application/json'];
+    if (format === undefined) {
+      ctx.body = await answers.list();
+      return;
+    }
+    const chunks = await answers.export(format);
+    ctx.type = EXPORT_MEDIA_TYPES[format];
+    // One page's text per chunk; a high-water mark of one keeps at most a page or two read ahead.
+    const body = Readable.from(chunks, { highWaterMark: 1 });
+    const { requestId } = ctx.state as { requestId?: string };
+    body.once('error', (err) => logger?.error({ err, requestId, route: matchedRouteOf(ctx) }, 'export failed after its first byte; the transfer was cut off'));
+    ctx.body = body;
+  };
 }

@@ -4,12 +4,30 @@
  * same records as walking the JSON pages, past the page and store-read sizes — with a header row,
  * RFC 4180 quoting and no formula cells in CSV; the JSON form as before; the same 404s as the JSON
  * reads for anything the customer does not own; 400s for a range too long or paging parameters; and
- * one read counted per export.
+ * one read counted per export; a store failing mid-stream cuts the transfer off. The fleet-wide
+ * list and the exports also run on PostgreSQL (with `TRAILWIRE_TEST_DATABASE_URL`).
  */
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { pino } from 'pino';
+import { openPostgresStore } from '../../../adapters/postgres/index.ts';
+import { storeUnavailable } from '../../../core/errors.ts';
 import { EXPORT_MAX_RANGE_MS, EXPORT_PAGE_ROWS } from '../../../core/telemetry-export.ts';
-import { applyTelemetry, assertProblem, gpsFix, seedFleet, uniqueVin, walkPages, type SeededFleet } from '../../support/fixtures.ts';
+import { createTrailwire } from '../../../core/trailwire.ts';
+import {
+  applyTelemetry,
+  assertProblem,
+  gpsFix,
+  mintToken,
+  seedFleet,
+  serveTrailwire,
+  uniqueVin,
+  walkPages,
+  type SeededFleet,
+} from '../../support/fixtures.ts';
 import { customerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
 
 const MINUTE = 60_000;
@@ -36,8 +54,12 @@ describe('telemetry exports (CSV and NDJSON)', () => {
   const busyFixes = EXPORT_PAGE_ROWS + 234;
   let now: number;
 
+  /** What the app logged at error level (an export failing mid-stream is logged there). */
+  const logged: Record<string, unknown>[] = [];
+
   before(async () => {
-    app = await startTestApp();
+    const sink = new Writable({ write: (line, _encoding, done) => (logged.push(JSON.parse(String(line))), done()) });
+    app = await startTestApp({ app: { logger: pino({ level: 'error' }, sink) } });
     now = app.clock.now();
     acme = await customerWithToken(app, 'Acme');
     globex = await customerWithToken(app, 'Globex');
@@ -169,11 +191,82 @@ describe('telemetry exports (CSV and NDJSON)', () => {
     assert.match(preferred.headers.get('content-type') ?? '', /^text\/csv/, 'the quality values choose');
   });
 
+  it('a store failing after the first page cuts the transfer off: the client sees an error, never a clean end', async () => {
+    const store = app.trailwire.store;
+    const listGps = store.listGps;
+    let reads = 0;
+    store.listGps = async (...args) => {
+      if (++reads > 1) throw new Error('disk I/O error');
+      return listGps.apply(store, args);
+    };
+    try {
+      const response = await fetch(`${app.url}/api/v1/trailers/telemetry/gps/${busyTrailerId}`, { headers: { authorization: `Bearer ${acme.token}`, ...CSV } });
+      assert.equal(response.status, 200, 'the first page was read before the status');
+      await assert.rejects(response.text(), 'the body ends without its last chunk');
+      const line = logged.find((entry) => /export failed after its first byte/.test(String(entry.msg)));
+      assert.ok(line, 'the operator finds it in the log');
+      assert.equal(line.route, '/api/v1/trailers/telemetry/gps/:trailer');
+      assert.equal(line.requestId, response.headers.get('x-request-id'));
+    } finally {
+      store.listGps = listGps;
+    }
+    // The first page failing is still an answer with a status: the store's 503 (contract 6).
+    store.listGps = async () => {
+      throw storeUnavailable('the store is failing', new Error('disk I/O error'));
+    };
+    try {
+      assertProblem(await get(`/api/v1/trailers/telemetry/gps/${busyTrailerId}`, CSV), 503);
+    } finally {
+      store.listGps = listGps;
+    }
+  });
+
   it('an export counts as one read, however many rows it streams', async () => {
     const path = `/api/v1/trailers/telemetry/gps/${busyTrailerId}`;
     const before = Number((await get(path)).headers.get('ratelimit-remaining'));
     const exported = await get(path, CSV);
     assert.equal(Number(exported.headers.get('ratelimit-remaining')), before - 1);
     assert.equal(Number((await get(path)).headers.get('ratelimit-remaining')), before - 2);
+  });
+});
+
+const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
+
+describe('telemetry exports on PostgreSQL', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TEST_DATABASE_URL is not set' : false }, () => {
+  const schema = `tw_test_${randomBytes(6).toString('hex')}`;
+  let trailwire: Awaited<ReturnType<typeof createTrailwire>>;
+  let served: Awaited<ReturnType<typeof serveTrailwire>>;
+
+  before(async () => {
+    const store = await openPostgresStore({ connectionString: DATABASE_URL!, schema, poolSize: 4 });
+    trailwire = await createTrailwire({ store, worker: false });
+    served = await serveTrailwire(trailwire);
+  });
+  after(async () => {
+    await served.close();
+    await trailwire.close();
+    const admin = new pg.Pool({ connectionString: DATABASE_URL!, max: 1 });
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  });
+
+  it('pages and exports the fleet-wide GPS list and a trailer\'s fixes, past a store read, as on SQLite', async () => {
+    const { principal } = await trailwire.auth.createCustomer({ name: 'Acme' });
+    const token = await mintToken(trailwire, 'customers', principal.id);
+    const seeded = await seedFleet(trailwire, principal.id, { trailers: 2, gpsFixes: 4 });
+    const busy = await trailwire.admin.registerTrailer({ fleetId: seeded.fleet.id, vin: uniqueVin() });
+    const now = trailwire.clock.now();
+    await applyTelemetry(trailwire, busy.vin, { gps: Array.from({ length: EXPORT_PAGE_ROWS + 5 }, (_, i) => gpsFix(now - HOUR + i * 1000)) });
+    const get = (path: string, headers: Record<string, string> = {}) => served.call('GET', path, { token, headers });
+
+    const fleetPath = `/api/v1/fleets/${seeded.fleet.id}/telemetry/gps`;
+    const { items } = await walkPages(get, `${fleetPath}?take=500`);
+    assert.equal(items.length, 4 + 4 + EXPORT_PAGE_ROWS + 5);
+    assert.deepEqual(ndjsonRecords((await get(fleetPath, NDJSON)).body), items);
+    const csv = csvLines((await get(`/api/v1/trailers/telemetry/gps/${busy.id}`, CSV)).body);
+    assert.equal(csv.length, 1 + EXPORT_PAGE_ROWS + 5);
+    const { principal: stranger } = await trailwire.auth.createCustomer({ name: 'Globex' });
+    const strangerToken = await mintToken(trailwire, 'customers', stranger.id);
+    assertProblem(await served.call('GET', fleetPath, { token: strangerToken, headers: CSV }), 404);
   });
 });
