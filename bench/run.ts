@@ -3,6 +3,7 @@
  * Pass names to run some: `npm run bench -- read-paging intake`.
  */
 import { runAcceptPathBench } from './accept-path.ts';
+import { runExportImportBench } from './export-import.ts';
 import { runFloodBench } from './flood.ts';
 import { runIntakeBench } from './intake.ts';
 import { runIntakeProcessingBench } from './intake-processing.ts';
@@ -14,6 +15,7 @@ import { runSimulatorBench } from './simulator.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
+  'export-import': () => runExportImportBench(),
   'accept-path': () => runAcceptPathBench(),
   intake: () => runIntakeBench(),
   'intake-processing': () => runIntakeProcessingBench(),

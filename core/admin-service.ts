@@ -16,8 +16,10 @@ import type {
   PartnerPolicyStore,
   PrincipalStore,
   TrailerChangeStore,
+  TrailerImportChange,
   TimeKey,
 } from './store.ts';
+import type { TrailerImportFile, TrailerImportProblem } from './trailer-import-file.ts';
 import { parseVin } from './vin.ts';
 
 /**
@@ -33,6 +35,25 @@ export interface AdoptedData {
 
 /** A registered trailer, with what it adopted from intake. */
 export type RegisteredTrailer = Trailer & { adopted: AdoptedData };
+
+/** What a fleet import did (`AdminService.importTrailers`). */
+export interface TrailerImportReport {
+  fleetId: number;
+  /**
+   * `applied`: the changes were written (with `skipInvalid`, the valid lines'); `unchanged`: every
+   * valid line already held, nothing written; `refused`: some lines are invalid, nothing written.
+   */
+  outcome: 'applied' | 'unchanged' | 'refused';
+  /** Data lines read (the header and blank lines not counted). */
+  lines: number;
+  /** Trailers created, unassigned trailers assigned, trailers of the fleet updated, lines that changed nothing; all 0 when refused. */
+  created: number;
+  assigned: number;
+  updated: number;
+  unchanged: number;
+  /** Every line not taken, by line number; skipped with `skipInvalid`, else the reason nothing was applied. */
+  invalid: TrailerImportProblem[];
+}
 
 const NOTHING_ADOPTED: AdoptedData = { gpsFixes: 0, devices: 0, lastSeenAt: null };
 
@@ -95,14 +116,7 @@ export class AdminService {
     if (known) {
       if (known.fleetId !== null)
         throw new TrailwireError('conflict', `VIN ${vin} is already registered in fleet ${known.fleetId}.`);
-      const adopted = await this.unassignedDataOf(known.id);
-      if (adopted.lastSeenAt !== null && !input.adoptUnassignedData && (await this.takesGrantedPartnersOnly(fleet.customerId)))
-        throw new TrailwireError(
-          'conflict',
-          `VIN ${vin} holds what intake stored before it was registered (${describeAdopted(adopted)}), sent by partners the store ` +
-            `does not record, and customer ${fleet.customerId} takes intake only from the partners it granted. ` +
-            'Register it with --adopt-unassigned-data to take that data into the fleet anyway.',
-        );
+      const adopted = await this.adoptable(known.id, vin, fleet.customerId, input.adoptUnassignedData ?? false, () => this.takesGrantedPartnersOnly(fleet.customerId));
       const assigned = await this.store.assignTrailer(known.id, input.fleetId, unitId);
       this.options.onPartnerPolicyChanged?.({ vin });
       return { ...(await this.changed(assigned)), adopted };
@@ -110,6 +124,90 @@ export class AdminService {
     const created = await this.store.createTrailer({ id: this.ids(), fleetId: input.fleetId, vin, unitId, createdAt: this.clock.now() });
     this.options.onPartnerPolicyChanged?.({ vin });
     return { ...(await this.changed(created)), adopted: NOTHING_ADOPTED };
+  }
+
+  /**
+   * What an unassigned trailer holds, when the fleet's customer may take it in: a VIN holding data
+   * from partners the store does not record is refused (`conflict`) for a customer that takes intake
+   * only from its granted partners (`grantedOnly`), unless `adopt` (see `registerTrailer`).
+   */
+  private async adoptable(trailerId: string, vin: string, customerId: string, adopt: boolean, grantedOnly: () => Promise<boolean>): Promise<AdoptedData> {
+    const adopted = await this.unassignedDataOf(trailerId);
+    if (adopted.lastSeenAt !== null && !adopt && (await grantedOnly()))
+      throw new TrailwireError(
+        'conflict',
+        `VIN ${vin} holds what intake stored before it was registered (${describeAdopted(adopted)}), sent by partners the store ` +
+          `does not record, and customer ${customerId} takes intake only from the partners it granted. ` +
+          'Register it with --adopt-unassigned-data to take that data into the fleet anyway.',
+      );
+    return adopted;
+  }
+
+  /**
+   * Registers the trailers of an import file in a fleet (`trailwire trailers import`, issue 40): each
+   * line a VIN to create, an unassigned VIN to assign (checked as `registerTrailer` checks it), or a
+   * trailer of the fleet whose unit id or active flag to set; a VIN that is malformed, named twice,
+   * or in another fleet is a problem of its line. With any problem nothing is applied unless
+   * `skipInvalid`; the changes are applied in one store transaction, all or none. A line that asks
+   * for what already holds changes nothing, so running the same file again changes nothing.
+   */
+  async importTrailers(input: {
+    fleetId: number;
+    file: TrailerImportFile;
+    skipInvalid?: boolean;
+    adoptUnassignedData?: boolean;
+  }): Promise<TrailerImportReport> {
+    const { fleetId, file } = input;
+    const fleet = await this.store.getFleetById(fleetId);
+    if (!fleet) throw new TrailwireError('not_found', `No fleet ${fleetId}.`);
+    let grantedOnly: Promise<boolean> | undefined;
+    const takesGrantedOnly = () => (grantedOnly ??= this.takesGrantedPartnersOnly(fleet.customerId));
+    const problems = [...file.problems];
+    const changes: TrailerImportChange[] = [];
+    const lineOfVin = new Map<string, number>();
+    // The VINs that gain an owner: intake's grant checks cache who owns a VIN.
+    const ownedVins: string[] = [];
+    let unchanged = 0;
+    for (const line of file.lines) {
+      try {
+        const shaped = parseVin(line.vin, { verifyCheckDigit: false });
+        const earlier = lineOfVin.get(shaped);
+        if (earlier !== undefined) throw new TrailwireError('validation_failed', `VIN ${shaped} is also on line ${earlier}`);
+        lineOfVin.set(shaped, line.line);
+        const known = await this.store.findTrailerByVin(shaped);
+        if (!known) {
+          const vin = parseVin(line.vin, { verifyCheckDigit: this.options.verifyVinCheckDigit });
+          changes.push({ kind: 'create', id: this.ids(), vin, unitId: line.unitId ?? null, active: line.active ?? true });
+          ownedVins.push(vin);
+          continue;
+        }
+        const wanted = { unitId: line.unitId ?? known.unitId, active: line.active ?? known.active };
+        if (known.fleetId === null) {
+          await this.adoptable(known.id, shaped, fleet.customerId, input.adoptUnassignedData ?? false, takesGrantedOnly);
+          changes.push({ kind: 'assign', trailerId: known.id, ...wanted });
+          ownedVins.push(shaped);
+        } else if (known.fleetId !== fleetId) {
+          throw new TrailwireError('conflict', `VIN ${shaped} is already registered in fleet ${known.fleetId}`);
+        } else if (wanted.unitId === known.unitId && wanted.active === known.active) {
+          unchanged += 1;
+        } else {
+          changes.push({ kind: 'update', trailerId: known.id, ...wanted });
+        }
+      } catch (error) {
+        if (!(error instanceof TrailwireError) || (error.code !== 'validation_failed' && error.code !== 'conflict')) throw error;
+        problems.push({ line: line.line, message: error.message });
+      }
+    }
+    problems.sort((a, b) => a.line - b.line);
+    const count = (kind: TrailerImportChange['kind']) => changes.filter((change) => change.kind === kind).length;
+    const report = { fleetId, lines: file.lines.length + file.problems.length, invalid: problems };
+    if (problems.length > 0 && !input.skipInvalid) return { ...report, outcome: 'refused', created: 0, assigned: 0, updated: 0, unchanged: 0 };
+    if (changes.length > 0) {
+      await this.store.importTrailers(fleetId, changes, this.clock.now());
+      for (const vin of ownedVins) this.options.onPartnerPolicyChanged?.({ vin });
+      this.options.onTrailerChanged?.();
+    }
+    return { ...report, outcome: changes.length > 0 ? 'applied' : 'unchanged', created: count('create'), assigned: count('assign'), updated: count('update'), unchanged };
   }
 
   /** Whether the customer takes intake only from the partners it granted (the rule of `PartnerIntakeRules`). */

@@ -11,7 +11,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { invalidField, TrailwireError } from './errors.ts';
 import { parseRfc3339 } from './json-schema.ts';
-import type { TimeKey } from './store.ts';
+import type { FleetTimeKey, TimeKey } from './store.ts';
 
 export const TAKE_DEFAULT = 50;
 export const TAKE_MAX = 500;
@@ -62,11 +62,12 @@ export function parseTimeRange(raw: { from?: string; to?: string }, now: number)
 
 /**
  * The position a `next` token resumes after, and the shape of its list: the page size, the
- * `activeOnly` filter of trailer and device lists, the time range of telemetry lists.
+ * `activeOnly` filter of trailer and device lists, the time range of telemetry lists (whose position
+ * also names the trailer on the fleet-wide GPS list).
  */
 export type CursorPosition =
   | { kind: 'id'; afterId: string | number; take: number; activeOnly?: boolean }
-  | { kind: 'time'; after: TimeKey; range: TimeRange; take: number };
+  | { kind: 'time'; after: TimeKey | FleetTimeKey; range: TimeRange; take: number };
 
 /** Encodes and decodes `next` tokens with a server secret. */
 export class CursorCodec {
@@ -125,7 +126,14 @@ export function agreeWithToken<T>(path: string, given: T | undefined, carried: T
 function compact(position: CursorPosition): unknown {
   return position.kind === 'id'
     ? { i: position.afterId, n: position.take, ...(position.activeOnly === undefined ? {} : { a: position.activeOnly }) }
-    : { t: position.after.timestamp, s: position.after.seq, f: position.range.from, u: position.range.to, n: position.take };
+    : {
+        t: position.after.timestamp,
+        s: position.after.seq,
+        ...('trailerId' in position.after ? { r: position.after.trailerId } : {}),
+        f: position.range.from,
+        u: position.range.to,
+        n: position.take,
+      };
 }
 
 function expand(value: unknown): CursorPosition {
@@ -137,8 +145,10 @@ function expand(value: unknown): CursorPosition {
     return { kind: 'id', afterId: v.i as string | number, take: take as number, ...(v.a === undefined ? {} : { activeOnly: v.a as boolean }) };
   }
   const numbers = [v.t, v.s, v.f, v.u];
-  if (numbers.every((n) => Number.isSafeInteger(n)))
-    return { kind: 'time', after: { timestamp: v.t as number, seq: v.s as number }, range: { from: v.f as number, to: v.u as number }, take: take as number };
+  if (numbers.every((n) => Number.isSafeInteger(n)) && (v.r === undefined || typeof v.r === 'string')) {
+    const after = { timestamp: v.t as number, seq: v.s as number, ...(v.r === undefined ? {} : { trailerId: v.r as string }) };
+    return { kind: 'time', after, range: { from: v.f as number, to: v.u as number }, take: take as number };
+  }
   throw new Error('not a cursor');
 }
 

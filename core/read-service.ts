@@ -1,7 +1,8 @@
 /**
  * The customer read API's logic (contract 5), independent of HTTP: parses the path and query
- * parameters of the eleven read endpoints, checks that the customer owns what is asked for (anything
- * else is `not_found`, existing or not), pages through the store and renders the JSON views.
+ * parameters of the twelve read endpoints, checks that the customer owns what is asked for (anything
+ * else is `not_found`, existing or not), pages through the store and renders the JSON views; the four
+ * telemetry lists also export their whole range as CSV or NDJSON (`telemetry-export.ts`).
  */
 import type { Clock } from './clock.ts';
 import { invalidField, TrailwireError } from './errors.ts';
@@ -17,12 +18,15 @@ import {
   TAKE_DEFAULT,
   toPage,
 } from './paging.ts';
-import type { FleetReadStore, Sequenced, TimePageQuery } from './store.ts';
+import type { CargosafeReading, DeviceReading, GpsFix, Trailer } from './model.ts';
+import type { FleetReadStore, FleetTimeKey, Sequenced, TimeKey, TimePageQuery } from './store.ts';
+import { type ExportColumns, type ExportFormat, keysetPages, openExport, parseExportRange } from './telemetry-export.ts';
 import {
   cargosafeReadingView,
   cargosafeView,
   deviceReadingView,
   deviceView,
+  fleetGpsView,
   fleetView,
   gpsView,
   trailerView,
@@ -86,8 +90,24 @@ export class ReadService {
   }
 
   async listGps(customerId: string, trailerId: string, query: QueryParams) {
-    const trailer = await this.ownedTrailer(customerId, trailerId);
-    return this.timePage(query, `gps:${trailer.id}`, (page) => this.store.listGps(customerId, trailer.id, page), gpsView);
+    return this.timePage(query, await this.gpsList(customerId, trailerId));
+  }
+
+  /** The trailer's fixes in the whole `from`–`to` range as CSV or NDJSON text (issue 40). */
+  async exportGps(customerId: string, trailerId: string, query: QueryParams, format: ExportFormat) {
+    return this.export(query, format, await this.gpsList(customerId, trailerId));
+  }
+
+  /**
+   * The fixes of every trailer of the fleet, trailer by trailer (by id), each trailer's ascending by
+   * time; a row names its trailer (`fleetGpsView`).
+   */
+  async listFleetGps(customerId: string, fleetSegment: string, query: QueryParams) {
+    return this.timePage(query, await this.fleetGpsList(customerId, fleetSegment));
+  }
+
+  async exportFleetGps(customerId: string, fleetSegment: string, query: QueryParams, format: ExportFormat) {
+    return this.export(query, format, await this.fleetGpsList(customerId, fleetSegment));
   }
 
   async listDevices(customerId: string, trailerId: string, query: QueryParams) {
@@ -110,14 +130,11 @@ export class ReadService {
   }
 
   async listDeviceTelemetry(customerId: string, deviceId: string, query: QueryParams) {
-    const device = await this.store.getDevice(customerId, deviceId, this.staleBefore());
-    if (!device) throw notFound('device', deviceId);
-    return this.timePage(
-      query,
-      `device-telemetry:${device.id}`,
-      (page) => this.store.listDeviceReadings(customerId, device.id, page),
-      deviceReadingView,
-    );
+    return this.timePage(query, await this.deviceReadingList(customerId, deviceId));
+  }
+
+  async exportDeviceTelemetry(customerId: string, deviceId: string, query: QueryParams, format: ExportFormat) {
+    return this.export(query, format, await this.deviceReadingList(customerId, deviceId));
   }
 
   async listCargosafe(customerId: string, query: QueryParams) {
@@ -134,14 +151,73 @@ export class ReadService {
   }
 
   async listCargosafeTelemetry(customerId: string, unitId: string, query: QueryParams) {
+    return this.timePage(query, await this.cargosafeReadingList(customerId, unitId));
+  }
+
+  async exportCargosafeTelemetry(customerId: string, unitId: string, query: QueryParams, format: ExportFormat) {
+    return this.export(query, format, await this.cargosafeReadingList(customerId, unitId));
+  }
+
+  // The telemetry lists, each after its owner check: what the JSON pages and the exports both read.
+
+  private async gpsList(customerId: string, trailerId: string): Promise<TelemetryList<TimeKey, GpsFix, ReturnType<typeof gpsView>>> {
+    const trailer = await this.ownedTrailer(customerId, trailerId);
+    return { scope: `gps:${trailer.id}`, fetch: (page) => this.store.listGps(customerId, trailer.id, page), view: gpsView, columns: GPS_COLUMNS };
+  }
+
+  private async fleetGpsList(customerId: string, fleetSegment: string): Promise<TelemetryList<FleetTimeKey, FleetGpsRow, ReturnType<typeof fleetGpsView>>> {
+    const fleet = await this.ownedFleet(customerId, fleetSegment);
+    return { scope: `fleet-gps:${fleet.id}`, fetch: (page) => this.fleetGpsPage(customerId, fleet.id, page), view: fleetGpsView, columns: FLEET_GPS_COLUMNS };
+  }
+
+  private async deviceReadingList(customerId: string, deviceId: string): Promise<TelemetryList<TimeKey, DeviceReading, ReturnType<typeof deviceReadingView>>> {
+    const device = await this.store.getDevice(customerId, deviceId, this.staleBefore());
+    if (!device) throw notFound('device', deviceId);
+    return {
+      scope: `device-telemetry:${device.id}`,
+      fetch: (page) => this.store.listDeviceReadings(customerId, device.id, page),
+      view: deviceReadingView,
+      columns: DEVICE_READING_COLUMNS,
+    };
+  }
+
+  private async cargosafeReadingList(
+    customerId: string,
+    unitId: string,
+  ): Promise<TelemetryList<TimeKey, CargosafeReading, ReturnType<typeof cargosafeReadingView>>> {
     const unit = await this.store.getCargosafe(customerId, unitId);
     if (!unit) throw notFound('cargosafe unit', unitId);
-    return this.timePage(
-      query,
-      `cargosafe-telemetry:${unit.id}`,
-      (page) => this.store.listCargosafeReadings(customerId, unit.id, page),
-      cargosafeReadingView,
-    );
+    return {
+      scope: `cargosafe-telemetry:${unit.id}`,
+      fetch: (page) => this.store.listCargosafeReadings(customerId, unit.id, page),
+      view: cargosafeReadingView,
+      columns: CARGOSAFE_READING_COLUMNS,
+    };
+  }
+
+  /**
+   * A page of the fleet-wide GPS list: the rest of the trailer the position names (while it is still
+   * in this fleet), then the next trailers with fixes in the range, each read by its own index range.
+   */
+  private async fleetGpsPage(customerId: string, fleetId: number, page: TimePage<FleetTimeKey>): Promise<Sequenced<FleetGpsRow, FleetTimeKey>[]> {
+    const { from, to, limit } = page;
+    const rows: Sequenced<FleetGpsRow, FleetTimeKey>[] = [];
+    let trailer = page.after === undefined ? null : await this.store.getTrailer(customerId, page.after.trailerId);
+    if (trailer?.fleetId !== fleetId) trailer = null;
+    let after: TimeKey | undefined = trailer === null ? undefined : page.after;
+    let lastTrailerId = page.after?.trailerId ?? '';
+    while (rows.length < limit) {
+      trailer ??= await this.store.nextFleetTrailerWithGps(customerId, fleetId, lastTrailerId, { from, to });
+      if (trailer === null) break;
+      const wanted = limit - rows.length;
+      const fixes = await this.store.listGps(customerId, trailer.id, { from, to, after, limit: wanted });
+      for (const { key, record } of fixes) rows.push({ key: { trailerId: trailer.id, ...key }, record: { trailer, fix: record } });
+      if (fixes.length === wanted) break;
+      lastTrailerId = trailer.id;
+      trailer = null;
+      after = undefined;
+    }
+    return rows;
   }
 
   private async ownedFleet(customerId: string, fleetSegment: string) {
@@ -195,20 +271,18 @@ export class ReadService {
    * page size; `next` carries both, so following pages read the same range even as time moves on,
    * and `from`, `to` or `take` beside it must agree with it.
    */
-  private async timePage<Row, View>(
-    query: QueryParams,
-    scope: string,
-    fetch: (page: TimePageQuery) => Promise<Sequenced<Row>[]>,
-    view: (row: Row) => View,
-  ): Promise<Page<View>> {
+  private async timePage<Key extends TimeKey, Row, View>(query: QueryParams, list: TelemetryList<Key, Row, View>): Promise<Page<View>> {
+    const { scope, fetch, view } = list;
     const position = this.position(query, scope);
-    let page: { range: { from: number; to: number }; after?: Sequenced<Row>['key']; take: number };
+    let page: { range: { from: number; to: number }; after?: Key; take: number };
     if (position === undefined) {
       page = { range: parseTimeRange({ from: single(query, 'from'), to: single(query, 'to') }, this.clock.now()), take: parseTake(single(query, 'take')) };
     } else {
       if (position.kind !== 'time') throw notThisList();
-      const { range, after } = position;
+      const { range } = position;
       const bound = (name: 'from' | 'to') => agreeWithToken(`/${name}`, optional(query, name, (raw) => parseTimestamp(raw, `/${name}`)), range[name], new Date(range[name]).toISOString());
+      // The token is bound to this list's scope (paging.ts), so its position is one of this list's keys.
+      const after = position.after as Key;
       page = { range: { from: bound('from'), to: bound('to') }, after, take: agreeWithToken('/take', optional(query, 'take', parseTake), position.take) };
     }
     const { range, after, take } = page;
@@ -220,7 +294,55 @@ export class ReadService {
       (last) => this.cursors.encode(scope, { kind: 'time', after: last.key, range, take }),
     );
   }
+
+  /**
+   * The whole range of a list as CSV or NDJSON: the range from `from`/`to` (at most
+   * `EXPORT_MAX_RANGE_MS`), the rows in keyset pages of `EXPORT_PAGE_ROWS`.
+   */
+  private async export<Key extends TimeKey, Row, View>(query: QueryParams, format: ExportFormat, list: TelemetryList<Key, Row, View>): Promise<AsyncIterable<string>> {
+    const { from, to } = parseExportRange(
+      { from: single(query, 'from'), to: single(query, 'to'), take: single(query, 'take'), next: single(query, 'next') },
+      this.clock.now(),
+    );
+    const pages = keysetPages<Key, Sequenced<Row, Key>>((after, limit) => list.fetch({ from, to, after, limit }));
+    return openExport(format, pages, (row) => list.view(row.record), list.columns);
+  }
 }
+
+/** A time page of a list whose keys are `Key`. */
+type TimePage<Key extends TimeKey> = Omit<TimePageQuery, 'after'> & { after?: Key };
+
+/** One telemetry list: the name its `next` tokens are bound to, how a page is read, its JSON view and its CSV columns. */
+interface TelemetryList<Key extends TimeKey, Row, View> {
+  scope: string;
+  fetch: (page: TimePage<Key>) => Promise<Sequenced<Row, Key>[]>;
+  view: (row: Row) => View;
+  columns: ExportColumns<View>;
+}
+
+/** A row of the fleet-wide GPS list: the fix and the trailer it belongs to. */
+interface FleetGpsRow {
+  trailer: Trailer;
+  fix: GpsFix;
+}
+
+// CSV columns: the JSON record's fields in its order; a nested object's fields as `object.field`,
+// and a device's metrics (their names differ by kind) as one JSON cell.
+type GpsView = ReturnType<typeof gpsView>;
+const gpsCells = (v: GpsView) => [v.timestamp, v.lat, v.long, v.speed, v.heading];
+const GPS_COLUMNS: ExportColumns<GpsView> = { names: ['timestamp', 'lat', 'long', 'speed', 'heading'], cells: gpsCells };
+const FLEET_GPS_COLUMNS: ExportColumns<ReturnType<typeof fleetGpsView>> = {
+  names: ['trailerId', 'vin', 'unitId', ...GPS_COLUMNS.names],
+  cells: (v) => [v.trailerId, v.vin, v.unitId, ...gpsCells(v)],
+};
+const DEVICE_READING_COLUMNS: ExportColumns<ReturnType<typeof deviceReadingView>> = {
+  names: ['timestamp', 'metrics', 'status.name', 'status.isWarning', 'status.isFault'],
+  cells: (v) => [v.timestamp, JSON.stringify(v.metrics), v.status.name, v.status.isWarning, v.status.isFault],
+};
+const CARGOSAFE_READING_COLUMNS: ExportColumns<ReturnType<typeof cargosafeReadingView>> = {
+  names: ['timestamp', 'doorOpen', 'loadPercent', 'temperatureC', 'humidityPercent'],
+  cells: (v) => [v.timestamp, v.doorOpen, v.loadPercent, v.temperatureC, v.humidityPercent],
+};
 
 /** The single value of a query parameter; a repeated parameter is a 400. */
 export function single(query: QueryParams, name: string): string | undefined {

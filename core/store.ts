@@ -51,9 +51,17 @@ export interface TimeKey {
   seq: number;
 }
 
+/**
+ * The keyset position of a fix on a fleet-wide GPS list, which runs trailer by trailer (by id), each
+ * trailer's fixes ascending by time: the trailer, then the fix's own key.
+ */
+export interface FleetTimeKey extends TimeKey {
+  trailerId: string;
+}
+
 /** A telemetry record with its keyset position. */
-export interface Sequenced<T> {
-  key: TimeKey;
+export interface Sequenced<T, Key extends TimeKey = TimeKey> {
+  key: Key;
   record: T;
 }
 
@@ -150,6 +158,15 @@ export interface SecretStore {
   getOrCreateSecret(name: string, candidate: string): Promise<string>;
 }
 
+/** One change of a fleet import (`AdminService.importTrailers`), as planned against the store. */
+export type TrailerImportChange =
+  /** A VIN the store does not know: a new trailer in the fleet. */
+  | { kind: 'create'; id: string; vin: string; unitId: string | null; active: boolean }
+  /** A trailer intake created unassigned, taken into the fleet: only while it is still unassigned. */
+  | { kind: 'assign'; trailerId: string; unitId: string | null; active: boolean }
+  /** A trailer of the fleet whose unit id or active flag the file changes: only while it is still in the fleet. */
+  | { kind: 'update'; trailerId: string; unitId: string | null; active: boolean };
+
 /** Operator-side writes: provisioning fleets and trailers, activating and deactivating. */
 export interface FleetAdminStore {
   createFleet(input: { customerId: string; name: string; createdAt: number }): Promise<Fleet>;
@@ -157,6 +174,13 @@ export interface FleetAdminStore {
   findTrailerByVin(vin: string): Promise<Trailer | null>;
   /** Inserts a trailer; throws `TrailwireError('conflict')` when the VIN already exists. */
   createTrailer(input: NewTrailer): Promise<Trailer>;
+  /**
+   * Applies a fleet import's changes in one transaction, all or none, and notes each changed trailer
+   * in the change feed (`noteTrailerChange`) at `at` in the same transaction. A change whose trailer
+   * is no longer as planned (its VIN registered meanwhile, the trailer assigned or moved by another
+   * command) is a `conflict`, a fleet that does not exist `not_found`; either way nothing is applied.
+   */
+  importTrailers(fleetId: number, changes: readonly TrailerImportChange[], at: number): Promise<void>;
   /** Assigns an existing (typically unassigned) trailer to a fleet. */
   assignTrailer(trailerId: string, fleetId: number, unitId: string | null): Promise<Trailer>;
   setTrailerActive(trailerId: string, active: boolean): Promise<boolean>;
@@ -272,6 +296,12 @@ export interface FleetReadStore {
   listCargosafe(customerId: string, page: IdPageQuery): Promise<CargosafeUnit[]>;
   getCargosafe(customerId: string, unitId: string): Promise<CargosafeUnit | null>;
   listCargosafeReadings(customerId: string, unitId: string, page: TimePageQuery): Promise<Sequenced<CargosafeReading>[]>;
+  /**
+   * The first trailer of the customer's fleet, by id after `afterTrailerId` ('' = from the first),
+   * that has a GPS fix with `from <= timestamp < to`; null when none is left. The fleet-wide GPS list
+   * reads trailer by trailer with it and `listGps`, so each step is one index range.
+   */
+  nextFleetTrailerWithGps(customerId: string, fleetId: number, afterTrailerId: string, range: { from: number; to: number }): Promise<Trailer | null>;
 }
 
 /** Which trailers the operator's trailer list holds. */

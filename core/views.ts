@@ -32,6 +32,11 @@ export function gpsView(fix: GpsFix) {
   return { timestamp: rfc3339(fix.timestamp), lat: fix.lat, long: fix.long, speed: fix.speed, heading: fix.heading };
 }
 
+/** A fix on the fleet-wide GPS list: which trailer (its id, VIN and unit id), then the fix as `gpsView` has it. */
+export function fleetGpsView(row: { trailer: Trailer; fix: GpsFix }) {
+  return { trailerId: row.trailer.id, vin: row.trailer.vin, unitId: row.trailer.unitId, ...gpsView(row.fix) };
+}
+
 export function trailerView(trailer: Trailer) {
   return {
     id: trailer.id,

@@ -173,7 +173,7 @@ function buildStack(
   if (mountAuth) routers.push(createAuthRouter(trailwire, { auditLogger: logger }));
   if (mountData)
     routers.push(
-      createReadRouter(trailwire),
+      createReadRouter(trailwire, { logger }),
       (options.liveEvents ?? createLiveEventsRoute(trailwire, { logger })).router,
       ...(options.dataRouters ?? []),
     );

@@ -8,6 +8,7 @@ import { ERROR_CODES, ERROR_DESCRIPTIONS, HTTP_STATUS_BY_CODE, problemType } fro
 import { INTAKE_ID_PATTERN, MAX_STATUS_IDS } from '../../core/intake-service.ts';
 import { HEADINGS } from '../../core/model.ts';
 import { TAKE_DEFAULT, TAKE_MAX } from '../../core/paging.ts';
+import { EXPORT_MAX_RANGE_MS } from '../../core/telemetry-export.ts';
 import type { Product } from '../../core/products.ts';
 import { packageVersion } from './package-version.ts';
 
@@ -108,7 +109,7 @@ const activeOnlyParam = {
   schema: { type: 'boolean', default: false },
 };
 const timeParams = [
-  { name: 'from', in: 'query', description: 'Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours.', schema: timestamp },
+  { name: 'from', in: 'query', description: `Start of the range, inclusive (RFC 3339). Default: \`to\` minus 24 hours. At most ${EXPORT_MAX_RANGE_MS / 86_400_000} days before \`to\` in an export.`, schema: timestamp },
   { name: 'to', in: 'query', description: 'End of the range, exclusive (RFC 3339). Default: now.', schema: timestamp },
   ...pagingParams,
 ];
@@ -128,6 +129,29 @@ function pageOf(item: string): Json {
 const READ_RULES = 'Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).';
 const PAGE_RULES = 'A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page.';
 const RANGE_RULES = 'Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on.';
+const EXPORT_DAYS = EXPORT_MAX_RANGE_MS / (24 * 60 * 60 * 1000);
+const EXPORT_RULES =
+  `Export: with \`Accept: text/csv\` (a header row, then one row a record, RFC 4180; a text cell starting with =, +, -, @, tab or CR is prefixed with an apostrophe and quoted, so no spreadsheet runs it as a formula) or \`Accept: application/x-ndjson\` (one JSON record a line, as in \`data\`), the answer is the whole \`[from, to)\` range in one streamed response: no \`take\` or \`next\` (either is a 400), at most ${EXPORT_DAYS} days (a longer range is a 400). An export counts as one read. A failure after the first byte cuts the transfer off (no clean end), so a partial export is never mistaken for a whole one. Any other Accept gets the JSON page.`;
+
+/**
+ * A telemetry list: a JSON page of `item`s, or the export of its whole range as CSV or NDJSON
+ * (`read-routes.ts`), the NDJSON lines each an `item`.
+ */
+function telemetryOperation(operationId: string, summary: string, description: string, parameters: Json[], item: string): Json {
+  const operation = readOperation(operationId, summary, `${description} ${EXPORT_RULES}`, parameters, pageOf(item));
+  const ok = (operation.get as Json).responses as Record<string, Json>;
+  ok[200] = {
+    ...ok[200],
+    description: "OK: a JSON page; or the export as CSV (the header row naming the record's fields) or as NDJSON (each line one record).",
+    headers: { ...rateLimitHeaders, Vary: { description: '`Accept`: the answer depends on it.', schema: { type: 'string' } } },
+    content: {
+      ...(ok[200]!.content as Json),
+      'text/csv': { schema: { type: 'string' } },
+      'application/x-ndjson': { schema: ref(item) },
+    },
+  };
+  return operation;
+}
 
 function readOperation(operationId: string, summary: string, description: string, parameters: Json[], schema: Json): Json {
   return {
@@ -211,13 +235,20 @@ function readPaths(): Record<string, Json> {
       ],
       { oneOf: [pageOf('Trailer'), ref('Trailer')] },
     ),
-    '/api/v1/trailers/telemetry/gps/{trailer}': readOperation('listTrailerGpsFixes', 'GPS fixes of a trailer in a time range', `The trailer's GPS fixes (position, speed in mph, cardinal heading). ${RANGE_RULES}`, [trailer, ...timeParams], pageOf('GpsFix')),
+    '/api/v1/fleets/{fleet}/telemetry/gps': telemetryOperation(
+      'listFleetGpsFixes',
+      'GPS fixes of every trailer of a fleet in a time range',
+      "The fixes of every trailer now in the fleet, trailer by trailer (ordered by trailer id), each trailer's ascending by timestamp over `[from, to)` (the last 24 hours by default); each record names its trailer (`trailerId`, `vin`, `unitId`). A page at a time; `next` carries the range.",
+      [fleet, ...timeParams],
+      'FleetGpsFix',
+    ),
+    '/api/v1/trailers/telemetry/gps/{trailer}': telemetryOperation('listTrailerGpsFixes', 'GPS fixes of a trailer in a time range', `The trailer's GPS fixes (position, speed in mph, cardinal heading). ${RANGE_RULES}`, [trailer, ...timeParams], 'GpsFix'),
     '/api/v1/devices/{trailer}': readOperation('listTrailerDevices', 'Devices of a trailer', `The trailer's devices (tire sensors and other sensors), each with its status and when it was last seen. ${PAGE_RULES}`, [trailer, ...pagingParams, activeOnlyParam], pageOf('Device')),
     '/api/v1/devices/details/{device}': readOperation('getDevice', 'One device', 'One device of one of the customer\'s trailers, by its id: its kind, serial, position, status and when it was last seen.', [pathParam('device', 'Device id.')], ref('Device')),
-    '/api/v1/devices/telemetry/{device}': readOperation('listDeviceReadings', 'Readings of a device in a time range', `The device's readings (metrics and the status each gave). ${RANGE_RULES}`, [pathParam('device', 'Device id.'), ...timeParams], pageOf('DeviceReading')),
+    '/api/v1/devices/telemetry/{device}': telemetryOperation('listDeviceReadings', 'Readings of a device in a time range', `The device's readings (metrics and the status each gave). ${RANGE_RULES} In CSV, \`metrics\` is one cell holding its JSON object and the status is \`status.name\`, \`status.isWarning\`, \`status.isFault\`.`, [pathParam('device', 'Device id.'), ...timeParams], 'DeviceReading'),
     '/api/v1/cargosafe': readOperation('listCargosafeUnits', 'The customer\'s cargosafe units', `Every cargosafe unit on the customer\'s trailers, each with its latest reading. ${PAGE_RULES}`, pagingParams, pageOf('CargosafeUnit')),
     '/api/v1/cargosafe/{id}': readOperation('getCargosafeUnit', 'One cargosafe unit', 'One cargosafe unit, by its id, with its latest reading.', [pathParam('id', 'Cargosafe unit id.')], ref('CargosafeUnit')),
-    '/api/v1/cargosafe/telemetry/{id}': readOperation('listCargosafeReadings', 'Readings of a cargosafe unit in a time range', `The unit's readings (door, load, temperature, humidity). ${RANGE_RULES}`, [pathParam('id', 'Cargosafe unit id.'), ...timeParams], pageOf('CargosafeReading')),
+    '/api/v1/cargosafe/telemetry/{id}': telemetryOperation('listCargosafeReadings', 'Readings of a cargosafe unit in a time range', `The unit's readings (door, load, temperature, humidity). ${RANGE_RULES}`, [pathParam('id', 'Cargosafe unit id.'), ...timeParams], 'CargosafeReading'),
     '/api/v1/live': liveEventsOperation(),
   };
 }
@@ -334,6 +365,21 @@ const schemas: Record<string, Json> = {
     type: 'object',
     required: ['timestamp', 'lat', 'long', 'speed', 'heading'],
     properties: {
+      timestamp,
+      lat: { type: 'number' },
+      long: { type: 'number' },
+      speed: { type: 'number', description: 'mph' },
+      heading: { type: 'string', enum: [...HEADINGS] },
+    },
+  },
+  FleetGpsFix: {
+    type: 'object',
+    description: 'A GPS fix on a fleet-wide list: its trailer, then the fix as `GpsFix` has it.',
+    required: ['trailerId', 'vin', 'unitId', 'timestamp', 'lat', 'long', 'speed', 'heading'],
+    properties: {
+      trailerId: { type: 'string' },
+      vin: { type: 'string' },
+      unitId: nullable({ type: 'string' }),
       timestamp,
       lat: { type: 'number' },
       long: { type: 'number' },

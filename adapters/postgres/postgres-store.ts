@@ -42,6 +42,7 @@ import type {
   TelemetryBatch,
   TimePageQuery,
   TrailerChange,
+  TrailerImportChange,
   TrailerScope,
   TrailwireStore,
   VinOwner,
@@ -283,6 +284,36 @@ class PostgresTrailwireStore implements PostgresStore {
     });
   }
 
+  async importTrailers(fleetId: number, changes: readonly TrailerImportChange[], at: number): Promise<void> {
+    // One statement per kind of change (arrays unnested), so ten thousand lines are a few round trips.
+    const creates = changes.filter((change) => change.kind === 'create');
+    const ofKind = (kind: 'assign' | 'update') => changes.filter((change) => change.kind === kind) as Exclude<TrailerImportChange, { kind: 'create' }>[];
+    const assigns = ofKind('assign');
+    const updates = ofKind('update');
+    const columns = (rows: readonly { unitId: string | null; active: boolean }[]) => [rows.map((row) => row.unitId), rows.map((row) => row.active)];
+    const moved = 'a trailer of the import changed while it was planned; nothing was applied, run it again';
+    await withTransaction(this.pool, async (client) => {
+      if (creates.length > 0)
+        await writeOrExplain(
+          () => queryRun(client, this.sql.importCreateTrailers, [fleetId, creates.map((row) => row.id), creates.map((row) => row.vin), ...columns(creates), at]),
+          { conflict: `a VIN of the import was registered while it was planned; nothing was applied, run it again`, missing: `no fleet ${fleetId}` },
+        );
+      for (const [rows, statement] of [
+        [assigns, this.sql.importAssignTrailers],
+        [updates, this.sql.importUpdateTrailers],
+      ] as const) {
+        if (rows.length === 0) continue;
+        const changed = await writeOrExplain(() => queryRun(client, statement, [fleetId, rows.map((row) => row.trailerId), ...columns(rows)]), { missing: `no fleet ${fleetId}` });
+        if (changed !== rows.length) throw new TrailwireError('conflict', moved);
+      }
+      // The units follow their trailer's fleet, as in assignTrailer: after the UPDATE that waited for any telemetry write.
+      if (assigns.length > 0) await queryRun(client, this.sql.unitsFollowTrailers, [assigns.map((row) => row.trailerId), fleetId]);
+      await queryRun(client, this.sql.lockTrailerChanges, []);
+      await queryRun(client, this.sql.insertTrailerChanges, [changes.map((change) => (change.kind === 'create' ? change.id : change.trailerId)), at]);
+      await queryRun(client, this.sql.pruneTrailerChanges, [at - TRAILER_CHANGE_RETENTION_MS]);
+    });
+  }
+
   async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
     return (await queryRun(this.pool, this.sql.setTrailerActive, [active, trailerId])) > 0;
   }
@@ -404,6 +435,10 @@ class PostgresTrailwireStore implements PostgresStore {
   async listGps(customerId: string, trailerId: string, page: TimePageQuery): Promise<Sequenced<GpsFix>[]> {
     const rows = await queryRows<GpsRow>(this.pool, this.sql.customerGps, [trailerId, customerId, ...timeBounds(page)]);
     return rows.map((row) => ({ key: { timestamp: row.timestamp, seq: row.seq }, record: toGpsFix(row) }));
+  }
+
+  async nextFleetTrailerWithGps(customerId: string, fleetId: number, afterTrailerId: string, range: { from: number; to: number }): Promise<Trailer | null> {
+    return toTrailerOrNull(await queryRow<TrailerRow>(this.pool, this.sql.nextFleetTrailerWithGps, [fleetId, customerId, afterTrailerId, range.from, range.to]));
   }
 
   async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
@@ -651,6 +686,16 @@ export function storeStatements(schema: string) {
     unitsFollowTrailer: `UPDATE ${s}.cargosafe_units SET customer_id = (SELECT customer_id FROM ${s}.fleets WHERE id = $2)
       WHERE trailer_id = $1`,
     setTrailerActive: `UPDATE ${s}.trailers SET active = $1 WHERE id = $2`,
+    // A fleet import (importTrailers): $1 the fleet, then one array per column.
+    importCreateTrailers: `INSERT INTO ${s}.trailers (id, fleet_id, unit_id, vin, active, status_name, status_date, created_at)
+      SELECT u.id, $1, u.unit_id, u.vin, u.active, 'OK', $6, $6 FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[]) AS u(id, vin, unit_id, active)`,
+    importAssignTrailers: `UPDATE ${s}.trailers t SET fleet_id = $1, unit_id = u.unit_id, active = u.active
+      FROM unnest($2::text[], $3::text[], $4::boolean[]) AS u(id, unit_id, active) WHERE t.id = u.id AND t.fleet_id IS NULL`,
+    importUpdateTrailers: `UPDATE ${s}.trailers t SET unit_id = u.unit_id, active = u.active
+      FROM unnest($2::text[], $3::text[], $4::boolean[]) AS u(id, unit_id, active) WHERE t.id = u.id AND t.fleet_id = $1`,
+    unitsFollowTrailers: `UPDATE ${s}.cargosafe_units SET customer_id = (SELECT customer_id FROM ${s}.fleets WHERE id = $2)
+      WHERE trailer_id = ANY($1::text[])`,
+    insertTrailerChanges: `INSERT INTO ${s}.trailer_changes (trailer_id, at) SELECT trailer_id, $2 FROM unnest($1::text[]) AS u(trailer_id)`,
     lockTrailerChanges: `LOCK TABLE ${s}.trailer_changes IN SHARE ROW EXCLUSIVE MODE`,
     insertTrailerChange: `INSERT INTO ${s}.trailer_changes (trailer_id, at) VALUES ($1, $2)`,
     pruneTrailerChanges: `DELETE FROM ${s}.trailer_changes WHERE at < $1`,
@@ -658,6 +703,11 @@ export function storeStatements(schema: string) {
     trailerChangesAfter: `SELECT seq, trailer_id FROM ${s}.trailer_changes WHERE seq > $1 ORDER BY seq LIMIT $2`,
     customerTrailer: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id
       WHERE t.id = $1 AND f.customer_id = $2`,
+    // Each trailer of the fleet after $3 is one probe of gps_fixes' (trailer_id, timestamp) index.
+    nextFleetTrailerWithGps: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
+      WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.id > $3
+        AND EXISTS (SELECT 1 FROM ${s}.gps_fixes g WHERE g.trailer_id = t.id AND g.timestamp >= $4 AND g.timestamp < $5)
+      ORDER BY t.id LIMIT 1`,
     customerTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t
       WHERE t.fleet_id = $1 AND ${ownsFleet(s, '$1', '$2')} AND t.id > $3 ORDER BY t.id LIMIT $4`,
     // The literal `t.active` lets PostgreSQL use the partial index trailers_active_by_fleet.

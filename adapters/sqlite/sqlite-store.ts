@@ -44,6 +44,7 @@ import type {
   TelemetryBatch,
   TimePageQuery,
   TrailerChange,
+  TrailerImportChange,
   TrailerScope,
   TrailwireStore,
   VinOwner,
@@ -212,6 +213,7 @@ class SqliteTrailwireStore implements SqliteStore {
   private readonly applyTelemetryTransaction: Database.Transaction<(items: readonly TelemetryBatch[]) => Map<string, AppliedTelemetry>>;
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
+  private readonly importTrailersTransaction: Database.Transaction<(fleetId: number, changes: readonly TrailerImportChange[], at: number) => void>;
 
   constructor(
     readonly db: Database.Database,
@@ -227,6 +229,9 @@ class SqliteTrailwireStore implements SqliteStore {
       this.sql.insertTrailerChange.run(trailerId, at);
       this.sql.pruneTrailerChanges.run(at - TRAILER_CHANGE_RETENTION_MS);
     });
+    this.importTrailersTransaction = db.transaction((fleetId: number, changes: readonly TrailerImportChange[], at: number) =>
+      this.writeImport(fleetId, changes, at),
+    );
   }
 
   // --- principals -------------------------------------------------------------------------------
@@ -326,6 +331,37 @@ class SqliteTrailwireStore implements SqliteStore {
     });
     if (row === undefined) throw new TrailwireError('not_found', `no trailer ${trailerId}`);
     return toTrailer(row);
+  }
+
+  async importTrailers(fleetId: number, changes: readonly TrailerImportChange[], at: number): Promise<void> {
+    this.trailerRows.clear();
+    try {
+      this.importTrailersTransaction.immediate(fleetId, changes, at);
+    } catch (error) {
+      throw storageFaultError(error, 'the store') ?? error;
+    }
+  }
+
+  /** The body of `importTrailers`, in its transaction: each change only while its trailer is as planned. */
+  private writeImport(fleetId: number, changes: readonly TrailerImportChange[], at: number): void {
+    const { sql } = this;
+    const moved = (trailerId: string) => new TrailwireError('conflict', `trailer ${trailerId} changed while the import was planned; nothing was applied, run it again`);
+    for (const change of changes) {
+      const active = change.active ? 1 : 0;
+      if (change.kind === 'create') {
+        insertOrExplain(() => sql.importTrailer.run(change.id, fleetId, change.unitId, change.vin, active, at, at), {
+          conflict: `VIN ${change.vin} was registered while the import was planned; nothing was applied, run it again`,
+          missing: `no fleet ${fleetId}`,
+        });
+      } else if (change.kind === 'assign') {
+        const assigned = insertOrExplain(() => sql.importAssignTrailer.run(fleetId, change.unitId, active, change.trailerId), { missing: `no fleet ${fleetId}` });
+        if (assigned.changes === 0) throw moved(change.trailerId);
+      } else if (sql.importUpdateTrailer.run(change.unitId, active, change.trailerId, fleetId).changes === 0) {
+        throw moved(change.trailerId);
+      }
+      sql.insertTrailerChange.run(change.kind === 'create' ? change.id : change.trailerId, at);
+    }
+    sql.pruneTrailerChanges.run(at - TRAILER_CHANGE_RETENTION_MS);
   }
 
   async setTrailerActive(trailerId: string, active: boolean): Promise<boolean> {
@@ -449,6 +485,10 @@ class SqliteTrailwireStore implements SqliteStore {
       key: { timestamp: row.timestamp, seq: row.seq },
       record: toGpsFix(row),
     }));
+  }
+
+  async nextFleetTrailerWithGps(customerId: string, fleetId: number, afterTrailerId: string, range: { from: number; to: number }): Promise<Trailer | null> {
+    return toTrailerOrNull(this.sql.nextFleetTrailerWithGps.get({ fleetId, customerId, afterId: afterTrailerId, from: range.from, to: range.to }));
   }
 
   async listDevices(customerId: string, trailerId: string, page: IdPageQuery & ActiveFilter): Promise<Device[]> {
@@ -829,6 +869,13 @@ function prepareStoreStatements(db: Database.Database) {
       `UPDATE trailers SET fleet_id = ?, unit_id = ? WHERE id = ? RETURNING ${TRAILER_COLUMNS.replaceAll('t.', '')}`,
     ),
     setTrailerActive: db.prepare<[number, string]>('UPDATE trailers SET active = ? WHERE id = ?'),
+    importTrailer: db.prepare<[string, number, string | null, string, number, number, number]>(
+      `INSERT INTO trailers (id, fleet_id, unit_id, vin, active, status_name, status_date, created_at) VALUES (?, ?, ?, ?, ?, 'OK', ?, ?)`,
+    ),
+    importAssignTrailer: db.prepare<[number, string | null, number, string]>(
+      'UPDATE trailers SET fleet_id = ?, unit_id = ?, active = ? WHERE id = ? AND fleet_id IS NULL',
+    ),
+    importUpdateTrailer: db.prepare<[string | null, number, string, number]>('UPDATE trailers SET unit_id = ?, active = ? WHERE id = ? AND fleet_id = ?'),
     insertTrailerChange: db.prepare<[string, number]>('INSERT INTO trailer_changes (trailer_id, at) VALUES (?, ?)'),
     pruneTrailerChanges: db.prepare<[number]>('DELETE FROM trailer_changes WHERE at < ?'),
     latestTrailerChange: db.prepare<[], { seq: number }>('SELECT MAX(seq) AS seq FROM trailer_changes'),
@@ -837,6 +884,13 @@ function prepareStoreStatements(db: Database.Database) {
     ),
     customerTrailer: db.prepare<[string, string], TrailerRow>(
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id WHERE t.id = ? AND f.customer_id = ?`,
+    ),
+    // Each trailer of the fleet after the given id is one probe of gps_fixes' (trailer_key, timestamp) index.
+    nextFleetTrailerWithGps: db.prepare<{ fleetId: number; customerId: string; afterId: string; from: number; to: number }, TrailerRow>(
+      `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id
+       WHERE t.fleet_id = :fleetId AND f.customer_id = :customerId AND t.id > :afterId
+         AND EXISTS (SELECT 1 FROM gps_fixes g WHERE g.trailer_key = t.key AND g.timestamp >= :from AND g.timestamp < :to)
+       ORDER BY t.id LIMIT 1`,
     ),
     customerTrailers: db.prepare<[number, string, string, number], TrailerRow>(
       `SELECT ${TRAILER_COLUMNS} FROM trailers t JOIN fleets f ON f.id = t.fleet_id

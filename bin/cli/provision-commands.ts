@@ -1,6 +1,6 @@
 /**
  * Operator provisioning commands (contract 9): `partners create`, `customers create`,
- * `fleets create`, `trailers create`, and switching trailers and devices on and off, grouped with the
+ * `fleets create`, `trailers create` (and `trailers import`, `import-command.ts`), and switching trailers and devices on and off, grouped with the
  * list commands of `list-commands.ts`. API keys are printed once here and stored only as hashes.
  */
 import type { Argv, CommandModule } from 'yargs';
@@ -9,9 +9,11 @@ import { invalidField, TrailwireError } from '../../core/errors.ts';
 import { BUILT_IN_PRODUCT_NAMES } from '../../products/built-in-names.ts';
 import { auditOperatorCommand } from './audit.ts';
 import { partnersSetLimit } from './grant-commands.ts';
+import { trailersImport } from './import-command.ts';
 import { customersList, devicesList, fleetsList, partnersList, trailersHistory, trailersList } from './list-commands.ts';
 import { runWithCore, type StoreArguments } from './open-core.ts';
 import { printResult } from './output.ts';
+import { withRegistrationOptions } from './registration-options.ts';
 import { isoTime } from './table.ts';
 
 type Common = StoreArguments & { json: boolean };
@@ -99,21 +101,12 @@ const trailersCreate: CommandModule<
   command: 'create',
   describe: 'Register a trailer (VIN) in a fleet; a VIN intake already knows is assigned to the fleet, with what intake stored for it',
   builder: (yargs: Argv<Common>) =>
-    yargs
-      .option('fleet', { type: 'number', demandOption: true, describe: 'Fleet id' })
-      .option('vin', { type: 'string', demandOption: true, describe: 'VIN (17 characters, check digit verified)' })
-      .option('unit-id', { type: 'string', describe: 'Unit or asset tag' })
-      .option('adopt-unassigned-data', {
-        type: 'boolean',
-        default: false,
-        describe:
-          "Take what intake stored for the VIN before it was registered into the fleet even when the customer takes intake only from its granted partners (the store does not record which partner sent it); without it such a VIN is refused",
-      })
-      .option('require-grants', {
-        type: 'boolean',
-        default: false,
-        describe: 'As serve --require-grants: every customer takes intake only from its granted partners (env TRAILWIRE_REQUIRE_GRANTS, shared with serve)',
-      }),
+    withRegistrationOptions(
+      yargs
+        .option('fleet', { type: 'number', demandOption: true, describe: 'Fleet id' })
+        .option('vin', { type: 'string', demandOption: true, describe: 'VIN (17 characters, check digit verified)' })
+        .option('unit-id', { type: 'string', describe: 'Unit or asset tag' }),
+    ),
   handler: (args) =>
     runWithCore(
       args,
@@ -146,7 +139,7 @@ export const provisionCommands = [
   group('partners', 'Manage partners (telemetry senders)', [partnersCreate, partnersList, partnersSetLimit]),
   group('customers', 'Manage customers (data readers)', [customersCreate, customersList]),
   group('fleets', 'Manage fleets', [fleetsCreate, fleetsList]),
-  group('trailers', 'Manage trailers', [trailersCreate, trailersList, trailersHistory, switchCommand('trailer', true), switchCommand('trailer', false)]),
+  group('trailers', 'Manage trailers', [trailersCreate, trailersImport, trailersList, trailersHistory, switchCommand('trailer', true), switchCommand('trailer', false)]),
   group('devices', 'Manage devices', [devicesList, switchCommand('device', true), switchCommand('device', false)]),
 ];
 

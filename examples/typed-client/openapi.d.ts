@@ -164,6 +164,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/fleets/{fleet}/telemetry/gps": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * GPS fixes of every trailer of a fleet in a time range
+         * @description The fixes of every trailer now in the fleet, trailer by trailer (ordered by trailer id), each trailer's ascending by timestamp over `[from, to)` (the last 24 hours by default); each record names its trailer (`trailerId`, `vin`, `unitId`). A page at a time; `next` carries the range. Export: with `Accept: text/csv` (a header row, then one row a record, RFC 4180; a text cell starting with =, +, -, @, tab or CR is prefixed with an apostrophe and quoted, so no spreadsheet runs it as a formula) or `Accept: application/x-ndjson` (one JSON record a line, as in `data`), the answer is the whole `[from, to)` range in one streamed response: no `take` or `next` (either is a 400), at most 31 days (a longer range is a 400). An export counts as one read. A failure after the first byte cuts the transfer off (no clean end), so a partial export is never mistaken for a whole one. Any other Accept gets the JSON page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         */
+        get: operations["listFleetGpsFixes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/trailers/telemetry/gps/{trailer}": {
         parameters: {
             query?: never;
@@ -173,7 +193,7 @@ export interface paths {
         };
         /**
          * GPS fixes of a trailer in a time range
-         * @description The trailer's GPS fixes (position, speed in mph, cardinal heading). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         * @description The trailer's GPS fixes (position, speed in mph, cardinal heading). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Export: with `Accept: text/csv` (a header row, then one row a record, RFC 4180; a text cell starting with =, +, -, @, tab or CR is prefixed with an apostrophe and quoted, so no spreadsheet runs it as a formula) or `Accept: application/x-ndjson` (one JSON record a line, as in `data`), the answer is the whole `[from, to)` range in one streamed response: no `take` or `next` (either is a 400), at most 31 days (a longer range is a 400). An export counts as one read. A failure after the first byte cuts the transfer off (no clean end), so a partial export is never mistaken for a whole one. Any other Accept gets the JSON page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
          */
         get: operations["listTrailerGpsFixes"];
         put?: never;
@@ -233,7 +253,7 @@ export interface paths {
         };
         /**
          * Readings of a device in a time range
-         * @description The device's readings (metrics and the status each gave). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         * @description The device's readings (metrics and the status each gave). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. In CSV, `metrics` is one cell holding its JSON object and the status is `status.name`, `status.isWarning`, `status.isFault`. Export: with `Accept: text/csv` (a header row, then one row a record, RFC 4180; a text cell starting with =, +, -, @, tab or CR is prefixed with an apostrophe and quoted, so no spreadsheet runs it as a formula) or `Accept: application/x-ndjson` (one JSON record a line, as in `data`), the answer is the whole `[from, to)` range in one streamed response: no `take` or `next` (either is a 400), at most 31 days (a longer range is a 400). An export counts as one read. A failure after the first byte cuts the transfer off (no clean end), so a partial export is never mistaken for a whole one. Any other Accept gets the JSON page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
          */
         get: operations["listDeviceReadings"];
         put?: never;
@@ -293,7 +313,7 @@ export interface paths {
         };
         /**
          * Readings of a cargosafe unit in a time range
-         * @description The unit's readings (door, load, temperature, humidity). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
+         * @description The unit's readings (door, load, temperature, humidity). Ascending by timestamp over `[from, to)` (the last 24 hours by default), a page at a time; `next` carries the range, so later pages read the same range as time moves on. Export: with `Accept: text/csv` (a header row, then one row a record, RFC 4180; a text cell starting with =, +, -, @, tab or CR is prefixed with an apostrophe and quoted, so no spreadsheet runs it as a formula) or `Accept: application/x-ndjson` (one JSON record a line, as in `data`), the answer is the whole `[from, to)` range in one streamed response: no `take` or `next` (either is a 400), at most 31 days (a longer range is a 400). An export counts as one read. A failure after the first byte cuts the transfer off (no clean end), so a partial export is never mistaken for a whole one. Any other Accept gets the JSON page. Customer token. Anything the customer does not own is a 404, whether or not it exists. Counts against the read limit (600 per minute per customer by default).
          */
         get: operations["listCargosafeReadings"];
         put?: never;
@@ -513,6 +533,23 @@ export interface components {
             createdAt: string;
         };
         GpsFix: {
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            timestamp: string;
+            lat: number;
+            long: number;
+            /** @description mph */
+            speed: number;
+            /** @enum {string} */
+            heading: "N" | "NE" | "E" | "SE" | "S" | "SW" | "W" | "NW";
+        };
+        /** @description A GPS fix on a fleet-wide list: its trailer, then the fix as `GpsFix` has it. */
+        FleetGpsFix: {
+            trailerId: string;
+            vin: string;
+            unitId: string | null;
             /**
              * Format: date-time
              * @description RFC 3339, UTC.
@@ -1379,10 +1416,122 @@ export interface operations {
             };
         };
     };
+    listFleetGpsFixes: {
+        parameters: {
+            query?: {
+                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. At most 31 days before `to` in an export. */
+                from?: string;
+                /** @description End of the range, exclusive (RFC 3339). Default: now. */
+                to?: string;
+                /** @description Page size, 50 by default. */
+                take?: number;
+                /** @description The `next` token of the previous page, passed back unchanged. It carries the page size, `activeOnly` and the time range of its list, so it may be sent alone; a parameter beside it that contradicts it is a 400. */
+                next?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Fleet id (positive int32). */
+                fleet: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK: a JSON page; or the export as CSV (the header row naming the record's fields) or as NDJSON (each line one record). */
+            200: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description `Accept`: the answer depends on it. */
+                    Vary?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["FleetGpsFix"][];
+                        /** @description Present only when more data is available. */
+                        next?: string;
+                    };
+                    "text/csv": string;
+                    "application/x-ndjson": components["schemas"]["FleetGpsFix"];
+                };
+            };
+            /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: No such resource is visible to this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listTrailerGpsFixes: {
         parameters: {
             query?: {
-                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. */
+                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. At most 31 days before `to` in an export. */
                 from?: string;
                 /** @description End of the range, exclusive (RFC 3339). Default: now. */
                 to?: string;
@@ -1400,7 +1549,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
+            /** @description OK: a JSON page; or the export as CSV (the header row naming the record's fields) or as NDJSON (each line one record). */
             200: {
                 headers: {
                     /** @description Requests allowed in the current window. */
@@ -1409,6 +1558,8 @@ export interface operations {
                     "RateLimit-Remaining"?: number;
                     /** @description Seconds until the window resets. */
                     "RateLimit-Reset"?: number;
+                    /** @description `Accept`: the answer depends on it. */
+                    Vary?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1417,6 +1568,8 @@ export interface operations {
                         /** @description Present only when more data is available. */
                         next?: string;
                     };
+                    "text/csv": string;
+                    "application/x-ndjson": components["schemas"]["GpsFix"];
                 };
             };
             /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
@@ -1691,7 +1844,7 @@ export interface operations {
     listDeviceReadings: {
         parameters: {
             query?: {
-                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. */
+                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. At most 31 days before `to` in an export. */
                 from?: string;
                 /** @description End of the range, exclusive (RFC 3339). Default: now. */
                 to?: string;
@@ -1709,7 +1862,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
+            /** @description OK: a JSON page; or the export as CSV (the header row naming the record's fields) or as NDJSON (each line one record). */
             200: {
                 headers: {
                     /** @description Requests allowed in the current window. */
@@ -1718,6 +1871,8 @@ export interface operations {
                     "RateLimit-Remaining"?: number;
                     /** @description Seconds until the window resets. */
                     "RateLimit-Reset"?: number;
+                    /** @description `Accept`: the answer depends on it. */
+                    Vary?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1726,6 +1881,8 @@ export interface operations {
                         /** @description Present only when more data is available. */
                         next?: string;
                     };
+                    "text/csv": string;
+                    "application/x-ndjson": components["schemas"]["DeviceReading"];
                 };
             };
             /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
@@ -1995,7 +2152,7 @@ export interface operations {
     listCargosafeReadings: {
         parameters: {
             query?: {
-                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. */
+                /** @description Start of the range, inclusive (RFC 3339). Default: `to` minus 24 hours. At most 31 days before `to` in an export. */
                 from?: string;
                 /** @description End of the range, exclusive (RFC 3339). Default: now. */
                 to?: string;
@@ -2013,7 +2170,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description OK */
+            /** @description OK: a JSON page; or the export as CSV (the header row naming the record's fields) or as NDJSON (each line one record). */
             200: {
                 headers: {
                     /** @description Requests allowed in the current window. */
@@ -2022,6 +2179,8 @@ export interface operations {
                     "RateLimit-Remaining"?: number;
                     /** @description Seconds until the window resets. */
                     "RateLimit-Reset"?: number;
+                    /** @description `Accept`: the answer depends on it. */
+                    Vary?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2030,6 +2189,8 @@ export interface operations {
                         /** @description Present only when more data is available. */
                         next?: string;
                     };
+                    "text/csv": string;
+                    "application/x-ndjson": components["schemas"]["CargosafeReading"];
                 };
             };
             /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */

@@ -401,6 +401,50 @@ const STORE_CASES: StoreCase[] = [
   },
   {
     group: 'provisioning',
+    name: 'importTrailers creates, assigns and updates in one transaction, noting each; a change no longer as planned applies nothing',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      const other = await newFleet(store, customer.id, 'South');
+      const kept = await store.createTrailer({ id: uid('trailer'), fleetId: fleet.id, vin: vin(), unitId: 'K-1', createdAt: T0 });
+      const unassigned = await apply(store, vin(), T0, { cargosafe: [cargo('C1', T0)] });
+      const created = { id: uid('trailer'), vin: vin() };
+      const before = await store.latestTrailerChange();
+      await store.importTrailers(
+        fleet.id,
+        [
+          { kind: 'create', ...created, unitId: 'N-1', active: false },
+          { kind: 'assign', trailerId: unassigned.trailer.id, unitId: 'A-1', active: true },
+          { kind: 'update', trailerId: kept.id, unitId: 'K-2', active: false },
+        ],
+        T0 + HOUR,
+      );
+      const made = (await store.getTrailer(customer.id, created.id))!;
+      assert.deepEqual([made.fleetId, made.vin, made.unitId, made.active, made.statusName], [fleet.id, created.vin, 'N-1', false, 'OK']);
+      const assigned = (await store.getTrailer(customer.id, unassigned.trailer.id))!;
+      assert.deepEqual([assigned.fleetId, assigned.unitId, assigned.active], [fleet.id, 'A-1', true]);
+      assert.equal((await store.listCargosafe(customer.id, { limit: 10 })).length, 1, 'its cargosafe unit follows it to the customer');
+      const updated = (await store.getTrailer(customer.id, kept.id))!;
+      assert.deepEqual([updated.unitId, updated.active], ['K-2', false]);
+      const notes = await store.trailerChangesAfter(before, 10);
+      assert.deepEqual(notes.map((note) => note.trailer.id).sort(byCodeUnit), [created.id, unassigned.trailer.id, kept.id].sort(byCodeUnit));
+
+      // Planned against a store that has moved on: all or nothing.
+      const late = { id: uid('trailer'), vin: vin() };
+      const lateChanges = [
+        { kind: 'create', ...late, unitId: null, active: true },
+        { kind: 'assign', trailerId: unassigned.trailer.id, unitId: null, active: true },
+      ] as const;
+      await assertRejectsWith(store.importTrailers(other.id, lateChanges, T0 + 2 * HOUR), 'conflict');
+      await assertRejectsWith(store.importTrailers(other.id, [{ kind: 'update', trailerId: kept.id, unitId: null, active: true }], T0 + 2 * HOUR), 'conflict');
+      await assertRejectsWith(store.importTrailers(fleet.id, [{ kind: 'create', id: uid('trailer'), vin: created.vin, unitId: null, active: true }], T0 + 2 * HOUR), 'conflict');
+      assert.equal(await store.findTrailerByVin(late.vin), null, 'the create before the refused assign was rolled back');
+      assert.equal((await store.getTrailer(customer.id, kept.id))?.fleetId, fleet.id);
+      assert.equal((await store.trailerChangesAfter(notes.at(-1)!.seq, 10)).length, 0, 'and nothing was noted');
+    },
+  },
+  {
+    group: 'provisioning',
     name: 'setTrailerActive and setDeviceActive answer whether the record exists',
     async run(store) {
       const { customer, trailer } = await customerWithTrailer(store);
@@ -650,6 +694,40 @@ const STORE_CASES: StoreCase[] = [
   },
 
   // time paging -------------------------------------------------------------------------------------
+  {
+    group: 'time paging',
+    name: 'nextFleetTrailerWithGps steps through the customer\'s fleet by trailer id, to trailers with a fix in the range only',
+    async run(store) {
+      const customer = await newCustomer(store);
+      const fleet = await newFleet(store, customer.id);
+      const other = await newFleet(store, customer.id, 'South');
+      const trailers = [];
+      for (let i = 0; i < 4; i++) trailers.push(await newTrailer(store, fleet.id));
+      const [a, b, quiet, late] = trailers;
+      const elsewhere = await newTrailer(store, other.id);
+      for (const trailer of [a!, b!, elsewhere]) await apply(store, trailer.vin, T0 + HOUR, { gps: [fix(T0 + MINUTE)] });
+      await apply(store, late!.vin, T0 + HOUR, { gps: [fix(T0 + 30 * MINUTE)] });
+      const range = { from: T0, to: T0 + 10 * MINUTE };
+      const walk = async (customerId: string, fleetId: number, window: { from: number; to: number }) => {
+        const ids: string[] = [];
+        for (let after = ''; ; ) {
+          const next = await store.nextFleetTrailerWithGps(customerId, fleetId, after, window);
+          if (next === null) return ids;
+          assert.equal(next.fleetId, fleetId);
+          ids.push(next.id);
+          after = next.id;
+        }
+      };
+      assert.deepEqual(await walk(customer.id, fleet.id, range), [a!.id, b!.id].sort(byCodeUnit), 'no trailer without a fix in the range, none of another fleet');
+      assert.deepEqual(await walk(customer.id, fleet.id, { from: T0 + MINUTE + 1, to: T0 + HOUR }), [late!.id], 'from inclusive, to exclusive');
+      assert.deepEqual(await walk(customer.id, fleet.id, { from: T0, to: T0 + MINUTE }), [], 'to is exclusive');
+      const full = await store.nextFleetTrailerWithGps(customer.id, fleet.id, '', range);
+      assert.deepEqual(full, await store.getTrailer(customer.id, full!.id), 'the trailer as getTrailer answers it');
+      assert.equal(quiet!.fleetId, fleet.id);
+      const stranger = await newCustomer(store);
+      assert.equal(await store.nextFleetTrailerWithGps(stranger.id, fleet.id, '', range), null, 'another customer\'s fleet answers nothing');
+    },
+  },
   {
     group: 'time paging',
     name: 'time pages hold from <= timestamp < to, ascending',

@@ -17,10 +17,14 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `trailwire <args>` to completion in a child process, as a user runs it (`node <nodeArgs> dist/bin/trailwire.js <args>`). */
-export function runTrailwire(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = []): Promise<CliResult> {
+/**
+ * Runs `trailwire <args>` to completion in a child process, as a user runs it (`node <nodeArgs>
+ * dist/bin/trailwire.js <args>`); `input`, when given, is its stdin (then closed).
+ */
+export function runTrailwire(args: string[], env: NodeJS.ProcessEnv = {}, nodeArgs: readonly string[] = [], input?: string): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...nodeArgs, TRAILWIRE_BIN, ...args], { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: '1', ...env } });
+    if (input !== undefined) child.stdin.end(input);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));

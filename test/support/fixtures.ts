@@ -175,7 +175,9 @@ export async function callJson(url: string, method: string, path: string, option
   const body = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
   const response = await fetch(url + path, { method, headers, body });
   const text = await response.text();
-  const parsed = (response.headers.get('content-type') ?? '').includes('json') && text ? JSON.parse(text) : text;
+  const contentType = response.headers.get('content-type') ?? '';
+  // An NDJSON export stays text: it is many JSON documents, one a line.
+  const parsed = contentType.includes('json') && !contentType.includes('ndjson') && text ? JSON.parse(text) : text;
   return { status: response.status, headers: response.headers, body: parsed };
 }
 

@@ -85,8 +85,14 @@ export function responseChecker(document: Json): ResponseChecker {
       const content = (resolved.response.content ?? {}) as Json;
       if (Object.keys(content).length === 0) return;
       if (!(contentType in content)) throw new Error(`${where}: content type "${contentType}" is not one of ${Object.keys(content).join(', ')}`);
+      const schema = `${pointer}/content/${escapePointer(contentType)}/schema`;
+      // An NDJSON export: each line one record of the declared schema.
+      if (contentType === 'application/x-ndjson') {
+        for (const line of String(body).split('\n').filter(Boolean)) validateAgainst(schema, where, JSON.parse(line), validatorOf);
+        return;
+      }
       if (!contentType.includes('json')) return;
-      validateAgainst(`${pointer}/content/${escapePointer(contentType)}/schema`, where, body, validatorOf);
+      validateAgainst(schema, where, body, validatorOf);
     },
   };
 }

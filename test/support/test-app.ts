@@ -96,7 +96,9 @@ export async function startTestApp(
       const response = await fetch(url + path, { method, headers, body });
       const text = await response.text();
       let parsed: unknown = text;
-      if ((response.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text);
+      const contentType = response.headers.get('content-type') ?? '';
+      // An NDJSON export stays text: it is many JSON documents, one a line.
+      if (contentType.includes('json') && !contentType.includes('ndjson') && text) parsed = JSON.parse(text);
       (await checkerOf()).check(method, path, response.status, response.headers, parsed);
       return { status: response.status, headers: response.headers, body: parsed };
     },

@@ -24,6 +24,7 @@ const MISTYPED: { command: string; args: string[]; typed: string; meant: string 
   { command: 'fleets create', args: ['fleets', 'create', '--customer', 'c', '--name', 'F', '--custmer', 'd'], typed: 'custmer', meant: 'customer' },
   { command: 'fleets list', args: ['fleets', 'list', '--custome', 'c'], typed: 'custome', meant: 'customer' },
   { command: 'trailers create', args: ['trailers', 'create', '--fleet', '1', '--vin', '1TWCL1000CL000001', '--unit-di', 'U'], typed: 'unit-di', meant: 'unit-id' },
+  { command: 'trailers import', args: ['trailers', 'import', '--fleet', '1', '--file', 'fleet.csv', '--skip-invaild'], typed: 'skip-invaild', meant: 'skip-invalid' },
   { command: 'trailers list', args: ['trailers', 'list', '--unasigned'], typed: 'unasigned', meant: 'unassigned' },
   { command: 'trailers history', args: ['trailers', 'history', 't-1', '--huors', '2'], typed: 'huors', meant: 'hours' },
   { command: 'trailers activate', args: ['trailers', 'activate', 't-1', '--jsn'], typed: 'jsn', meant: 'json' },
