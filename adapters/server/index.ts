@@ -256,10 +256,21 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await trailwire.close();
     await shared?.close();
   };
+  const webhookDeliverer = trailwire.webhooks.deliverer;
+  webhookDeliverer.onError((error) => logger.warn({ err: error }, 'webhook delivery: a store call failed; the work is taken again'));
+  webhookDeliverer.onAttempt(({ target, delivery, outcome }) => {
+    if (outcome.kind === 'failing')
+      logger.warn(
+        { audit: true, event: 'webhook.failing', webhookId: target.id, customerId: target.customerId, deliveryId: delivery.id, reason: outcome.error },
+        'webhook failing: a delivery was refused for the whole retry period',
+      );
+  });
   try {
     await trailwire.operatorChanges.start();
     await intake.start();
     await trailwire.intake?.worker?.start();
+    // Every serving process delivers: the store's leases give each endpoint to one of them at a time.
+    webhookDeliverer.start();
   } catch (error) {
     await closeCore();
     throw error;

@@ -28,6 +28,7 @@ import { DEFAULT_PARTNER_INTAKE } from '../../../core/partner-intake-rules.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS } from '../../../core/tokens.ts';
 import { LIVE_REPLAY_DEFAULTS } from '../../../core/live-replay.ts';
 import { vinCheckDigit, withCheckDigit } from '../../../core/vin.ts';
+import { DEFAULT_MAX_WEBHOOK_ENDPOINTS } from '../../../core/webhook-service.ts';
 import { REPO_ROOT, runTrailwire, TRAILWIRE_BIN } from '../../support/cli.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-serve-settings-'));
@@ -52,6 +53,7 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.liveReplaySeconds, LIVE_REPLAY_DEFAULTS.replaySeconds);
     assert.equal(SERVE_SETTING_DEFAULTS.partnerIntakeLimit, asText(DEFAULT_PARTNER_INTAKE.budget));
     assert.equal(SERVE_SETTING_DEFAULTS.partnerNewVinsPerDay, DEFAULT_PARTNER_INTAKE.newVinsPerDay);
+    assert.equal(SERVE_SETTING_DEFAULTS.webhookMaxPerCustomer, DEFAULT_MAX_WEBHOOK_ENDPOINTS);
     assert.deepEqual(limitOf('--read-limit', ' 600 / 60 '), { requests: 600, windowSeconds: 60 });
   });
 });
