@@ -14,6 +14,7 @@ import { ManualClock } from '../../../core/clock.ts';
 import type { Trailwire } from '../../../core/trailwire.ts';
 import { applyTelemetry, assertProblem, gpsFix, mintToken, tpmsReading, uniqueVin } from '../../support/fixtures.ts';
 import { customerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+import { until } from '../../support/until.ts';
 import { type ReceivedDelivery, startWebhookReceiver, type WebhookReceiver } from '../../support/webhook-receiver.ts';
 
 const MINUTE = 60_000;
@@ -307,5 +308,46 @@ describe('webhook deliveries', () => {
     await app.trailwire.webhooks.deliverer.drainDue();
     assert.deepEqual(eventsOf(receiver.received.at(-1)!).map((event) => [event.type, event.data.id]), [['trailer.updated', trailer.id]]);
     await app.call('DELETE', `/api/v1/webhooks/${created.body.id}`, { token });
+  });
+});
+
+describe('a receiver that never answers', () => {
+  let app: TestApp;
+  let clock: ManualClock;
+  const receivers: WebhookReceiver[] = [];
+  before(async () => {
+    clock = new ManualClock(Date.now());
+    app = await startTestApp({ clock, core: { webhooks: { ...LOCAL_RECEIVERS, timeoutMs: 3000 } } });
+  });
+  after(async () => {
+    await app.close();
+    for (const receiver of receivers) await receiver.close();
+  });
+
+  it("holds only its own endpoint: another customer's deliveries go out while it hangs", { timeout: 20_000 }, async () => {
+    const [stuck, prompt] = [await startWebhookReceiver(), await startWebhookReceiver()];
+    receivers.push(stuck, prompt);
+    stuck.answer = 'hang';
+    const slow = await customerWithToken(app, 'Slow');
+    const fast = await customerWithToken(app, 'Fast');
+    const slowTrailer = (await registerFleetTrailer(app.trailwire, slow.id)).trailer;
+    const fastTrailer = (await registerFleetTrailer(app.trailwire, fast.id)).trailer;
+    await app.call('POST', '/api/v1/webhooks', { token: slow.token, body: { url: stuck.url } });
+    await app.call('POST', '/api/v1/webhooks', { token: fast.token, body: { url: prompt.url } });
+    app.trailwire.webhooks.deliverer.start();
+
+    await applyTelemetry(app.trailwire, slowTrailer.vin, { gps: [gpsFix(clock.now() - 1000)] });
+    await until(() => stuck.received.length === 1, 'the stuck receiver to be called');
+    const waits: number[] = [];
+    for (let round = 0; round < 5; round++) {
+      clock.advance(1);
+      await applyTelemetry(app.trailwire, fastTrailer.vin, { gps: [gpsFix(clock.now() - 1000)] });
+      const written = performance.now();
+      await until(() => prompt.delivered().length === round + 1, `delivery ${round + 1} to the prompt receiver`);
+      waits.push(performance.now() - written);
+    }
+    assert.equal(stuck.delivered().length, 0, 'the stuck receiver is still being waited for');
+    // The deliverer looks for work every 200 ms: each delivery within that and its own round trip.
+    assert.ok(Math.max(...waits) < 1000, `deliveries to the prompt receiver took ${waits.map(Math.round).join(', ')} ms`);
   });
 });
