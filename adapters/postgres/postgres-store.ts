@@ -504,6 +504,7 @@ class PostgresTrailwireStore implements PostgresStore {
     if (items.length === 0) return new Map();
     const applied = await withTransaction(this.pool, async (client) => {
       const written = await writeTelemetryBatch(client, this.telemetry, this.ids, items, this.knownVins);
+      if (!(await this.webhooks.anyEndpoint(client))) return written;
       // The webhook events go to the outbox in the write's own transaction (contract 14).
       const atOf = new Map(items.map((item) => [item.vin, item.at]));
       const events = [...written].flatMap(([vin, state]) => webhookEventsOf(state, atOf.get(vin)!));

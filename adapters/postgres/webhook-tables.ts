@@ -90,15 +90,33 @@ interface TargetRow {
 
 const toTarget = (row: TargetRow): WebhookTarget => ({ id: row.id, customerId: row.customer_id, url: row.url, secret: row.secret });
 
+/**
+ * How long a process trusts what it read of whether any endpoint exists: a write makes no webhook
+ * events (no JSON built, no outbox statement) while none does, and an endpoint registered through
+ * another process is written to from at most this long after.
+ */
+export const ENDPOINTS_RECHECK_MS = 1000;
+
 /** The webhook half of the PostgreSQL store. */
 export class PostgresWebhookTables implements WebhookStore {
   private readonly sql;
+  private anyEndpointSeen: { value: boolean; at: number } | undefined;
 
   constructor(
     private readonly pool: pg.Pool,
     schema: string,
   ) {
     this.sql = webhookStatements(schema);
+  }
+
+  /** Whether any endpoint exists, as read at most `ENDPOINTS_RECHECK_MS` ago (at once after this process registers one). */
+  async anyEndpoint(on: Queryable): Promise<boolean> {
+    const now = Date.now();
+    if (this.anyEndpointSeen === undefined || now - this.anyEndpointSeen.at >= ENDPOINTS_RECHECK_MS) {
+      const value = (await queryRow(on, this.sql.anyEndpoint, [])) !== undefined;
+      this.anyEndpointSeen = { value, at: now };
+    }
+    return this.anyEndpointSeen.value;
   }
 
   /** Puts each event in the outbox of every endpoint that asks for it, on `client`, inside the caller's transaction. */
@@ -122,6 +140,7 @@ export class PostgresWebhookTables implements WebhookStore {
       const values = [input.id, input.customerId, input.url, delimited(input.events), input.fleetIds === null ? null : delimited(input.fleetIds), input.secret, input.createdAt];
       return writeOrExplain(() => queryRow<WebhookEndpointRow>(client, this.sql.insertEndpoint, values), { missing: `no customer ${input.customerId}` });
     });
+    if (row) this.anyEndpointSeen = { value: true, at: Date.now() };
     return row ? toWebhookEndpoint(row) : null;
   }
 
@@ -203,6 +222,7 @@ function webhookStatements(schema: string) {
       JOIN ${s}.webhook_endpoints e ON e.customer_id = v.customer_id AND position(v.type_needle in e.events) > 0
         AND (e.fleet_ids IS NULL OR position(v.fleet_needle in e.fleet_ids) > 0)
       ORDER BY v.position, e.id`,
+    anyEndpoint: `SELECT 1 FROM ${s}.webhook_endpoints LIMIT 1`,
     lockCustomer: `SELECT 1 FROM ${s}.customers WHERE id = $1 FOR UPDATE`,
     countByCustomer: `SELECT count(*)::integer AS n FROM ${s}.webhook_endpoints WHERE customer_id = $1`,
     insertEndpoint: `INSERT INTO ${s}.webhook_endpoints (id, customer_id, url, events, fleet_ids, secret, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)

@@ -627,6 +627,8 @@ class SqliteTrailwireStore implements SqliteStore {
     const applied = new Map<string, AppliedTelemetry>();
     const fleets = new Map<number, Fleet | null>();
     const events: WebhookOutboxEvent[] = [];
+    // Without endpoints (most stores) a batch pays one probe, and builds no event JSON.
+    const toWebhooks = this.webhooks.anyEndpoint();
     for (const [vin, trailer] of touched) {
       const statusChanged = trailer.recount && this.recountTrailerStatus(trailer.id, trailer.at);
       // The row the last fix move left is current unless something else changed it since.
@@ -640,7 +642,7 @@ class SqliteTrailwireStore implements SqliteStore {
         fleet = fleets.get(after.fleet_id)!;
       }
       applied.set(vin, { trailer: toTrailer(after), fleet, createdTrailer: trailer.created, statusChanged });
-      events.push(...webhookEventsOf(applied.get(vin)!, trailer.at));
+      if (toWebhooks) events.push(...webhookEventsOf(applied.get(vin)!, trailer.at));
     }
     this.webhooks.writeOutbox(events, Math.max(...items.map((item) => item.at)));
     return applied;

@@ -132,10 +132,14 @@ export class SqliteWebhookTables implements WebhookStore {
     });
   }
 
+  /** Whether any endpoint exists: a write without makes no events. */
+  anyEndpoint(): boolean {
+    return this.sql.anyEndpoint.get() !== undefined;
+  }
+
   /** Puts each event in the outbox of every endpoint that asks for it; inside the caller's transaction. */
   writeOutbox(events: readonly WebhookOutboxEvent[], at: number): void {
-    // Without endpoints (most stores) a batch pays one probe, not one per trailer.
-    if (events.length === 0 || !this.sql.anyEndpoint.get()) return;
+    if (events.length === 0) return;
     for (const event of events) this.sql.insertEvent.run(event.json, at, event.customerId, delimitedNeedle(event.type), delimitedNeedle(event.fleetId));
   }
 
