@@ -29,7 +29,7 @@ export function createWebhookRouter(trailwire: Trailwire, options: WebhookRouter
   const customer = (ctx: Context) => (ctx.state as AuthenticatedState).claims.sub;
   const id = (ctx: Context) => (ctx.params as { id: string }).id;
   const audit = (ctx: Context, event: string, fields: Record<string, unknown>) =>
-    options.auditLogger?.info({ audit: true, event, requestId: ctx.state.requestId, customerId: customer(ctx), ...fields }, event);
+    options.auditLogger?.info({ audit: true, event, requestId: ctx.state.requestId, clientAddress: ctx.ip, customerId: customer(ctx), ...fields }, event);
 
   router.post('/api/v1/webhooks', ...guard, async (ctx) => {
     if (!isJsonBody(ctx)) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');

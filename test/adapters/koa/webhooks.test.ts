@@ -14,6 +14,8 @@ import { ManualClock } from '../../../core/clock.ts';
 import type { Trailwire } from '../../../core/trailwire.ts';
 import { applyTelemetry, assertProblem, gpsFix, mintToken, tpmsReading, uniqueVin } from '../../support/fixtures.ts';
 import { customerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
+import { pino } from 'pino';
+import { logLines } from '../../support/log-lines.ts';
 import { until } from '../../support/until.ts';
 import { type ReceivedDelivery, startWebhookReceiver, type WebhookReceiver } from '../../support/webhook-receiver.ts';
 
@@ -163,10 +165,11 @@ describe('webhook deliveries', () => {
   let clock: ManualClock;
   let receiver: WebhookReceiver;
   let acme: Awaited<ReturnType<typeof customerWithToken>>;
+  const log = logLines();
   before(async () => {
     // Near the real time: the Standard Webhooks library refuses a timestamp more than 5 minutes off.
     clock = new ManualClock(Date.now());
-    app = await startTestApp({ clock, core: { webhooks: LOCAL_RECEIVERS } });
+    app = await startTestApp({ clock, core: { webhooks: LOCAL_RECEIVERS }, app: { logger: pino(log.stream) } });
     acme = await customerWithToken(app);
     receiver = await startWebhookReceiver();
   });
@@ -192,6 +195,12 @@ describe('webhook deliveries', () => {
     assert.match(String(delivery!.headers['webhook-id']), /^msg_/);
     // A wrong secret does not verify.
     assert.throws(() => new Webhook(`whsec_${Buffer.alloc(32, 1).toString('base64')}`).verify(delivery!.body, delivery!.headers as Record<string, string>));
+    const metrics = String((await app.call('GET', '/metrics')).body);
+    assert.match(metrics, /^trailwire_webhook_attempts_total\{outcome="delivered"\} 1$/m);
+    assert.match(metrics, /^trailwire_webhook_events_delivered_total 1$/m);
+    const audit = log.lines.find((line) => line.event === 'webhook.created');
+    assert.deepEqual([audit?.audit, audit?.webhookId, audit?.customerId, audit?.origin], [true, created.body.id, acme.id, new URL(receiver.url).origin]);
+    assert.ok(!JSON.stringify(log.lines).includes(created.body.secret), 'the secret is never logged');
     const deliveries = await app.call('GET', `/api/v1/webhooks/${created.body.id}/deliveries`, { token: acme.token });
     assert.equal(deliveries.status, 200);
     assert.deepEqual(
