@@ -78,6 +78,7 @@ describe('serve with a bad setting', () => {
     [[], { TRAILWIRE_TRUSTED_PROXIES: '10.0.0.0/8,10.0.0.0/33' }, /^trailwire: --trusted-proxies: A trusted proxy must be an IP address or a CIDR range such as 10\.0\.0\.0\/8, got "10\.0\.0\.0\/33"$/],
     [['--max-health-watches', '-1'], {}, /^trailwire: --max-health-watches must be a whole number of streams from 0 to 10000, got -1$/],
     [['--cors-origin', 'https://*.example.com'], {}, /^trailwire: --cors-origin "https:\/\/\*\.example\.com": wildcards are not supported; list each origin/],
+    [[], { TRAILWIRE_WEBHOOK_MAX_PER_CUSTOMER: '0' }, /^trailwire: --webhook-max-per-customer must be a whole number of endpoints from 1 to 10000, got 0$/],
   ];
   for (const [args, env, message] of cases)
     it(`${[...args, ...Object.entries(env).map(([name, value]) => `${name}=${value}`)].join(' ')}: exit 1, the option named, nothing opened`, async () => {
