@@ -16,6 +16,7 @@ import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import { isProcessable } from '../../core/intake-queue.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createLiveEventsRoute, createTrailwireHandler, type LiveEventsRoute } from '../koa/index.ts';
 import { type HealthWatchLimits, type RunningGrpcServer, startGrpcServer } from '../grpc/index.ts';
@@ -257,8 +258,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await shared?.close();
   };
   const webhookDeliverer = trailwire.webhooks.deliverer;
-  webhookDeliverer.onError((error) => logger.warn({ err: error }, 'webhook delivery: a store call failed; the work is taken again'));
+  // The deliverer asks the store every poll: a store that is down is said once, then once per interval.
+  const webhookFaults = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
+  webhookDeliverer.onError((error) => webhookFaults.failed('store', { level: 'warn', message: 'webhook delivery: a store call failed; the work is taken again', err: error }));
   webhookDeliverer.onAttempt(({ target, delivery, outcome }) => {
+    webhookFaults.recovered('store', 'webhook delivery: the store answers again');
     if (outcome.kind === 'failing')
       logger.warn(
         { audit: true, event: 'webhook.failing', webhookId: target.id, customerId: target.customerId, deliveryId: delivery.id, reason: outcome.error },

@@ -2,7 +2,9 @@
  * The SQLite store's webhook tables (`WebhookStore`, contract 14): endpoints, the outbox the
  * telemetry write fills (`writeOutbox`, called inside that write's transaction), and deliveries. The
  * deliverer's steps (claim, take, settle, release) are each one immediate transaction, so several
- * processes sharing the file never lease one endpoint twice.
+ * processes sharing the file never lease one endpoint twice. They are small, but they take the write
+ * lock the processing thread's batches take: only when there is work (an idle claim only reads), a
+ * few writes per delivery, each waiting at most for the batch in hand to commit.
  */
 import type Database from 'better-sqlite3';
 import type {
@@ -176,6 +178,9 @@ export class SqliteWebhookTables implements WebhookStore {
   }
 
   async claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>): Promise<WebhookTarget[]> {
+    // Looked for first without a transaction: the deliverer asks several times a second, and on the
+    // serving thread a write transaction would wait for the processing thread's batch to commit.
+    if (this.sql.claimable.all({ now, lingerBefore: now - batching.lingerMs, fullOffset: batching.maxEvents - 1, limit: 1 }).length === 0) return [];
     return this.claimTransaction.immediate(owner, now, leaseMs, limit, batching).map((row) => ({ id: row.id, customerId: row.customer_id, url: row.url, secret: row.secret }));
   }
 
