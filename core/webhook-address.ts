@@ -23,7 +23,10 @@ export const DEFAULT_WEBHOOK_ADDRESS_RULES: WebhookAddressRules = { allowHttp: f
 /** Longest URL accepted, in characters. */
 export const WEBHOOK_URL_MAX_LENGTH = 2048;
 
-const NON_PUBLIC = new BlockList();
+// One list per family: a BlockList checks an IPv4 address against its IPv6 rules too (as mapped
+// ::ffff:a.b.c.d), so an IPv4-mapped rule in a shared list would refuse every IPv4 address.
+const NON_PUBLIC_V4 = new BlockList();
+const NON_PUBLIC_V6 = new BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8], // "this" network
   ['10.0.0.0', 8],
@@ -40,10 +43,10 @@ for (const [network, prefix] of [
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, broadcast
 ] as const)
-  NON_PUBLIC.addSubnet(network, prefix, 'ipv4');
+  NON_PUBLIC_V4.addSubnet(network, prefix, 'ipv4');
 for (const [network, prefix] of [
   ['::', 127], // unspecified and loopback
-  ['::ffff:0:0', 96], // IPv4-mapped: checked as IPv4 below, refused whole here
+  ['::ffff:0:0', 96], // IPv4-mapped: never a webhook's address
   ['64:ff9b:1::', 48], // local-use NAT64
   ['100::', 64], // discard
   ['2001:db8::', 32], // documentation
@@ -51,13 +54,13 @@ for (const [network, prefix] of [
   ['fe80::', 10], // link-local
   ['ff00::', 8], // multicast
 ] as const)
-  NON_PUBLIC.addSubnet(network, prefix, 'ipv6');
+  NON_PUBLIC_V6.addSubnet(network, prefix, 'ipv6');
 
 /** Whether `address` (an IPv4 or IPv6 literal) is anything but a public unicast address. */
 export function isNonPublicAddress(address: string): boolean {
   const family = isIP(address);
-  if (family === 4) return NON_PUBLIC.check(address, 'ipv4');
-  if (family === 6) return NON_PUBLIC.check(address, 'ipv6');
+  if (family === 4) return NON_PUBLIC_V4.check(address, 'ipv4');
+  if (family === 6) return NON_PUBLIC_V6.check(address, 'ipv6');
   return true;
 }
 

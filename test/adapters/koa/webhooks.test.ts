@@ -137,6 +137,12 @@ describe('webhook addresses without the operator flags', () => {
       assertProblem(answer, 400, '/url');
     }
     assert.deepEqual((await app.call('GET', '/api/v1/webhooks', { token: acme.token })).body, { data: [] });
+    // A public address is taken, IPv4 and IPv6 (literals: no DNS in the test).
+    for (const url of ['https://8.8.8.8/hook', 'https://[2606:4700:4700::1111]:8443/hook']) {
+      const created = await app.call('POST', '/api/v1/webhooks', { token: acme.token, body: { url } });
+      assert.equal(created.status, 201, url);
+      await app.call('DELETE', `/api/v1/webhooks/${created.body.id}`, { token: acme.token });
+    }
   });
 
   it('refuses at connect time an address that became private after registration (the sender checks after DNS)', async () => {
