@@ -74,7 +74,20 @@ it('deliveries pending at a SIGKILL are delivered after the restart, each traile
         }),
       );
     // The receiver refuses: the first delivery is formed, attempted and pending when the process dies.
-    await until(() => receiver.received.length > 0, 'a first (refused) attempt', 10_000);
+    // Killed once the attempt is settled: killed while it sends, the process would hold the endpoint's
+    // lease, which another process takes over only once it lapses (60 s).
+    const customerToken = await tokenOf(first.url, 'customers', customer.apiKey);
+    const webhookId = ((await created.json()) as { id: string }).id;
+    await until(
+      async () => {
+        const response = await fetch(`${first.url}/api/v1/webhooks/${webhookId}/deliveries`, { headers: { authorization: `Bearer ${customerToken}` } });
+        const { data } = (await response.json()) as { data: Array<{ attempts: number }> };
+        return data.length > 0 && data[0]!.attempts > 0;
+      },
+      'a first (refused) attempt, settled',
+      10_000,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
     const exited = new Promise((resolve) => first.child.once('exit', resolve));
     first.child.kill('SIGKILL');
     await exited;
@@ -89,7 +102,7 @@ it('deliveries pending at a SIGKILL are delivered after the restart, each traile
         for (const event of JSON.parse(delivery.body).events) if (event.type === 'trailer.updated') latest.set(event.data.id, event.data.telemetry.timestamp);
       return latest;
     };
-    await until(() => trailerIds.every((id) => latestOf().get(id) === lastFix), "every trailer's latest state delivered", 30_000, 100);
+    await until(() => trailerIds.every((id) => latestOf().get(id) === lastFix), `every trailer's latest state delivered`, 30_000, 100);
     second.child.kill('SIGKILL');
 
     const delivered = receiver.delivered();
