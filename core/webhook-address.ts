@@ -98,7 +98,7 @@ export function hostOf(url: URL): string {
 }
 
 /** The error a connection to a refused address fails with. */
-export class WebhookAddressRefused extends Error {
+class WebhookAddressRefused extends Error {
   constructor(readonly host: string, readonly address: string) {
     super(`${host} resolves to ${address}, which is not a public address`);
     this.name = 'WebhookAddressRefused';

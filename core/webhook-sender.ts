@@ -73,6 +73,7 @@ export class WebhookSender {
       const request = (secure ? https : http).request(url, {
         method: 'POST',
         agent: secure ? this.agents.https : this.agents.http,
+        // Node's types want the overloads of dns.lookup; the guard answers both forms it is asked for.
         lookup: this.lookup as never,
         headers: {
           'content-type': 'application/json',

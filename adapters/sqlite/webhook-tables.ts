@@ -91,7 +91,7 @@ export class SqliteWebhookTables implements WebhookStore {
   private readonly settleTransaction;
   private readonly resumeTransaction;
 
-  constructor(private readonly db: Database.Database) {
+  constructor(db: Database.Database) {
     this.sql = prepareWebhookStatements(db);
     this.createTransaction = db.transaction((input: NewWebhookEndpoint, cap: number) => {
       if (this.sql.countByCustomer.pluck().get(input.customerId)! >= cap) return null;
