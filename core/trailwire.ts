@@ -5,6 +5,7 @@
  * build services themselves; the server starts and stops its intake worker.
  */
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { AdminService } from './admin-service.ts';
 import { AuthService } from './auth-service.ts';
 import { type Clock, type IdGenerator, randomIds, systemClock } from './clock.ts';
@@ -25,7 +26,6 @@ import { createProductRegistry, type IntakeLimit, type Product, type ProductRegi
 import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
 import { type OperatorChangeOptions, TrailerChangeFeed } from './trailer-changes.ts';
 import { PartnerIntakeRules, type PartnerIntakeOptions } from './partner-intake-rules.ts';
-import { hostname } from 'node:os';
 import { DEFAULT_WEBHOOK_ADDRESS_RULES, type WebhookAddressRules } from './webhook-address.ts';
 import { WebhookDeliverer, type WebhookDelivererOptions } from './webhook-deliverer.ts';
 import { WebhookSender } from './webhook-sender.ts';
@@ -205,7 +205,7 @@ export interface Trailwire {
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker | undefined; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
-  /** Stops the intake worker and the rotation wiring, closes the live hub, then the store. */
+  /** Stops the webhook deliverer (its attempts in flight finish), the intake worker and the rotation wiring, closes the live hub, then the store. */
   close(): Promise<void>;
 }
 
