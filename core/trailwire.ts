@@ -205,7 +205,7 @@ export interface Trailwire {
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker | undefined; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
-  /** Stops the webhook deliverer (its attempts in flight finish), the intake worker and the rotation wiring, closes the live hub, then the store. */
+  /** Stops the webhook deliverer (an attempt in flight fails, to be retried), the intake worker and the rotation wiring, closes the live hub, then the store. */
   close(): Promise<void>;
 }
 
@@ -329,8 +329,9 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     options: { verifyVinCheckDigit, limits },
     async close() {
       clearInterval(keyRefresh);
-      await webhooks.deliverer.stop();
+      // Connections first: an attempt in flight fails at once (to be retried) rather than holding the close for its timeout.
       webhookSender.close();
+      await webhooks.deliverer.stop();
       await intake?.worker?.stop();
       await operatorChanges.stop();
       rotations.stop();
