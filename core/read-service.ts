@@ -243,22 +243,8 @@ export class ReadService {
    * must come from this list and hold an id of `type`; `take` and, on a `filtered` list, `activeOnly`
    * beside it must agree with it), else from the query parameters and their defaults.
    */
-  private idPage<T extends 'number' | 'string'>(
-    query: QueryParams,
-    scope: string,
-    type: T,
-    filtered: boolean,
-  ): { afterId: (T extends 'number' ? number : string) | undefined; take: number; activeOnly: boolean } {
-    const take = optional(query, 'take', parseTake);
-    const activeOnly = filtered ? optional(query, 'activeOnly', parseActiveOnly) : undefined;
-    const position = this.position(query, scope);
-    if (position === undefined) return { afterId: undefined, take: take ?? TAKE_DEFAULT, activeOnly: activeOnly ?? false };
-    if (position.kind !== 'id' || typeof position.afterId !== type || filtered !== (position.activeOnly !== undefined)) throw notThisList();
-    return {
-      afterId: position.afterId as T extends 'number' ? number : string,
-      take: agreeWithToken('/take', take, position.take),
-      activeOnly: filtered ? agreeWithToken('/activeOnly', activeOnly, position.activeOnly!) : false,
-    };
+  private idPage<T extends 'number' | 'string'>(query: QueryParams, scope: string, type: T, filtered: boolean) {
+    return idPageOf(this.cursors, query, scope, type, filtered);
   }
 
   private position(query: QueryParams, scope: string): CursorPosition | undefined {
@@ -343,6 +329,31 @@ const CARGOSAFE_READING_COLUMNS: ExportColumns<ReturnType<typeof cargosafeReadin
   names: ['timestamp', 'doorOpen', 'loadPercent', 'temperatureC', 'humidityPercent'],
   cells: (v) => [v.timestamp, v.doorOpen, v.loadPercent, v.temperatureC, v.humidityPercent],
 };
+
+/**
+ * The page an id-ordered list is asked for: from `next` (the token of the list named `scope`, whose
+ * page size and filter `take` and `activeOnly` beside it must agree with) or from the query
+ * parameters and their defaults. `filtered`: the list takes `activeOnly`.
+ */
+export function idPageOf<T extends 'number' | 'string'>(
+  cursors: CursorCodec,
+  query: QueryParams,
+  scope: string,
+  type: T,
+  filtered: boolean,
+): { afterId: (T extends 'number' ? number : string) | undefined; take: number; activeOnly: boolean } {
+  const take = optional(query, 'take', parseTake);
+  const activeOnly = filtered ? optional(query, 'activeOnly', parseActiveOnly) : undefined;
+  const next = single(query, 'next');
+  if (next === undefined) return { afterId: undefined, take: take ?? TAKE_DEFAULT, activeOnly: activeOnly ?? false };
+  const position = cursors.decode(scope, next);
+  if (position.kind !== 'id' || typeof position.afterId !== type || filtered !== (position.activeOnly !== undefined)) throw notThisList();
+  return {
+    afterId: position.afterId as T extends 'number' ? number : string,
+    take: agreeWithToken('/take', take, position.take),
+    activeOnly: filtered ? agreeWithToken('/activeOnly', activeOnly, position.activeOnly!) : false,
+  };
+}
 
 /** The single value of a query parameter; a repeated parameter is a 400. */
 export function single(query: QueryParams, name: string): string | undefined {

@@ -350,6 +350,9 @@ export interface OperatorReadStore {
  * - A latest state (the trailer's fix, a device's state, a unit's latest reading) moves to a reading
  *   at or after its own time, never back; and never to a reading dated more than
  *   `MAX_READING_LEAD_MS` after the item's `at`, so a device with a wrong clock cannot freeze it.
+ * - The webhook events of the write (`webhookEventsOf`, `core/webhook-events.ts`) go to the outbox of
+ *   every endpoint of the trailer's customer that asks for them, in the write's own transaction
+ *   (contract 14: a crash after the write cannot lose them).
  */
 export interface TelemetryWriteStore {
   /** One item, in one transaction. */
@@ -377,12 +380,144 @@ export interface AppliedTelemetry {
   fleet: Fleet | null;
   /** Whether the trailer was created by this write (an unknown VIN). */
   createdTrailer: boolean;
+  /** Whether the write moved the trailer's status to another name (a `trailer.status_changed` webhook event). */
+  statusChanged?: boolean;
 }
 
 /** Everything a Trailwire process needs from its store. */
 export interface TrailwireStore
-  extends PrincipalStore, SecretStore, FleetAdminStore, TrailerChangeStore, PartnerPolicyStore, FleetReadStore, OperatorReadStore, TelemetryWriteStore {
+  extends PrincipalStore,
+    SecretStore,
+    FleetAdminStore,
+    TrailerChangeStore,
+    PartnerPolicyStore,
+    FleetReadStore,
+    OperatorReadStore,
+    TelemetryWriteStore,
+    WebhookStore {
   /** Answers when the store can serve queries (for `/readyz`); throws otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** The events a webhook endpoint may ask for (contract 14). */
+export const WEBHOOK_EVENT_TYPES = ['trailer.updated', 'trailer.status_changed'] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** `active`: delivering; `failing`: a delivery was refused for the whole retry period, nothing is sent until resumed. */
+export type WebhookEndpointStatus = 'active' | 'failing';
+
+/** A customer's webhook endpoint, without its signing secret. */
+export interface WebhookEndpoint {
+  id: string;
+  customerId: string;
+  url: string;
+  events: WebhookEventType[];
+  /** The fleets whose trailers it hears of; null: all of the customer's. */
+  fleetIds: number[] | null;
+  status: WebhookEndpointStatus;
+  createdAt: number;
+  /** When it became `failing`; null while active. */
+  failingSince: number | null;
+}
+
+export interface NewWebhookEndpoint extends Omit<WebhookEndpoint, 'status' | 'failingSince'> {
+  /** The `whsec_` secret deliveries are signed with (kept: the signature needs it). */
+  secret: string;
+}
+
+/** One POST to an endpoint (its body holds up to `maxEvents` events), as the deliveries list shows it. */
+export interface WebhookDelivery {
+  /** The `webhook-id` header: the same on every attempt. */
+  id: string;
+  endpointId: string;
+  createdAt: number;
+  eventCount: number;
+  state: 'pending' | 'delivered';
+  attempts: number;
+  /** When the next attempt is due; null once delivered, or while the endpoint is failing. */
+  nextAttemptAt: number | null;
+  lastAttemptAt: number | null;
+  /** The HTTP status of the last attempt; null when it got none (refused, timed out). */
+  lastStatus: number | null;
+  lastError: string | null;
+  deliveredAt: number | null;
+}
+
+/** An endpoint the deliverer leased, with what a delivery to it needs. */
+export interface WebhookTarget {
+  id: string;
+  customerId: string;
+  url: string;
+  secret: string;
+}
+
+/** A delivery to send: its id, its body (fixed when it was formed, so a retry sends the same bytes), its attempts so far. */
+export interface WebhookSend {
+  id: string;
+  body: string;
+  eventCount: number;
+  attempts: number;
+  /** When it was formed: the retry period counts from here (or from a resume). */
+  createdAt: number;
+}
+
+/** How `takeWebhookDelivery` forms a delivery from the outbox. */
+export interface WebhookBatching {
+  /** Events per delivery, at most. */
+  maxEvents: number;
+  /** A delivery of fewer events is formed once its oldest event has waited this long (ms). */
+  lingerMs: number;
+  /** The new delivery's id. */
+  newId: () => string;
+}
+
+/** What an attempt came to. */
+export type WebhookAttemptOutcome =
+  | { kind: 'delivered'; at: number; status: number }
+  | { kind: 'retry'; at: number; status: number | null; error: string; nextAttemptAt: number }
+  /** Refused for the whole retry period: the endpoint becomes `failing`, the delivery stays pending. */
+  | { kind: 'failing'; at: number; status: number | null; error: string };
+
+/**
+ * Webhook endpoints, their outbox and their deliveries (contract 14). The outbox is filled by the
+ * telemetry write itself (`TelemetryWriteStore`: same transaction, so a crash loses nothing); the
+ * deliverer (`core/webhook-deliverer.ts`) leases endpoints with due work, one process each, forms a
+ * delivery from the oldest events of one, sends it, and settles it. An endpoint has at most one
+ * pending delivery, so its events (and each trailer's) go out in order.
+ */
+export interface WebhookStore {
+  /** Saves the endpoint unless its customer has `cap` endpoints already (null then), atomically. */
+  createWebhookEndpoint(input: NewWebhookEndpoint, cap: number): Promise<WebhookEndpoint | null>;
+  /** The customer's endpoints, ordered by id. */
+  listWebhookEndpoints(customerId: string, page: IdPageQuery): Promise<WebhookEndpoint[]>;
+  getWebhookEndpoint(customerId: string, endpointId: string): Promise<WebhookEndpoint | null>;
+  /** The endpoint with its secret, for a test delivery; null when the customer has no such endpoint. */
+  getWebhookTarget(customerId: string, endpointId: string): Promise<WebhookTarget | null>;
+  /** Deletes the endpoint with its outbox and deliveries; false when the customer has no such endpoint. */
+  deleteWebhookEndpoint(customerId: string, endpointId: string): Promise<boolean>;
+  /** The endpoint's deliveries, ordered by id (oldest first); [] when the customer has no such endpoint. */
+  listWebhookDeliveries(customerId: string, endpointId: string, page: IdPageQuery): Promise<WebhookDelivery[]>;
+  /**
+   * Makes a failing endpoint active again at `at`: its pending delivery is due at once and its retry
+   * period starts again. Answers the endpoint, or null when the customer has no such endpoint.
+   */
+  resumeWebhookEndpoint(customerId: string, endpointId: string, at: number): Promise<WebhookEndpoint | null>;
+  /**
+   * Leases for `leaseMs` up to `limit` active endpoints that have due work (a pending delivery due,
+   * or outbox events `batching` would form a delivery of) and no live lease, the least recently
+   * leased first. While the lease lasts no other caller gets them.
+   */
+  claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>): Promise<WebhookTarget[]>;
+  /**
+   * The endpoint's pending delivery when it is due; else, when there is none, a new one formed from
+   * its oldest outbox events (removed from the outbox in the same transaction); else null.
+   */
+  takeWebhookDelivery(endpointId: string, now: number, batching: WebhookBatching): Promise<WebhookSend | null>;
+  /** Records an attempt of a delivery (and, for `failing`, the endpoint's new status). */
+  settleWebhookDelivery(endpointId: string, deliveryId: string, outcome: WebhookAttemptOutcome): Promise<void>;
+  /** Ends `owner`'s lease of the endpoint. */
+  releaseWebhookEndpoint(endpointId: string, owner: string): Promise<void>;
+  /** Deletes delivered deliveries older than `before`, at most `limit`; answers how many. */
+  purgeWebhookDeliveries(before: number, limit: number): Promise<number>;
 }

@@ -5,6 +5,7 @@
  * build services themselves; the server starts and stops its intake worker.
  */
 import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { AdminService } from './admin-service.ts';
 import { AuthService } from './auth-service.ts';
 import { type Clock, type IdGenerator, randomIds, systemClock } from './clock.ts';
@@ -25,6 +26,10 @@ import { createProductRegistry, type IntakeLimit, type Product, type ProductRegi
 import { MemoryRotationFeed, PrincipalRotations, resolveRotationOptions, type RotationOptions } from './rotation-feed.ts';
 import { type OperatorChangeOptions, TrailerChangeFeed } from './trailer-changes.ts';
 import { PartnerIntakeRules, type PartnerIntakeOptions } from './partner-intake-rules.ts';
+import { DEFAULT_WEBHOOK_ADDRESS_RULES, type WebhookAddressRules } from './webhook-address.ts';
+import { WebhookDeliverer, type WebhookDelivererOptions } from './webhook-deliverer.ts';
+import { WebhookSender } from './webhook-sender.ts';
+import { WEBHOOK_ID_PREFIX, WebhookService } from './webhook-service.ts';
 
 /** A fixed-window limit: `requests` per window of `windowSeconds`. */
 export interface LimitSetting {
@@ -130,6 +135,20 @@ export interface TrailwireOptions {
    * often the store's change feed is read; default 1,000) and `onError`. See `core/trailer-changes.ts`.
    */
   operatorChanges?: OperatorChangeOptions;
+  /** Webhooks: address rules, the per-customer cap, the deliverer's settings. See `WebhookOptions`. */
+  webhooks?: WebhookOptions;
+}
+
+/** Webhooks (contract 14): where they may go, how many a customer may have, and how they are delivered. */
+export interface WebhookOptions {
+  /** Allow `http://` URLs and private addresses. Default: neither (https to public addresses only). */
+  rules?: Partial<WebhookAddressRules>;
+  /** Endpoints per customer. Default 10. */
+  maxEndpointsPerCustomer?: number;
+  /** How long an attempt may take, connection to answer, in ms. Default 10,000. */
+  timeoutMs?: number;
+  /** The deliverer's batching, concurrency, leases and retries (`WebhookDelivererOptions`). */
+  deliverer?: WebhookDelivererOptions;
 }
 
 export interface SigningKeysOptions {
@@ -178,10 +197,15 @@ export interface Trailwire {
   readonly operatorChanges: TrailerChangeFeed;
   /** The partners' budgets, new-VIN caps and the customers' grants that intake applies. */
   readonly partnerRules: PartnerIntakeRules;
+  /**
+   * Webhooks: the customers' endpoints (`service`) and the deliverer that sends the outbox to them,
+   * which a serving process starts (the server does) and `close()` stops.
+   */
+  readonly webhooks: { service: WebhookService; deliverer: WebhookDeliverer };
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker | undefined; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
-  /** Stops the intake worker and the rotation wiring, closes the live hub, then the store. */
+  /** Stops the webhook deliverer (an attempt in flight fails, to be retried), the intake worker and the rotation wiring, closes the live hub, then the store. */
   close(): Promise<void>;
 }
 
@@ -228,7 +252,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     ids,
   );
   const cursorSecret = await store.getOrCreateSecret('cursor-hmac', randomBytes(32).toString('base64url'));
-  const reads = new ReadService(store, new CursorCodec(cursorSecret), clock, options.reads);
+  const cursors = new CursorCodec(cursorSecret);
+  const reads = new ReadService(store, cursors, clock, options.reads);
   const verifyVinCheckDigit = options.verifyVinCheckDigit ?? true;
   const products = createProductRegistry(options.products ?? [], { limitOverrides: options.productLimits });
   // The hub's own bus (when none is given) ages its replay window by the core's clock; snapshots are read from the store.
@@ -246,6 +271,21 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   const rotationFeed = rotationSettings.feed ?? new MemoryRotationFeed();
   const rotations = new PrincipalRotations({ local: auth, keyVersions, feed: rotationFeed, onError: rotationSettings.onError });
   endStreamsOnRotation(rotations, live);
+
+  const webhookRules = { ...DEFAULT_WEBHOOK_ADDRESS_RULES, ...options.webhooks?.rules };
+  const webhookSender = new WebhookSender({ rules: webhookRules, timeoutMs: options.webhooks?.timeoutMs });
+  const deliveryIds = timeOrderedIds(clock);
+  const webhooks = {
+    service: new WebhookService(store, cursors, clock, ids, webhookSender, {
+      rules: webhookRules,
+      maxEndpointsPerCustomer: options.webhooks?.maxEndpointsPerCustomer,
+    }),
+    deliverer: new WebhookDeliverer(
+      // The lease owner names this process (and this core, of several in one process).
+      { store, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
+      options.webhooks?.deliverer,
+    ),
+  };
 
   let intake: Trailwire['intake'];
   if (options.intakeQueue) {
@@ -284,10 +324,14 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     live,
     operatorChanges,
     partnerRules,
+    webhooks,
     intake,
     options: { verifyVinCheckDigit, limits },
     async close() {
       clearInterval(keyRefresh);
+      // Connections first: an attempt in flight fails at once (to be retried) rather than holding the close for its timeout.
+      webhookSender.close();
+      await webhooks.deliverer.stop();
       await intake?.worker?.stop();
       await operatorChanges.stop();
       rotations.stop();

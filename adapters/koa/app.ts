@@ -12,13 +12,14 @@ import compose from 'koa-compose';
 import type { Registry } from 'prom-client';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { createAuthRouter } from './auth-routes.ts';
-import { createHttpMetrics, registerIntakeMetrics } from './metrics.ts';
+import { createHttpMetrics, registerIntakeMetrics, registerWebhookMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
 import { createIntakeRouter, INTAKE_PATH } from './intake-routes.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
+import { createWebhookRouter } from './webhook-routes.ts';
 import { createAccessLog } from './access-log.ts';
 import { edgeMiddleware } from './edge.ts';
 import { type ClientAddressOf, clientAddressResolver } from './client-address.ts';
@@ -174,9 +175,11 @@ function buildStack(
   if (mountData)
     routers.push(
       createReadRouter(trailwire, { logger }),
+      createWebhookRouter(trailwire, { auditLogger: logger }),
       (options.liveEvents ?? createLiveEventsRoute(trailwire, { logger })).router,
       ...(options.dataRouters ?? []),
     );
+  if (mountData) registerWebhookMetrics(metrics.registry, trailwire.webhooks.deliverer);
   const accessLog = createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock });
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;

@@ -251,7 +251,7 @@ function declaresPlainJsonBody(headers: IncomingHttpHeaders): boolean {
 }
 
 /** Whether the request has a body declared `application/json` (as `ctx.is` answers), the usual spellings first. */
-function isJsonBody(ctx: Context): boolean {
+export function isJsonBody(ctx: Context): boolean {
   return declaresPlainJsonBody(ctx.req.headers) || Boolean(ctx.is('application/json'));
 }
 
@@ -261,7 +261,7 @@ function isJsonBody(ctx: Context): boolean {
  * scanned), which refuses (400) a body its product cannot accept before the rest of it is read.
  * Plain stream events rather than `for await`: the async iterator costs several microseconds a request.
  */
-function readBody(req: IncomingMessage, limit: number, largeBodyScan: () => JsonShapeScan | undefined): Promise<string> {
+export function readBody(req: IncomingMessage, limit: number, largeBodyScan: () => JsonShapeScan | undefined): Promise<string> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) return Promise.reject(new TrailwireError('payload_too_large', `The body exceeds ${limit} bytes.`));
   return new Promise((resolve, reject) => {

@@ -11,8 +11,9 @@
  * prom-client takes histogram observations one at a time only.
  */
 import type { Context, Middleware } from 'koa';
-import { collectDefaultMetrics, Counter, Gauge, type Metric, type MetricValueWithName, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, type MetricValueWithName, Registry } from 'prom-client';
 import type { IntakeQueue } from '../../core/intake-queue.ts';
+import type { WebhookDeliverer } from '../../core/webhook-deliverer.ts';
 
 export interface HttpMetrics {
   registry: Registry;
@@ -138,6 +139,33 @@ export function registerIntakeMetrics(registry: Registry, queue: IntakeQueue): v
     async collect() {
       this.set(await queue.depth());
     },
+  });
+}
+
+/**
+ * The webhook deliverer's attempts (contract 14): `trailwire_webhook_attempts_total{outcome}`
+ * (`delivered`, `retry`: failed and to be tried again, `failing`: failed for the whole retry period),
+ * `trailwire_webhook_events_delivered_total`, and `trailwire_webhook_attempt_duration_seconds`, from
+ * the POST to its answer (or its timeout).
+ */
+export function registerWebhookMetrics(registry: Registry, deliverer: WebhookDeliverer): void {
+  const attempts = new Counter({
+    name: 'trailwire_webhook_attempts_total',
+    help: 'Webhook delivery attempts by outcome: delivered, retry (failed, tried again later), failing (failed for the whole retry period).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const events = new Counter({ name: 'trailwire_webhook_events_delivered_total', help: 'Events delivered to webhook endpoints.', registers: [registry] });
+  const duration = new Histogram({
+    name: 'trailwire_webhook_attempt_duration_seconds',
+    help: 'Webhook delivery attempts, from the POST to the answer or the timeout.',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  deliverer.onAttempt(({ outcome, delivery, durationMs }) => {
+    attempts.inc({ outcome: outcome.kind });
+    if (outcome.kind === 'delivered') events.inc(delivery.eventCount);
+    duration.observe(durationMs / 1000);
   });
 }
 

@@ -11,6 +11,8 @@ import { TAKE_DEFAULT, TAKE_MAX } from '../../core/paging.ts';
 import { EXPORT_MAX_RANGE_MS } from '../../core/telemetry-export.ts';
 import type { Product } from '../../core/products.ts';
 import { packageVersion } from './package-version.ts';
+import { WEBHOOK_EVENT_TYPES } from '../../core/store.ts';
+import { WEBHOOK_URL_MAX_LENGTH } from '../../core/webhook-address.ts';
 
 type Json = Record<string, unknown>;
 
@@ -81,6 +83,7 @@ const sharedResponses: Record<string, Json> = {
 const TAGS = [
   { name: 'Authentication API', description: 'API keys for access tokens (JWT, 1800 s), key rotation, and the public keys that verify the tokens.' },
   { name: 'Customer read API', description: "A customer's fleets, trailers, devices and cargosafe units, their telemetry in time ranges, and live updates. Customer token." },
+  { name: 'Webhooks', description: "The customer's webhook endpoints: trailer events pushed to them, signed as Standard Webhooks specifies (docs/webhooks.md). Customer token." },
   { name: 'Partner intake', description: "Telemetry from a partner's product integration, queued durably, and each payload's processing state. Partner token." },
   { name: 'Operations', description: 'Liveness, readiness, Prometheus metrics and this document. No authentication.' },
 ] as const;
@@ -301,6 +304,90 @@ function liveEventsOperation(): Json {
   };
 }
 
+/** What every webhook operation shares, after its own first sentence. */
+const WEBHOOK_RULES = 'Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.';
+
+function webhookOperation(method: string, operationId: string, summary: string, description: string, parameters: Json[], answer: Json, statuses: number[], extra: Json = {}): Json {
+  return {
+    [method]: {
+      operationId,
+      tags: ['Webhooks'],
+      summary,
+      description: `${description} ${WEBHOOK_RULES}`,
+      security: [{ customerToken: [] }],
+      parameters,
+      ...extra,
+      responses: { ...answer, ...problems(...statuses), ...anyOperationResponses },
+    },
+  };
+}
+
+function webhookPaths(): Record<string, Json> {
+  const id = pathParam('id', 'Webhook id.');
+  const ok = (description: string, schema: Json) => ({ 200: { description, headers: rateLimitHeaders, content: { 'application/json': { schema } } } });
+  return {
+    '/api/v1/webhooks': {
+      ...webhookOperation(
+        'post',
+        'createWebhook',
+        'Register a webhook endpoint',
+        'Registers a URL to receive trailer events (`trailer.updated`: the trailer JSON of every change, as the SSE `update` event carries it; `trailer.status_changed`: the same JSON when its status changed), of every fleet or of `fleetIds`. The URL must be https and resolve to public addresses only, unless the operator allows otherwise (`--webhook-allow-http`, `--webhook-allow-private`); a customer has at most 10 endpoints by default (409 beyond). The answer holds the signing secret (`whsec_...`), shown only here.',
+        [],
+        { 201: { description: 'Registered; `secret` is shown only in this answer.', headers: { ...rateLimitHeaders, Location: { description: 'The webhook\'s URL.', schema: { type: 'string' } } }, content: { 'application/json': { schema: ref('WebhookCreated') } } } },
+        [400, 401, 403, 409, 413, 415, 429, 503],
+        { requestBody: { required: true, content: { 'application/json': { schema: ref('NewWebhook') } } } },
+      ),
+      ...webhookOperation('get', 'listWebhooks', "The customer's webhook endpoints", PAGE_RULES, pagingParams, ok('OK', pageOf('Webhook')), [400, 401, 403, 429, 503]),
+    },
+    '/api/v1/webhooks/{id}': {
+      ...webhookOperation('get', 'getWebhook', 'One webhook endpoint', 'The endpoint, with its `status`: `active`, or `failing` once a delivery has been refused for the whole retry period (about 24 h); a test delivery answered with a 2xx resumes it.', [id], ok('OK', ref('Webhook')), [401, 403, 404, 429, 503]),
+      ...webhookOperation('delete', 'deleteWebhook', 'Delete a webhook endpoint', 'Deletes the endpoint with what it had still to deliver.', [id], { 204: { description: 'Deleted.', headers: rateLimitHeaders } }, [401, 403, 404, 429, 503]),
+    },
+    '/api/v1/webhooks/{id}/deliveries': webhookOperation(
+      'get',
+      'listWebhookDeliveries',
+      'Deliveries to a webhook endpoint',
+      `Each POST of up to 100 events, with its attempts and outcome, oldest first; delivered ones are listed for 7 days. ${PAGE_RULES}`,
+      [id, ...pagingParams],
+      ok('OK', pageOf('WebhookDelivery')),
+      [400, 401, 403, 404, 429, 503],
+    ),
+    '/api/v1/webhooks/{id}/test': webhookOperation(
+      'post',
+      'testWebhook',
+      'Send a test event to a webhook endpoint',
+      'Sends one `webhook.test` event now, signed like every delivery, and answers how the endpoint answered (within 10 s). A 2xx resumes a `failing` endpoint: its pending delivery is sent again at once.',
+      [id],
+      ok('How the endpoint answered.', ref('WebhookTestResult')),
+      [401, 403, 404, 429, 503],
+    ),
+  };
+}
+
+/** What Trailwire sends to a webhook endpoint (OpenAPI 3.1 `webhooks`). */
+function webhookDeliveries(): Record<string, Json> {
+  const header = (name: string, description: string) => ({ name, in: 'header', required: true, description, schema: { type: 'string' } });
+  return {
+    trailerEvents: {
+      post: {
+        operationId: 'receiveTrailerEvents',
+        security: [],
+        tags: ['Webhooks'],
+        summary: 'A delivery to your endpoint: up to 100 trailer events',
+        description:
+          'Sent as soon as 100 events wait or the oldest has waited 1 s. Answer 2xx within 10 s; anything else (a redirect included, never followed) is retried with exponential backoff and jitter for about 24 h, with the same `webhook-id` and body. Events of one trailer arrive in order. Verify the signature with a Standard Webhooks library (docs/webhooks.md).',
+        parameters: [
+          header('webhook-id', 'The delivery id (`msg_...`): the same on every retry; deduplicate on it.'),
+          header('webhook-timestamp', 'Unix seconds of this attempt.'),
+          header('webhook-signature', '`v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded part of the secret after `whsec_`.'),
+        ],
+        requestBody: { required: true, content: { 'application/json': { schema: ref('WebhookPayload') } } },
+        responses: { '2XX': { description: 'Delivered.' } },
+      },
+    },
+  };
+}
+
 function opsPaths(): Record<string, Json> {
   // Public: `security: []` says so, rather than leaving a reader to guess.
   const plain = (operationId: string, summary: string, description: string, content: Json, extra: Json = {}) => ({
@@ -444,6 +531,80 @@ const schemas: Record<string, Json> = {
       active: { type: 'boolean' },
       lastSeen: nullable(timestamp),
       latest: nullable(ref('CargosafeReading')),
+    },
+  },
+};
+
+const webhookEventTypes = { type: 'array', items: { type: 'string', enum: [...WEBHOOK_EVENT_TYPES] }, minItems: 1, uniqueItems: true };
+const webhookFleetIds = { type: 'array', items: { type: 'integer', minimum: 1, maximum: 2147483647 }, minItems: 1, maxItems: 100, uniqueItems: true };
+const webhookProperties = {
+  id: { type: 'string' },
+  url: { type: 'string', format: 'uri' },
+  events: webhookEventTypes,
+  fleetIds: { ...nullable(webhookFleetIds), description: 'Null: every fleet of the customer.' },
+  status: { type: 'string', enum: ['active', 'failing'] },
+  createdAt: timestamp,
+  failingSince: nullable(timestamp),
+};
+schemas.NewWebhook = {
+  type: 'object',
+  required: ['url'],
+  additionalProperties: false,
+  properties: {
+    url: { type: 'string', format: 'uri', maxLength: WEBHOOK_URL_MAX_LENGTH, description: 'https (http only where the operator allows it), public addresses only unless the operator allows private ones.' },
+    events: { ...webhookEventTypes, description: 'Default: every event type.' },
+    fleetIds: { ...webhookFleetIds, description: "Default: every fleet of the customer's." },
+  },
+};
+schemas.Webhook = { type: 'object', required: Object.keys(webhookProperties), properties: webhookProperties };
+schemas.WebhookCreated = {
+  type: 'object',
+  required: [...Object.keys(webhookProperties), 'secret'],
+  properties: { ...webhookProperties, secret: { type: 'string', description: 'The signing secret, `whsec_` and base64: shown only here.' } },
+};
+schemas.WebhookDelivery = {
+  type: 'object',
+  required: ['id', 'createdAt', 'events', 'state', 'attempts', 'nextAttemptAt', 'lastAttemptAt', 'lastStatus', 'lastError', 'deliveredAt'],
+  properties: {
+    id: { type: 'string', description: 'The `webhook-id` header of every attempt.' },
+    createdAt: timestamp,
+    events: { type: 'integer', description: 'Events in the body.' },
+    state: { type: 'string', enum: ['pending', 'delivered'] },
+    attempts: { type: 'integer' },
+    nextAttemptAt: { ...nullable(timestamp), description: 'Null once delivered, or while the endpoint is failing.' },
+    lastAttemptAt: nullable(timestamp),
+    lastStatus: { ...nullable({ type: 'integer' }), description: 'The HTTP status of the last attempt; null when it got none (refused, timed out).' },
+    lastError: nullable({ type: 'string' }),
+    deliveredAt: nullable(timestamp),
+  },
+};
+schemas.WebhookTestResult = {
+  type: 'object',
+  required: ['webhookId', 'delivered', 'status', 'error', 'webhook'],
+  properties: {
+    webhookId: { type: 'string', description: 'The `webhook-id` of the test delivery.' },
+    delivered: { type: 'boolean', description: 'Answered with a 2xx within the timeout.' },
+    status: nullable({ type: 'integer' }),
+    error: nullable({ type: 'string' }),
+    webhook: ref('Webhook'),
+  },
+};
+schemas.WebhookPayload = {
+  type: 'object',
+  required: ['events'],
+  properties: {
+    events: {
+      type: 'array',
+      maxItems: 100,
+      items: {
+        type: 'object',
+        required: ['type', 'timestamp', 'data'],
+        properties: {
+          type: { type: 'string', enum: [...WEBHOOK_EVENT_TYPES, 'webhook.test'] },
+          timestamp: { ...timestamp, description: 'When the change was processed.' },
+          data: { description: 'The trailer, as `GET /api/v1/trailers/{trailer}` answers it (for `webhook.test`: `{"webhookId"}`).', anyOf: [ref('Trailer'), { type: 'object' }] },
+        },
+      },
     },
   },
 };
@@ -592,9 +753,11 @@ export function buildOpenApiDocument(options: OpenApiOptions): Json {
     paths: {
       ...(options.auth ? authPaths() : {}),
       ...(options.data ? readPaths() : {}),
+      ...(options.data ? webhookPaths() : {}),
       ...options.extraPaths,
       ...opsPaths(),
     },
+    ...(options.data ? { webhooks: webhookDeliveries() } : {}),
     components: {
       schemas: { ...schemas, ...options.extraSchemas },
       responses: sharedResponses,

@@ -78,7 +78,7 @@ export function createReadRouter(trailwire: Trailwire, options: { logger?: Trail
 }
 
 /** Counts the request against the customer's read limit and reports it in RateLimit-* headers. */
-function readLimit(trailwire: Trailwire): Middleware {
+export function readLimit(trailwire: Trailwire): Middleware {
   return async (ctx, next) => {
     const state = await trailwire.readLimiter.consume((ctx.state as AuthenticatedState).claims.sub);
     if (!state.allowed) throw trailwire.readLimiter.limitedError(state);

@@ -14,6 +14,7 @@
 import type pg from 'pg';
 import { TrailwireError } from '../../core/errors.ts';
 import { quoteSchema, withoutQueryTimeout, withTransaction } from './pool.ts';
+import { POSTGRES_WEBHOOK_TABLES_MIGRATION } from './webhook-tables.ts';
 
 export interface PostgresMigration {
   /** Unique within its component and never renamed once released, e.g. `0001_store_schema`. */
@@ -277,6 +278,8 @@ export const POSTGRES_STORE_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  // Issue 40: webhook endpoints, their outbox and deliveries (adapters/postgres/webhook-tables.ts).
+  POSTGRES_WEBHOOK_TABLES_MIGRATION,
 ];
 
 /** The component name under which the durable intake queue's migrations are recorded. */

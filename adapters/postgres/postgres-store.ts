@@ -11,6 +11,8 @@
  * that share the schema (the intake queue).
  */
 import type pg from 'pg';
+import { webhookEventsOf } from '../../core/webhook-events.ts';
+import { PostgresWebhookTables } from './webhook-tables.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type {
@@ -27,6 +29,9 @@ import type {
   Trailer,
 } from '../../core/model.ts';
 import type {
+  NewWebhookEndpoint,
+  WebhookAttemptOutcome,
+  WebhookBatching,
   ActiveFilter,
   AppliedTelemetry,
   IdPageQuery,
@@ -178,6 +183,7 @@ class PostgresTrailwireStore implements PostgresStore {
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
     private readonly telemetry: TelemetryStatements = telemetryStatements(schema),
+    private readonly webhooks = new PostgresWebhookTables(pool, schema),
   ) {}
 
   // --- principals -------------------------------------------------------------------------------
@@ -531,10 +537,57 @@ class PostgresTrailwireStore implements PostgresStore {
 
   async applyTelemetryBatch(items: readonly TelemetryBatch[]): Promise<Map<string, AppliedTelemetry>> {
     if (items.length === 0) return new Map();
-    const applied = await withTransaction(this.pool, (client) => writeTelemetryBatch(client, this.telemetry, this.ids, items, this.knownVins));
+    const applied = await withTransaction(this.pool, async (client) => {
+      const written = await writeTelemetryBatch(client, this.telemetry, this.ids, items, this.knownVins);
+      if (!(await this.webhooks.anyEndpoint(client))) return written;
+      // The webhook events go to the outbox in the write's own transaction (contract 14).
+      const atOf = new Map(items.map((item) => [item.vin, item.at]));
+      const events = [...written].flatMap(([vin, state]) => webhookEventsOf(state, atOf.get(vin)!));
+      await this.webhooks.writeOutbox(client, events, Math.max(...atOf.values()));
+      return written;
+    });
     // Committed: the trailers it created exist for everyone now.
     this.knownVins.addAll(applied.keys());
     return applied;
+  }
+
+  // --- webhooks (adapters/postgres/webhook-tables.ts) -----------------------------------------------
+
+  createWebhookEndpoint(input: NewWebhookEndpoint, cap: number) {
+    return this.webhooks.createWebhookEndpoint(input, cap);
+  }
+  listWebhookEndpoints(customerId: string, page: IdPageQuery) {
+    return this.webhooks.listWebhookEndpoints(customerId, page);
+  }
+  getWebhookEndpoint(customerId: string, endpointId: string) {
+    return this.webhooks.getWebhookEndpoint(customerId, endpointId);
+  }
+  getWebhookTarget(customerId: string, endpointId: string) {
+    return this.webhooks.getWebhookTarget(customerId, endpointId);
+  }
+  deleteWebhookEndpoint(customerId: string, endpointId: string) {
+    return this.webhooks.deleteWebhookEndpoint(customerId, endpointId);
+  }
+  listWebhookDeliveries(customerId: string, endpointId: string, page: IdPageQuery) {
+    return this.webhooks.listWebhookDeliveries(customerId, endpointId, page);
+  }
+  resumeWebhookEndpoint(customerId: string, endpointId: string, at: number) {
+    return this.webhooks.resumeWebhookEndpoint(customerId, endpointId, at);
+  }
+  claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>) {
+    return this.webhooks.claimWebhookEndpoints(owner, now, leaseMs, limit, batching);
+  }
+  takeWebhookDelivery(endpointId: string, now: number, batching: WebhookBatching) {
+    return this.webhooks.takeWebhookDelivery(endpointId, now, batching);
+  }
+  settleWebhookDelivery(endpointId: string, deliveryId: string, outcome: WebhookAttemptOutcome) {
+    return this.webhooks.settleWebhookDelivery(endpointId, deliveryId, outcome);
+  }
+  releaseWebhookEndpoint(endpointId: string, owner: string) {
+    return this.webhooks.releaseWebhookEndpoint(endpointId, owner);
+  }
+  purgeWebhookDeliveries(before: number, limit: number) {
+    return this.webhooks.purgeWebhookDeliveries(before, limit);
   }
 
   // --- lifecycle --------------------------------------------------------------------------------

@@ -142,7 +142,8 @@ export async function writeTelemetryBatch(
     const row = byId.get(trailer.row.id);
     if (row === undefined) throw new TrailwireError('internal', `trailer ${vin} vanished while it was locked`);
     const fleet = row.fleet_id === null ? null : toFleet({ id: row.fleet_id, customer_id: row.f_customer_id!, name: row.f_name!, created_at: row.f_created_at! });
-    applied.set(vin, { trailer: toTrailer(row), fleet, createdTrailer: trailer.created });
+    const status = statuses.get(trailer.row.id);
+    applied.set(vin, { trailer: toTrailer(row), fleet, createdTrailer: trailer.created, statusChanged: status !== undefined && status.statusName !== trailer.row.status_name });
   }
   return applied;
 }

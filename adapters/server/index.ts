@@ -16,6 +16,7 @@ import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import { isProcessable } from '../../core/intake-queue.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
+import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createLiveEventsRoute, createTrailwireHandler, type LiveEventsRoute } from '../koa/index.ts';
 import { type HealthWatchLimits, type RunningGrpcServer, startGrpcServer } from '../grpc/index.ts';
@@ -256,10 +257,24 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await trailwire.close();
     await shared?.close();
   };
+  const webhookDeliverer = trailwire.webhooks.deliverer;
+  // The deliverer asks the store every poll: a store that is down is said once, then once per interval.
+  const webhookFaults = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
+  webhookDeliverer.onError((error) => webhookFaults.failed('store', { level: 'warn', message: 'webhook delivery: a store call failed; the work is taken again', err: error }));
+  webhookDeliverer.onAttempt(({ target, delivery, outcome }) => {
+    webhookFaults.recovered('store', 'webhook delivery: the store answers again');
+    if (outcome.kind === 'failing')
+      logger.warn(
+        { audit: true, event: 'webhook.failing', webhookId: target.id, customerId: target.customerId, deliveryId: delivery.id, reason: outcome.error },
+        'webhook failing: a delivery was refused for the whole retry period',
+      );
+  });
   try {
     await trailwire.operatorChanges.start();
     await intake.start();
     await trailwire.intake?.worker?.start();
+    // Every serving process delivers: the store's leases give each endpoint to one of them at a time.
+    webhookDeliverer.start();
   } catch (error) {
     await closeCore();
     throw error;

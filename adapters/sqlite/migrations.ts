@@ -12,6 +12,7 @@
  */
 import type Database from 'better-sqlite3';
 import { TrailwireError } from '../../core/errors.ts';
+import { WEBHOOK_TABLES_MIGRATION } from './webhook-tables.ts';
 
 export interface Migration {
   /** Unique within its component and never renamed once released, e.g. `0001_store_schema`. */
@@ -359,4 +360,6 @@ export const STORE_MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  // Issue 40: webhook endpoints, their outbox and deliveries (adapters/sqlite/webhook-tables.ts).
+  WEBHOOK_TABLES_MIGRATION,
 ];

@@ -12,6 +12,8 @@ import Database from 'better-sqlite3';
 import { type CanonicalCargosafeReading, type CanonicalDeviceReading, MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { randomIds, type IdGenerator } from '../../core/clock.ts';
 import { storageFaultError } from './storage-faults.ts';
+import { SqliteWebhookTables } from './webhook-tables.ts';
+import { webhookEventsOf, type WebhookOutboxEvent } from '../../core/webhook-events.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type {
   Audience,
@@ -48,6 +50,9 @@ import type {
   TrailerScope,
   TrailwireStore,
   VinOwner,
+  NewWebhookEndpoint,
+  WebhookAttemptOutcome,
+  WebhookBatching,
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
@@ -214,6 +219,7 @@ class SqliteTrailwireStore implements SqliteStore {
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
   private readonly importTrailersTransaction: Database.Transaction<(fleetId: number, changes: readonly TrailerImportChange[], at: number) => void>;
+  private readonly webhooks: SqliteWebhookTables;
 
   constructor(
     readonly db: Database.Database,
@@ -223,6 +229,7 @@ class SqliteTrailwireStore implements SqliteStore {
     private readonly ids: IdGenerator,
   ) {
     this.trailerRows = new TrailerRowCache(() => sql.dataVersion.get()!);
+    this.webhooks = new SqliteWebhookTables(db);
     this.applyTelemetryTransaction = db.transaction((items: readonly TelemetryBatch[]) => this.writeTelemetry(items));
     this.setDeviceActiveTransaction = db.transaction((deviceId: string, active: boolean, at: number) => this.switchDevice(deviceId, active, at));
     this.noteTrailerChangeTransaction = db.transaction((trailerId: string, at: number) => {
@@ -452,13 +459,15 @@ class SqliteTrailwireStore implements SqliteStore {
   }
 
   /** Recomputes a trailer's device counts and status from its devices; the rules are the core's. */
-  private recountTrailerStatus(trailerId: string, at: number): void {
+  /** Recounts the trailer's status; answers whether its name changed. */
+  private recountTrailerStatus(trailerId: string, at: number): boolean {
     const { sql } = this;
     const trailer = sql.trailerById.get(trailerId)!;
     // Counts cover every device whose operator flag is on; the counting and naming rules are the core's.
     const counts = countDeviceStates(expandStateCounts(sql.deviceStateCounts.all(trailerId)));
     const status = deriveTrailerStatus({ statusName: trailer.status_name, statusDate: trailer.status_date }, counts, at);
     sql.updateTrailerStatus.run(status.statusName, status.statusDate, status.faultedDevices, status.warningDevices, trailerId);
+    return status.statusName !== trailer.status_name;
   }
 
   // --- customer reads ---------------------------------------------------------------------------
@@ -657,8 +666,11 @@ class SqliteTrailwireStore implements SqliteStore {
 
     const applied = new Map<string, AppliedTelemetry>();
     const fleets = new Map<number, Fleet | null>();
+    const events: WebhookOutboxEvent[] = [];
+    // Without endpoints (most stores) a batch pays one probe, and builds no event JSON.
+    const toWebhooks = this.webhooks.anyEndpoint();
     for (const [vin, trailer] of touched) {
-      if (trailer.recount) this.recountTrailerStatus(trailer.id, trailer.at);
+      const statusChanged = trailer.recount && this.recountTrailerStatus(trailer.id, trailer.at);
       // The row the last fix move left is current unless something else changed it since.
       const after = (!trailer.recount && trailer.row) || sql.trailerById.get(trailer.id)!;
       // A created trailer goes with a rolled-back batch, and a recounted status may: neither is kept.
@@ -669,8 +681,10 @@ class SqliteTrailwireStore implements SqliteStore {
         if (!fleets.has(after.fleet_id)) fleets.set(after.fleet_id, toFleetOrNull(sql.fleetById.get(after.fleet_id)));
         fleet = fleets.get(after.fleet_id)!;
       }
-      applied.set(vin, { trailer: toTrailer(after), fleet, createdTrailer: trailer.created });
+      applied.set(vin, { trailer: toTrailer(after), fleet, createdTrailer: trailer.created, statusChanged });
+      if (toWebhooks) events.push(...webhookEventsOf(applied.get(vin)!, trailer.at));
     }
+    this.webhooks.writeOutbox(events, Math.max(...items.map((item) => item.at)));
     return applied;
   }
 
@@ -719,6 +733,45 @@ class SqliteTrailwireStore implements SqliteStore {
     }
     cache.set(reading.serial, id);
     return id;
+  }
+
+  // --- webhooks (adapters/sqlite/webhook-tables.ts) -------------------------------------------------
+
+  createWebhookEndpoint(input: NewWebhookEndpoint, cap: number) {
+    return this.webhooks.createWebhookEndpoint(input, cap);
+  }
+  listWebhookEndpoints(customerId: string, page: IdPageQuery) {
+    return this.webhooks.listWebhookEndpoints(customerId, page);
+  }
+  getWebhookEndpoint(customerId: string, endpointId: string) {
+    return this.webhooks.getWebhookEndpoint(customerId, endpointId);
+  }
+  getWebhookTarget(customerId: string, endpointId: string) {
+    return this.webhooks.getWebhookTarget(customerId, endpointId);
+  }
+  deleteWebhookEndpoint(customerId: string, endpointId: string) {
+    return this.webhooks.deleteWebhookEndpoint(customerId, endpointId);
+  }
+  listWebhookDeliveries(customerId: string, endpointId: string, page: IdPageQuery) {
+    return this.webhooks.listWebhookDeliveries(customerId, endpointId, page);
+  }
+  resumeWebhookEndpoint(customerId: string, endpointId: string, at: number) {
+    return this.webhooks.resumeWebhookEndpoint(customerId, endpointId, at);
+  }
+  claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>) {
+    return this.webhooks.claimWebhookEndpoints(owner, now, leaseMs, limit, batching);
+  }
+  takeWebhookDelivery(endpointId: string, now: number, batching: WebhookBatching) {
+    return this.webhooks.takeWebhookDelivery(endpointId, now, batching);
+  }
+  settleWebhookDelivery(endpointId: string, deliveryId: string, outcome: WebhookAttemptOutcome) {
+    return this.webhooks.settleWebhookDelivery(endpointId, deliveryId, outcome);
+  }
+  releaseWebhookEndpoint(endpointId: string, owner: string) {
+    return this.webhooks.releaseWebhookEndpoint(endpointId, owner);
+  }
+  purgeWebhookDeliveries(before: number, limit: number) {
+    return this.webhooks.purgeWebhookDeliveries(before, limit);
   }
 
   // --- lifecycle --------------------------------------------------------------------------------

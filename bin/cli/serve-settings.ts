@@ -5,7 +5,8 @@
  * per customer and `--product-limit`, the transport's exposure (trusted proxies, health Watch
  * and connection caps, the send timeout, a metrics listener of its own; issue 29), and each partner's
  * intake budget, new-VIN cap and whether customers must grant their partners (`--partner-intake-limit`,
- * `--partner-new-vins-per-day`, `--require-grants`) — each an option
+ * `--partner-new-vins-per-day`, `--require-grants`), and where webhooks may go and how many a customer
+ * may have (`--webhook-allow-http`, `--webhook-allow-private`, `--webhook-max-per-customer`) — each an option
  * with its `TRAILWIRE_<NAME>` variable (yargs'
  * `.env`). They are checked here, once, at start, with a message that names the option, and mapped
  * onto `ServerOptions`.
@@ -41,6 +42,7 @@ export const SERVE_SETTING_DEFAULTS = {
   liveReplaySeconds: 300,
   partnerIntakeLimit: '60000/60',
   partnerNewVinsPerDay: 10_000,
+  webhookMaxPerCustomer: 10,
 } as const;
 
 /** Bounds of the numeric settings, with why. */
@@ -57,6 +59,7 @@ const SEND_TIMEOUT_SECONDS = { min: 0, max: 600 };
 // 0 keeps no window (no resume); a day is far more than a reconnect needs, and the window is also bounded by count.
 const LIVE_REPLAY_SECONDS = { min: 0, max: 86_400 };
 const NEW_VINS_PER_DAY = { min: 0, max: 100_000_000 };
+const WEBHOOKS_PER_CUSTOMER = { min: 1, max: 10_000 };
 
 /** The serve settings as yargs parses them. */
 export interface ServeSettingArguments {
@@ -88,6 +91,10 @@ export interface ServeSettingArguments {
   'partner-intake-limit': string;
   'partner-new-vins-per-day': number;
   'require-grants': boolean;
+  // Webhooks (issue 40).
+  'webhook-allow-http': boolean;
+  'webhook-allow-private': boolean;
+  'webhook-max-per-customer': number;
 }
 
 const LIMIT_FORMAT = 'REQUESTS/WINDOW_SECONDS';
@@ -232,6 +239,22 @@ export function withServeSettings<T>(yargs: Argv<T>): Argv<T & ServeSettingArgum
       type: 'boolean',
       default: false,
       describe: 'Every customer takes intake for its registered trailers only from the partners it granted (`trailwire grants add`); without it, a customer with no grants takes intake from any partner of the product (env TRAILWIRE_REQUIRE_GRANTS)',
+    })
+    .option('webhook-allow-http', {
+      type: 'boolean',
+      default: false,
+      describe: 'Customers may register plain http:// webhook URLs; without it, https only (env TRAILWIRE_WEBHOOK_ALLOW_HTTP)',
+    })
+    .option('webhook-allow-private', {
+      type: 'boolean',
+      default: false,
+      describe:
+        'Webhooks may go to private, loopback, link-local and other non-public addresses (checked after DNS, at each connection); without it, public addresses only (env TRAILWIRE_WEBHOOK_ALLOW_PRIVATE)',
+    })
+    .option('webhook-max-per-customer', {
+      type: 'number',
+      default: d.webhookMaxPerCustomer,
+      describe: 'Webhook endpoints each customer may register (env TRAILWIRE_WEBHOOK_MAX_PER_CUSTOMER)',
     }) as Argv<T & ServeSettingArguments>;
 }
 
@@ -240,7 +263,7 @@ export type ServeSettings = Pick<
   ServerOptions,
   'trustProxy' | 'trustedProxies' | 'corsOrigins' | 'intakeBodyLimitBytes' | 'maxStreamsPerCustomer' | 'healthWatch' | 'connectionLimits' | 'metrics'
 > & {
-  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits' | 'live' | 'partnerIntake'>;
+  core: Pick<TrailwireOptions, 'tokens' | 'signingAlgorithm' | 'limits' | 'verifyVinCheckDigit' | 'productLimits' | 'live' | 'partnerIntake' | 'webhooks'>;
 };
 
 /** Checks the serve settings, throwing a `validation_failed` that names the first bad option, and maps them. */
@@ -281,6 +304,10 @@ export function serveSettingsOf(args: ServeSettingArguments): ServeSettings {
         budget: limitOf('--partner-intake-limit', args['partner-intake-limit']),
         newVinsPerDay: integerIn('--partner-new-vins-per-day', args['partner-new-vins-per-day'], NEW_VINS_PER_DAY, 'VINs'),
         requireGrants: args['require-grants'],
+      },
+      webhooks: {
+        rules: { allowHttp: args['webhook-allow-http'], allowPrivate: args['webhook-allow-private'] },
+        maxEndpointsPerCustomer: integerIn('--webhook-max-per-customer', args['webhook-max-per-customer'], WEBHOOKS_PER_CUSTOMER, 'endpoints'),
       },
     },
   };

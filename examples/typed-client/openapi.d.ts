@@ -344,6 +344,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The customer's webhook endpoints
+         * @description A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page. Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Register a webhook endpoint
+         * @description Registers a URL to receive trailer events (`trailer.updated`: the trailer JSON of every change, as the SSE `update` event carries it; `trailer.status_changed`: the same JSON when its status changed), of every fleet or of `fleetIds`. The URL must be https and resolve to public addresses only, unless the operator allows otherwise (`--webhook-allow-http`, `--webhook-allow-private`); a customer has at most 10 endpoints by default (409 beyond). The answer holds the signing secret (`whsec_...`), shown only here. Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One webhook endpoint
+         * @description The endpoint, with its `status`: `active`, or `failing` once a delivery has been refused for the whole retry period (about 24 h); a test delivery answered with a 2xx resumes it. Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.
+         */
+        get: operations["getWebhook"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Deletes the endpoint with what it had still to deliver. Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Deliveries to a webhook endpoint
+         * @description Each POST of up to 100 events, with its attempts and outcome, oldest first; delivered ones are listed for 7 days. A page: `take` records (50 by default, at most 500) ordered by id, and `next` while more exist; pass `next` back alone for the following page. Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test event to a webhook endpoint
+         * @description Sends one `webhook.test` event now, signed like every delivery, and answers how the endpoint answered (within 10 s). A 2xx resumes a `failing` endpoint: its pending delivery is sent again at once. Customer token. A webhook of another customer is a 404, whether or not it exists. Counts against the read limit.
+         */
+        post: operations["testWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/telemetry/intake/{VIN}": {
         parameters: {
             query?: never;
@@ -485,7 +573,28 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    trailerEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A delivery to your endpoint: up to 100 trailer events
+         * @description Sent as soon as 100 events wait or the oldest has waited 1 s. Answer 2xx within 10 s; anything else (a redirect included, never followed) is retried with exponential backoff and jitter for about 24 h, with the same `webhook-id` and body. Events of one trailer arrive in order. Verify the signature with a Standard Webhooks library (docs/webhooks.md).
+         */
+        post: operations["receiveTrailerEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** @description RFC 9457 problem details. `type` is one of the documented problem URIs. */
@@ -624,6 +733,94 @@ export interface components {
             active: boolean;
             lastSeen: string | null;
             latest: components["schemas"]["CargosafeReading"] | null;
+        };
+        NewWebhook: {
+            /**
+             * Format: uri
+             * @description https (http only where the operator allows it), public addresses only unless the operator allows private ones.
+             */
+            url: string;
+            /** @description Default: every event type. */
+            events?: ("trailer.updated" | "trailer.status_changed")[];
+            /** @description Default: every fleet of the customer's. */
+            fleetIds?: number[];
+        };
+        Webhook: {
+            id: string;
+            /** Format: uri */
+            url: string;
+            events: ("trailer.updated" | "trailer.status_changed")[];
+            /** @description Null: every fleet of the customer. */
+            fleetIds: number[] | null;
+            /** @enum {string} */
+            status: "active" | "failing";
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            createdAt: string;
+            failingSince: string | null;
+        };
+        WebhookCreated: {
+            id: string;
+            /** Format: uri */
+            url: string;
+            events: ("trailer.updated" | "trailer.status_changed")[];
+            /** @description Null: every fleet of the customer. */
+            fleetIds: number[] | null;
+            /** @enum {string} */
+            status: "active" | "failing";
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            createdAt: string;
+            failingSince: string | null;
+            /** @description The signing secret, `whsec_` and base64: shown only here. */
+            secret: string;
+        };
+        WebhookDelivery: {
+            /** @description The `webhook-id` header of every attempt. */
+            id: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC.
+             */
+            createdAt: string;
+            /** @description Events in the body. */
+            events: number;
+            /** @enum {string} */
+            state: "pending" | "delivered";
+            attempts: number;
+            /** @description Null once delivered, or while the endpoint is failing. */
+            nextAttemptAt: string | null;
+            lastAttemptAt: string | null;
+            /** @description The HTTP status of the last attempt; null when it got none (refused, timed out). */
+            lastStatus: number | null;
+            lastError: string | null;
+            deliveredAt: string | null;
+        };
+        WebhookTestResult: {
+            /** @description The `webhook-id` of the test delivery. */
+            webhookId: string;
+            /** @description Answered with a 2xx within the timeout. */
+            delivered: boolean;
+            status: number | null;
+            error: string | null;
+            webhook: components["schemas"]["Webhook"];
+        };
+        WebhookPayload: {
+            events: {
+                /** @enum {string} */
+                type: "trailer.updated" | "trailer.status_changed" | "webhook.test";
+                /**
+                 * Format: date-time
+                 * @description When the change was processed.
+                 */
+                timestamp: string;
+                /** @description The trailer, as `GET /api/v1/trailers/{trailer}` answers it (for `webhook.test`: `{"webhookId"}`). */
+                data: components["schemas"]["Trailer"] | Record<string, never>;
+            }[];
         };
         IntakeAccepted: {
             id: string;
@@ -2365,6 +2562,574 @@ export interface operations {
             };
         };
     };
+    listWebhooks: {
+        parameters: {
+            query?: {
+                /** @description Page size, 50 by default. */
+                take?: number;
+                /** @description The `next` token of the previous page, passed back unchanged. It carries the page size, `activeOnly` and the time range of its list, so it may be sent alone; a parameter beside it that contradicts it is a 400. */
+                next?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Webhook"][];
+                        /** @description Present only when more data is available. */
+                        next?: string;
+                    };
+                };
+            };
+            /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewWebhook"];
+            };
+        };
+        responses: {
+            /** @description Registered; `secret` is shown only in this answer. */
+            201: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The webhook's URL. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `conflict`: The request conflicts with the current state (for example a VIN that is already registered). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: The request body exceeds the configured limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unsupported_media_type`: The request body must be application/json. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: No such resource is visible to this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: No such resource is visible to this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size, 50 by default. */
+                take?: number;
+                /** @description The `next` token of the previous page, passed back unchanged. It carries the page size, `activeOnly` and the time range of its list, so it may be sent alone; a parameter beside it that contradicts it is a 400. */
+                next?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookDelivery"][];
+                        /** @description Present only when more data is available. */
+                        next?: string;
+                    };
+                };
+            };
+            /** @description `validation_failed`: The request is malformed: a path or query parameter, header or body failed validation. `errors` lists each field. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: No such resource is visible to this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Webhook id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How the endpoint answered. */
+            200: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookTestResult"];
+                };
+            };
+            /** @description `invalid_api_key`: The X-API-KEY header is missing or does not match a current key of this audience. `missing_token`: The Authorization header with a Bearer token is missing. `invalid_token`: The token is malformed, badly signed, expired, from another issuer, or was minted before a key rotation. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `wrong_audience`: The token is valid but for the other audience (a partner token on a customer endpoint or the reverse). `forbidden`: The token does not grant this operation. `partner_not_granted`: The VIN belongs to a customer that takes intake only from partners it granted (`trailwire grants add`), and this partner is not one of them; nothing was enqueued. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: No such resource is visible to this caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `rate_limited`: A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After. */
+            429: {
+                headers: {
+                    /** @description Requests allowed in the current window. */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds until the window ends. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     sendTelemetry: {
         parameters: {
             query?: never;
@@ -2756,6 +3521,35 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    receiveTrailerEvents: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery id (`msg_...`): the same on every retry; deduplicate on it. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt. */
+                "webhook-timestamp": string;
+                /** @description `v1,` and the base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the base64-decoded part of the secret after `whsec_`. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookPayload"];
+            };
+        };
+        responses: {
+            /** @description Delivered. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

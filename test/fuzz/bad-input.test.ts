@@ -1,5 +1,6 @@
 /**
- * The property-based bad-input suite (fast-check): every endpoint × generated malformed ids, query
+ * The property-based bad-input suite (fast-check): every endpoint (of the webhooks', all but DELETE
+ * and the test, which sends a request out) × generated malformed ids, query
  * strings, headers, paging tokens, time ranges and bodies. Asserted for every case: never a 5xx;
  * every 4xx is `application/problem+json` with `status` equal to the HTTP status, one the OpenAPI
  * document lists for that operation; a 200 never carries another tenant's record; and the process
@@ -35,6 +36,10 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'GET', template: '/api/v1/cargosafe', path: () => '/api/v1/cargosafe', auth: 'customer' },
   { method: 'GET', template: '/api/v1/cargosafe/{id}', path: (id) => `/api/v1/cargosafe/${id}`, auth: 'customer' },
   { method: 'GET', template: '/api/v1/cargosafe/telemetry/{id}', path: (id) => `/api/v1/cargosafe/telemetry/${id}`, auth: 'customer' },
+  { method: 'POST', template: '/api/v1/webhooks', path: () => '/api/v1/webhooks', auth: 'customer' },
+  { method: 'GET', template: '/api/v1/webhooks', path: () => '/api/v1/webhooks', auth: 'customer' },
+  { method: 'GET', template: '/api/v1/webhooks/{id}', path: (id) => `/api/v1/webhooks/${id}`, auth: 'customer' },
+  { method: 'GET', template: '/api/v1/webhooks/{id}/deliveries', path: (id) => `/api/v1/webhooks/${id}/deliveries`, auth: 'customer' },
   { method: 'POST', template: '/api/v1/telemetry/intake/{VIN}', path: (id) => `/api/v1/telemetry/intake/${id}`, auth: 'partner' },
   { method: 'GET', template: '/api/v1/telemetry/intake/status/{id}', path: (id) => `/api/v1/telemetry/intake/status/${id}`, auth: 'partner' },
   { method: 'POST', template: '/api/v1/customers/authenticate', path: () => '/api/v1/customers/authenticate', auth: 'apiKey-customer' },
@@ -111,6 +116,8 @@ describe('bad input, generated: every endpoint answers with a documented problem
       const now = app.clock.now();
       await applyTelemetry(app.trailwire, vin, { gps: [gpsFix(now - 60_000)], devices: [tpmsReading('S', now - 60_000)], cargosafe: [cargosafeReading('C', now - 60_000)] });
       ids.add(String(fleet.id)).add(trailer.id);
+      // A public literal: registered without a DNS lookup.
+      ids.add((await app.trailwire.webhooks.service.create(owner, { url: 'https://203.0.114.9/hook' })).id);
     }
   });
   after(() => app.close());

@@ -28,6 +28,7 @@ import { DEFAULT_PARTNER_INTAKE } from '../../../core/partner-intake-rules.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS } from '../../../core/tokens.ts';
 import { LIVE_REPLAY_DEFAULTS } from '../../../core/live-replay.ts';
 import { vinCheckDigit, withCheckDigit } from '../../../core/vin.ts';
+import { DEFAULT_MAX_WEBHOOK_ENDPOINTS } from '../../../core/webhook-service.ts';
 import { REPO_ROOT, runTrailwire, TRAILWIRE_BIN } from '../../support/cli.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-serve-settings-'));
@@ -52,6 +53,7 @@ describe('serve settings defaults', () => {
     assert.equal(SERVE_SETTING_DEFAULTS.liveReplaySeconds, LIVE_REPLAY_DEFAULTS.replaySeconds);
     assert.equal(SERVE_SETTING_DEFAULTS.partnerIntakeLimit, asText(DEFAULT_PARTNER_INTAKE.budget));
     assert.equal(SERVE_SETTING_DEFAULTS.partnerNewVinsPerDay, DEFAULT_PARTNER_INTAKE.newVinsPerDay);
+    assert.equal(SERVE_SETTING_DEFAULTS.webhookMaxPerCustomer, DEFAULT_MAX_WEBHOOK_ENDPOINTS);
     assert.deepEqual(limitOf('--read-limit', ' 600 / 60 '), { requests: 600, windowSeconds: 60 });
   });
 });
@@ -76,6 +78,7 @@ describe('serve with a bad setting', () => {
     [[], { TRAILWIRE_TRUSTED_PROXIES: '10.0.0.0/8,10.0.0.0/33' }, /^trailwire: --trusted-proxies: A trusted proxy must be an IP address or a CIDR range such as 10\.0\.0\.0\/8, got "10\.0\.0\.0\/33"$/],
     [['--max-health-watches', '-1'], {}, /^trailwire: --max-health-watches must be a whole number of streams from 0 to 10000, got -1$/],
     [['--cors-origin', 'https://*.example.com'], {}, /^trailwire: --cors-origin "https:\/\/\*\.example\.com": wildcards are not supported; list each origin/],
+    [[], { TRAILWIRE_WEBHOOK_MAX_PER_CUSTOMER: '0' }, /^trailwire: --webhook-max-per-customer must be a whole number of endpoints from 1 to 10000, got 0$/],
   ];
   for (const [args, env, message] of cases)
     it(`${[...args, ...Object.entries(env).map(([name, value]) => `${name}=${value}`)].join(' ')}: exit 1, the option named, nothing opened`, async () => {
