@@ -22,14 +22,16 @@ describe('the API reference page', { skip: skipWithoutChromium, timeout: 120_000
   });
 
   it('renders every endpoint of /openapi.json, and "Try it out" calls the API with the bearer token given', async () => {
-    const document = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, object> };
+    const document = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, object>; webhooks?: Record<string, object> };
     const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
     const watch = await watchPage(page, server.url);
     try {
       await page.goto(`${server.url}/docs`);
       await page.waitForSelector('.opblock');
       const shown = await page.locator('.opblock-summary-path').evaluateAll((paths) => paths.map((path) => path.getAttribute('data-path')));
-      const expected = Object.entries(document.paths).flatMap(([path, item]) => Object.keys(item).map(() => path));
+      // The outbound webhook deliveries (OpenAPI's `webhooks`) are shown as operations too, under their name.
+      const operations = { ...document.paths, ...document.webhooks };
+      const expected = Object.entries(operations).flatMap(([path, item]) => Object.keys(item).map(() => path));
       assert.deepEqual([...shown].sort(), [...expected].sort(), 'one operation block per documented operation');
       assert.ok(shown.includes('/api/v1/fleets') && shown.includes('/api/v1/telemetry/intake/{VIN}'));
       console.log(`screenshot: ${await screenshot(page, 'docs')}`);

@@ -287,7 +287,10 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
         a.pool.connect = (async () => {
           const client = await connect();
           const { query, release } = client;
-          client.query = ((...args: unknown[]) => (queries++, (query as (...a: unknown[]) => unknown).apply(client, args))) as typeof client.query;
+          // The probe for webhook endpoints runs at most once a second whatever the batch's size (its
+          // answer is kept that long), so whether it falls into one of the two batches is the clock's doing.
+          const counts = (statement: unknown) => !/webhook_endpoints LIMIT 1/.test((statement as { text?: string })?.text ?? String(statement));
+          client.query = ((...args: unknown[]) => (counts(args[0]) && queries++, (query as (...a: unknown[]) => unknown).apply(client, args))) as typeof client.query;
           client.release = (error?: Error | boolean) => {
             Object.assign(client, { query, release });
             return release.call(client, error);
