@@ -324,14 +324,21 @@ class PostgresTrailwireStore implements PostgresStore {
   }
 
   async trailerChangesAfter(afterSeq: number, limit: number): Promise<TrailerChange[]> {
-    const changes: TrailerChange[] = [];
-    for (const { seq, trailer_id } of await queryRows<{ seq: string; trailer_id: string }>(this.pool, this.sql.trailerChangesAfter, [afterSeq, limit])) {
-      const row = await queryRow<TrailerRow>(this.pool, this.sql.trailerById, [trailer_id]);
-      if (!row) continue;
-      const fleet = row.fleet_id === null ? null : toFleetOrNull(await queryRow<FleetRow>(this.pool, this.sql.fleetById, [row.fleet_id]));
-      changes.push({ seq: Number(seq), trailer: toTrailer(row), fleet });
-    }
-    return changes;
+    // One statement a page: a bulk registration (issue 41: 20,000 trailers) is that many changes,
+    // which every serving process reads, and two lookups per change kept each reading for minutes.
+    const rows = await queryRows<TrailerRow & { seq: number; fleet_customer_id: string | null; fleet_name: string | null; fleet_created_at: number | null }>(
+      this.pool,
+      this.sql.trailerChangesAfter,
+      [afterSeq, limit],
+    );
+    return rows.map((row) => ({
+      seq: Number(row.seq),
+      trailer: toTrailer(row),
+      fleet:
+        row.fleet_id === null || row.fleet_customer_id === null
+          ? null
+          : toFleet({ id: row.fleet_id, customer_id: row.fleet_customer_id, name: row.fleet_name!, created_at: row.fleet_created_at! }),
+    }));
   }
 
   // --- partner policies -------------------------------------------------------------------------
@@ -676,7 +683,9 @@ export function storeStatements(schema: string) {
     insertTrailerChange: `INSERT INTO ${s}.trailer_changes (trailer_id, at) VALUES ($1, $2)`,
     pruneTrailerChanges: `DELETE FROM ${s}.trailer_changes WHERE at < $1`,
     latestTrailerChange: `SELECT MAX(seq) AS seq FROM ${s}.trailer_changes`,
-    trailerChangesAfter: `SELECT seq, trailer_id FROM ${s}.trailer_changes WHERE seq > $1 ORDER BY seq LIMIT $2`,
+    trailerChangesAfter: `SELECT c.seq, ${TRAILER_COLUMNS}, f.customer_id AS fleet_customer_id, f.name AS fleet_name, f.created_at AS fleet_created_at
+      FROM ${s}.trailer_changes c JOIN ${s}.trailers t ON t.id = c.trailer_id LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id
+      WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`,
     customerTrailer: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id
       WHERE t.id = $1 AND f.customer_id = $2`,
     customerTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t

@@ -340,6 +340,31 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
     });
   });
 
+  it("a page of the trailer change feed is one statement, however many changes it holds (issue 41)", async () => {
+    const store = await open(conformanceSchema);
+    const customer = await store.createCustomer({ id: randomUUID(), name: 'c', keyHash: randomUUID(), createdAt: T0 });
+    const fleet = await store.createFleet({ customerId: customer.id, name: 'f', createdAt: T0 });
+    const after = await store.latestTrailerChange();
+    const trailers: Array<{ id: string; vin: string }> = [];
+    for (let i = 0; i < 6; i++) {
+      const trailer = await store.createTrailer({ id: randomUUID(), fleetId: i % 2 === 0 ? fleet.id : null, vin: uniqueVin(), unitId: null, createdAt: T0 });
+      await store.noteTrailerChange(trailer.id, T0 + i);
+      trailers.push(trailer);
+    }
+    let queries = 0;
+    const query = store.pool.query.bind(store.pool);
+    store.pool.query = ((...args: Parameters<typeof query>) => (queries++, query(...args))) as typeof store.pool.query;
+    try {
+      const changes = (await store.trailerChangesAfter(after, 100)).filter((change) => trailers.some((trailer) => trailer.id === change.trailer.id));
+      assert.equal(queries, 1);
+      assert.deepEqual(changes.map((change) => [change.trailer.vin, change.fleet?.id ?? null]), trailers.map((trailer, i) => [trailer.vin, i % 2 === 0 ? fleet.id : null]));
+      assert.deepEqual(changes[0]!.fleet, fleet);
+    } finally {
+      store.pool.query = query as typeof store.pool.query;
+      await store.close();
+    }
+  });
+
   describe('large batches and deep pages', () => {
     const schema = newSchema();
     const FIXES = 100_000;
