@@ -251,10 +251,11 @@ export class IntakeWorker {
     }
     this.processedCount += summary.processed;
     this.failedCount += summary.failed;
-    for (const applied of result.applied.values()) {
-      const event = liveEventOf(applied, result.at);
-      if (event) await this.publish(event);
-    }
+    // Published side by side, in order: a bus on one connection (Redis) sends them in this order
+    // without waiting for each answer, so a batch of a customer-owned fleet costs about one round trip,
+    // not one per trailer (issue 41: 400 trailers a batch, one after the other, kept processing behind).
+    const events = [...result.applied.values()].map((applied) => liveEventOf(applied, result.at)).filter((event) => event !== null);
+    await Promise.all(events.map((event) => this.publish(event)));
     this.deps.onRound?.(summary);
     return batch.entries.length;
   }

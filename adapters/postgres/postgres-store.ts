@@ -6,7 +6,10 @@
  * What differs is concurrency: instead of one writer at a time, each telemetry write locks its
  * trailers' rows first, so writes for different trailers run in parallel while writes for one trailer
  * (and its assignment to a fleet) take turns; the telemetry write itself, many VINs in a fixed number
- * of set-based statements, is `telemetry-writes.ts`. Every statement names its schema, so several stores,
+ * of set-based statements, is `telemetry-writes.ts`. The lookups intake makes per request (a VIN's
+ * owner, a customer's grants) are asked together per event-loop turn, one statement for the turn's
+ * keys (`TurnLookup`), so that a busy intake costs the database a round trip a turn, whatever the
+ * fleet's size. Every statement names its schema, so several stores,
  * or a store and the tests of another, can live in one database. The pool is exposed for the modules
  * that share the schema (the intake queue).
  */
@@ -53,6 +56,7 @@ import type {
   VinOwner,
 } from '../../core/store.ts';
 import { TRAILER_CHANGE_RETENTION_MS } from '../../core/store.ts';
+import { TurnLookup } from '../../core/turn-lookup.ts';
 import { countDeviceStates, deriveTrailerStatus } from '../../core/trailer-status.ts';
 import { applyPostgresMigrations, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS } from './migrations.ts';
 import { KnownVins, telemetryStatements, type TelemetryStatements, writeTelemetryBatch } from './telemetry-writes.ts';
@@ -176,6 +180,24 @@ const NEVER_STALE = Number.MIN_SAFE_INTEGER;
 class PostgresTrailwireStore implements PostgresStore {
   private closing: Promise<void> | undefined;
   private readonly knownVins = new KnownVins();
+  private readonly owners = new TurnLookup<string, VinOwner>(
+    async (vins) => {
+      const rows = await queryRows<{ vin: string; customer_id: string | null }>(this.pool, this.sql.vinOwners, [vins]);
+      return new Map(rows.map((row) => [row.vin, { known: true, customerId: row.customer_id }]));
+    },
+    () => ({ known: false, customerId: null }),
+  );
+  private readonly grantsOfCustomers = new TurnLookup<string, PartnerGrant[]>(
+    async (customerIds) => {
+      const grants = new Map<string, PartnerGrant[]>();
+      for (const row of await queryRows<PartnerGrantRow>(this.pool, this.sql.customersPartnerGrants, [customerIds])) {
+        const grant = toPartnerGrant(row);
+        grants.set(grant.customerId, [...(grants.get(grant.customerId) ?? []), grant]);
+      }
+      return grants;
+    },
+    () => [],
+  );
 
   constructor(
     readonly pool: pg.Pool,
@@ -339,14 +361,21 @@ class PostgresTrailwireStore implements PostgresStore {
   }
 
   async trailerChangesAfter(afterSeq: number, limit: number): Promise<TrailerChange[]> {
-    const changes: TrailerChange[] = [];
-    for (const { seq, trailer_id } of await queryRows<{ seq: string; trailer_id: string }>(this.pool, this.sql.trailerChangesAfter, [afterSeq, limit])) {
-      const row = await queryRow<TrailerRow>(this.pool, this.sql.trailerById, [trailer_id]);
-      if (!row) continue;
-      const fleet = row.fleet_id === null ? null : toFleetOrNull(await queryRow<FleetRow>(this.pool, this.sql.fleetById, [row.fleet_id]));
-      changes.push({ seq: Number(seq), trailer: toTrailer(row), fleet });
-    }
-    return changes;
+    // One statement a page: a bulk registration (issue 41: 20,000 trailers) is that many changes,
+    // which every serving process reads, and two lookups per change kept each reading for minutes.
+    const rows = await queryRows<TrailerRow & { seq: number; fleet_customer_id: string | null; fleet_name: string | null; fleet_created_at: number | null }>(
+      this.pool,
+      this.sql.trailerChangesAfter,
+      [afterSeq, limit],
+    );
+    return rows.map((row) => ({
+      seq: Number(row.seq),
+      trailer: toTrailer(row),
+      fleet:
+        row.fleet_id === null || row.fleet_customer_id === null
+          ? null
+          : toFleet({ id: row.fleet_id, customer_id: row.fleet_customer_id, name: row.fleet_name!, created_at: row.fleet_created_at! }),
+    }));
   }
 
   // --- partner policies -------------------------------------------------------------------------
@@ -364,14 +393,14 @@ class PostgresTrailwireStore implements PostgresStore {
 
   async listPartnerGrants(query: PartnerGrantQuery): Promise<PartnerGrant[]> {
     const { customerId, partnerId } = query;
+    // A customer's grants, what intake asks: with the other customers' asked in the same turn.
+    if (customerId !== undefined && partnerId === undefined) return [...(await this.grantsOfCustomers.get(customerId))];
     const rows =
       customerId !== undefined && partnerId !== undefined
         ? await queryRows<PartnerGrantRow>(this.pool, this.sql.partnerGrant, [customerId, partnerId])
-        : customerId !== undefined
-          ? await queryRows<PartnerGrantRow>(this.pool, this.sql.customerPartnerGrants, [customerId])
-          : partnerId !== undefined
-            ? await queryRows<PartnerGrantRow>(this.pool, this.sql.partnerPartnerGrants, [partnerId])
-            : await queryRows<PartnerGrantRow>(this.pool, this.sql.allPartnerGrants, []);
+        : partnerId !== undefined
+          ? await queryRows<PartnerGrantRow>(this.pool, this.sql.partnerPartnerGrants, [partnerId])
+          : await queryRows<PartnerGrantRow>(this.pool, this.sql.allPartnerGrants, []);
     return rows.map(toPartnerGrant);
   }
 
@@ -393,9 +422,8 @@ class PostgresTrailwireStore implements PostgresStore {
     return row ? toPartnerIntakeLimits(row) : null;
   }
 
-  async vinOwner(vin: string): Promise<VinOwner> {
-    const row = await queryRow<{ customer_id: string | null }>(this.pool, this.sql.vinOwner, [vin]);
-    return row === undefined ? { known: false, customerId: null } : { known: true, customerId: row.customer_id };
+  vinOwner(vin: string): Promise<VinOwner> {
+    return this.owners.get(vin);
   }
 
   async setDeviceActive(deviceId: string, active: boolean, at: number): Promise<Trailer | null> {
@@ -753,7 +781,9 @@ export function storeStatements(schema: string) {
     insertTrailerChange: `INSERT INTO ${s}.trailer_changes (trailer_id, at) VALUES ($1, $2)`,
     pruneTrailerChanges: `DELETE FROM ${s}.trailer_changes WHERE at < $1`,
     latestTrailerChange: `SELECT MAX(seq) AS seq FROM ${s}.trailer_changes`,
-    trailerChangesAfter: `SELECT seq, trailer_id FROM ${s}.trailer_changes WHERE seq > $1 ORDER BY seq LIMIT $2`,
+    trailerChangesAfter: `SELECT c.seq, ${TRAILER_COLUMNS}, f.customer_id AS fleet_customer_id, f.name AS fleet_name, f.created_at AS fleet_created_at
+      FROM ${s}.trailer_changes c JOIN ${s}.trailers t ON t.id = c.trailer_id LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id
+      WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`,
     customerTrailer: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t JOIN ${s}.fleets f ON f.id = t.fleet_id
       WHERE t.id = $1 AND f.customer_id = $2`,
     // Each trailer of the fleet after $3 is one probe of gps_fixes' (trailer_id, timestamp) index.
@@ -813,7 +843,7 @@ export function storeStatements(schema: string) {
     insertPartnerGrant: `INSERT INTO ${s}.partner_grants (customer_id, partner_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
     deletePartnerGrant: `DELETE FROM ${s}.partner_grants WHERE customer_id = $1 AND partner_id = $2`,
     partnerGrant: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE customer_id = $1 AND partner_id = $2`,
-    customerPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE customer_id = $1 ORDER BY partner_id`,
+    customersPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE customer_id = ANY($1) ORDER BY customer_id, partner_id`,
     partnerPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants WHERE partner_id = $1 ORDER BY customer_id`,
     allPartnerGrants: `SELECT customer_id, partner_id, created_at FROM ${s}.partner_grants ORDER BY customer_id, partner_id`,
     upsertPartnerIntakeLimits: `INSERT INTO ${s}.partner_intake_limits (partner_id, intake_requests, intake_window_seconds, new_vins_per_day, updated_at)
@@ -823,7 +853,7 @@ export function storeStatements(schema: string) {
     deletePartnerIntakeLimits: `DELETE FROM ${s}.partner_intake_limits WHERE partner_id = $1`,
     partnerIntakeLimits: `SELECT partner_id, intake_requests, intake_window_seconds, new_vins_per_day, updated_at
       FROM ${s}.partner_intake_limits WHERE partner_id = $1`,
-    vinOwner: `SELECT f.customer_id FROM ${s}.trailers t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.vin = $1`,
+    vinOwners: `SELECT t.vin, f.customer_id FROM ${s}.trailers t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id WHERE t.vin = ANY($1)`,
   };
   // Named per statement: `pg` prepares each once per connection and reuses it. A name must always
   // carry the same text on a connection, so other modules sharing the pool use their own prefix.

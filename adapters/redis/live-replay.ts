@@ -13,7 +13,9 @@
  * Append and publish are one script: both XADDs, then PUBLISH of the event with its id on the live
  * bus's channel. Redis runs a script alone, so the order in which every process hears the events
  * on the channel is the order of their ids, whichever process published them: what makes "resume
- * after the last position I saw" exact. An event of a change every process reads from the store is
+ * after the last position I saw" exact. The events appended in one event-loop turn (a processing
+ * batch's updates) go in one call of the script, in order, which trims the window once and each of
+ * their customers' streams once (issue 41: a call per update cost Redis ~30 µs a payload). An event of a change every process reads from the store is
  * appended only by the first process to try, under a `SET NX` key that lives as long as the window.
  *
  * Reading is a script per page of `pageSize` entries (default 100): each checks that the page's
@@ -28,6 +30,7 @@
 import type { Redis } from 'ioredis';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { type LiveReplayOptions, resolveReplayOptions } from '../../core/live-replay.ts';
+import { TurnBatcher } from '../../core/turn-batcher.ts';
 
 export interface RedisReplayWindowOptions extends LiveReplayOptions {
   /** The window stream's key, and the prefix of the customers' streams; every process of one deployment uses the same one. Default `'trailwire:live:window'`. */
@@ -38,6 +41,32 @@ export interface RedisReplayWindowOptions extends LiveReplayOptions {
 
 export const DEFAULT_REDIS_REPLAY_STREAM_KEY = 'trailwire:live:window';
 export const DEFAULT_REDIS_REPLAY_PAGE_SIZE = 100;
+
+// KEYS: window stream, then each event's customer stream. ARGV: channel, max events, window ms, then
+// each event's JSON and customer id. Answers the events' ids, in order.
+const APPEND_MANY = `
+local ids = {}
+for i = 2, #KEYS do
+  local json, customer = ARGV[2 + 2 * (i - 1)], ARGV[3 + 2 * (i - 1)]
+  local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'c', customer)
+  redis.call('XADD', KEYS[i], id, 'e', json)
+  redis.call('PUBLISH', ARGV[1], '{"position":"' .. id .. '",' .. string.sub(json, 2))
+  ids[i - 1] = id
+end
+local now = redis.call('TIME')
+local oldest = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[3])
+if oldest > 0 then redis.call('XTRIM', KEYS[1], 'MINID', '~', oldest) end
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+local trimmed = {}
+for i = 2, #KEYS do
+  if not trimmed[KEYS[i]] then
+    trimmed[KEYS[i]] = true
+    if first then redis.call('XTRIM', KEYS[i], 'MINID', '~', first[1]) end
+    redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[3]) + 1000)
+  end
+end
+return ids
+`;
 
 // KEYS: window stream, customer stream, change key. ARGV: event JSON, channel, max events, window ms,
 // a change ('1' or '0'), customer id.
@@ -80,6 +109,7 @@ return redis.call('XRANGE', KEYS[2], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
 `;
 
 type RedisWithWindow = Redis & {
+  trailwireLiveAppendMany(numberOfKeys: number, ...keysThenArgs: Array<string | number>): Promise<string[]>;
   trailwireLiveAppend(
     window: string,
     customer: string,
@@ -94,8 +124,17 @@ type RedisWithWindow = Redis & {
   trailwireLiveAfterPage(window: string, customer: string, position: string, pageSize: number, windowMs: number): Promise<Array<[string, string[]]> | null>;
 };
 
+interface PendingAppend {
+  channel: string;
+  event: LiveTrailerEvent;
+  resolve: (position: string) => void;
+  reject: (error: unknown) => void;
+}
+
 /** The window on one Redis connection (the live bus's publishing one). */
 export class RedisReplayWindow {
+  /** Appends of this turn that carry no change id, sent in one script call once it ends. */
+  private readonly appends = new TurnBatcher<PendingAppend>((items) => void this.appendMany(items));
   private readonly redis: RedisWithWindow;
   private readonly streamKey: string;
   private readonly maxEvents: number;
@@ -113,6 +152,7 @@ export class RedisReplayWindow {
     this.pageSize = pageSize;
     // defineCommand sends EVALSHA, and the script itself only when Redis does not know it yet.
     if (typeof (redis as unknown as Partial<RedisWithWindow>).trailwireLiveAppend !== 'function') {
+      redis.defineCommand('trailwireLiveAppendMany', { lua: APPEND_MANY });
       redis.defineCommand('trailwireLiveAppend', { numberOfKeys: 3, lua: APPEND });
       redis.defineCommand('trailwireLiveAfterPage', { numberOfKeys: 2, lua: AFTER_PAGE });
     }
@@ -124,6 +164,9 @@ export class RedisReplayWindow {
    * null when `changeId` was already published by some process within the window.
    */
   async appendAndPublish(channel: string, event: LiveTrailerEvent, changeId?: string): Promise<string | null> {
+    if (changeId === undefined) return new Promise((resolve, reject) => this.appends.push({ channel, event, resolve, reject }));
+    // The turn's earlier appends go first: one connection sends its calls in order, so positions keep the order of the calls.
+    this.appends.flushNow();
     const change = changeId === undefined ? this.streamKey : `${this.streamKey}:change:${changeId}`;
     return this.redis.trailwireLiveAppend(
       this.streamKey,
@@ -136,6 +179,28 @@ export class RedisReplayWindow {
       changeId === undefined ? '0' : '1',
       event.customerId,
     );
+  }
+
+  /** One script call for the turn's appends (one per channel, which is one in practice: the bus's). */
+  private async appendMany(items: PendingAppend[]): Promise<void> {
+    const byChannel = new Map<string, PendingAppend[]>();
+    for (const item of items) byChannel.set(item.channel, [...(byChannel.get(item.channel) ?? []), item]);
+    for (const [channel, group] of byChannel) {
+      try {
+        const ids = await this.redis.trailwireLiveAppendMany(
+          group.length + 1,
+          this.streamKey,
+          ...group.map((item) => this.customerStream(item.event.customerId)),
+          channel,
+          this.maxEvents,
+          this.windowMs,
+          ...group.flatMap((item) => [JSON.stringify(item.event), item.event.customerId]),
+        );
+        group.forEach((item, i) => item.resolve(ids[i]!));
+      } catch (error) {
+        for (const item of group) item.reject(error);
+      }
+    }
   }
 
   /** The customer's events after `position`, oldest first with their positions, or null when it is not resumable. */

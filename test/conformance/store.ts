@@ -1290,6 +1290,30 @@ const STORE_CASES: StoreCase[] = [
   },
   {
     group: 'partner policies',
+    name: 'owners and grants asked side by side (as intake asks them, in one turn) each answer their own',
+    async run(store) {
+      const customers = [await newCustomer(store), await newCustomer(store)];
+      const partner = await store.createPartner({ id: uid('partner'), name: 'p', product: 'gps-basic', keyHash: uid('hash'), createdAt: T0 });
+      await store.addPartnerGrant({ customerId: customers[0]!.id, partnerId: partner.id, createdAt: T0 });
+      const fleet = await newFleet(store, customers[0]!.id);
+      const assigned = await newTrailer(store, fleet.id);
+      const unassigned = await newTrailer(store, null);
+      const unknown = vin();
+      assert.deepEqual(await Promise.all([assigned.vin, unknown, unassigned.vin, assigned.vin].map((each) => store.vinOwner(each))), [
+        { known: true, customerId: customers[0]!.id },
+        { known: false, customerId: null },
+        { known: true, customerId: null },
+        { known: true, customerId: customers[0]!.id },
+      ]);
+      const [granted, none, again] = await Promise.all([customers[0]!.id, customers[1]!.id, customers[0]!.id].map((customerId) => store.listPartnerGrants({ customerId })));
+      assert.deepEqual(granted, [{ customerId: customers[0]!.id, partnerId: partner.id, createdAt: T0 }]);
+      assert.deepEqual(none, []);
+      assert.deepEqual(again, granted);
+      assert.notEqual(again, granted, 'each caller its own list');
+    },
+  },
+  {
+    group: 'partner policies',
     name: "a VIN's owner: unknown, unassigned, then the customer of the fleet it is assigned to",
     async run(store) {
       const customer = await newCustomer(store);

@@ -244,6 +244,28 @@ describe('IntakeWorker', () => {
     await s.close();
   });
 
+  it("publishes a batch's live updates in order without waiting for each one's answer (issue 41)", async () => {
+    // Each publish is answered only once every update of the batch was handed to the bus: a worker
+    // that awaited them one at a time (a round trip each) would never finish this batch.
+    const published: string[] = [];
+    const answers: Array<() => void> = [];
+    const s = await setup({
+      publish: (event) => {
+        published.push(event.trailer.vin);
+        return new Promise<void>((resolve) => {
+          answers.push(resolve);
+          if (answers.length === 3) for (const answer of answers) answer();
+        });
+      },
+    });
+    const vins = [uniqueVin(), uniqueVin(), uniqueVin()];
+    for (const vin of vins) await fleetTrailer(s.trailwire, vin);
+    for (const vin of vins) await s.send(vin, { n: 0 });
+    assert.equal(await s.worker.drainDue(), 3);
+    assert.deepEqual(published, vins, 'one update per trailer, in the order of the batch');
+    await s.close();
+  });
+
   it('stops after the batch in hand, leaving the rest queued', async () => {
     const s = await setup({}, { batchSize: 2 });
     for (let i = 0; i < 10; i++) await s.send(uniqueVin(), { n: 0 });

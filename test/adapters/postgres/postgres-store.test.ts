@@ -7,7 +7,7 @@
  * schema it creates is named `tw_test_<random>` and dropped at the end.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import {
@@ -26,6 +26,7 @@ import { TrailwireError } from '../../../core/errors.ts';
 import type { GpsFix } from '../../../core/model.ts';
 import type { TimeKey } from '../../../core/store.ts';
 import { runStoreConformance } from '../../conformance/store.ts';
+import { uniqueVin } from '../../support/fixtures.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
 const T0 = Date.UTC(2026, 0, 1);
@@ -309,6 +310,62 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
       assert.ok(small >= 10 && small <= 16, `a batch of every kind of record takes a handful of statements (${small})`);
       assert.equal(await statementsFor(200), small, 'a hundred times the items, the same statements');
     });
+  });
+
+  describe("intake's lookups", () => {
+    it("the owners and grants asked in one turn take one statement each, whatever their number (issue 41)", async () => {
+      const store = await open(conformanceSchema);
+      const partner = await store.createPartner({ id: randomUUID(), name: 'p', product: 'gps-basic', keyHash: randomUUID(), createdAt: T0 });
+      const customerIds: string[] = [];
+      const vins: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const customer = await store.createCustomer({ id: randomUUID(), name: `c${i}`, keyHash: randomUUID(), createdAt: T0 });
+        await store.addPartnerGrant({ customerId: customer.id, partnerId: partner.id, createdAt: T0 });
+        const fleet = await store.createFleet({ customerId: customer.id, name: 'f', createdAt: T0 });
+        for (let j = 0; j < 4; j++)
+          vins.push((await store.createTrailer({ id: randomUUID(), fleetId: fleet.id, vin: uniqueVin(), unitId: null, createdAt: T0 })).vin);
+        customerIds.push(customer.id);
+      }
+      let queries = 0;
+      const query = store.pool.query.bind(store.pool);
+      store.pool.query = ((...args: Parameters<typeof query>) => (queries++, query(...args))) as typeof store.pool.query;
+      try {
+        const owners = await Promise.all(vins.map((vin) => store.vinOwner(vin)));
+        assert.deepEqual(owners.map((owner) => owner.customerId), customerIds.flatMap((id) => [id, id, id, id]));
+        assert.equal(queries, 1, `the owners of ${vins.length} VINs in one statement`);
+        const grants = await Promise.all(customerIds.map((customerId) => store.listPartnerGrants({ customerId })));
+        assert.deepEqual(grants.map((list) => list.map((grant) => grant.customerId)), customerIds.map((id) => [id]));
+        assert.equal(queries, 2, `the grants of ${customerIds.length} customers in one statement`);
+      } finally {
+        store.pool.query = query as typeof store.pool.query;
+        await store.close();
+      }
+    });
+  });
+
+  it("a page of the trailer change feed is one statement, however many changes it holds (issue 41)", async () => {
+    const store = await open(conformanceSchema);
+    const customer = await store.createCustomer({ id: randomUUID(), name: 'c', keyHash: randomUUID(), createdAt: T0 });
+    const fleet = await store.createFleet({ customerId: customer.id, name: 'f', createdAt: T0 });
+    const after = await store.latestTrailerChange();
+    const trailers: Array<{ id: string; vin: string }> = [];
+    for (let i = 0; i < 6; i++) {
+      const trailer = await store.createTrailer({ id: randomUUID(), fleetId: i % 2 === 0 ? fleet.id : null, vin: uniqueVin(), unitId: null, createdAt: T0 });
+      await store.noteTrailerChange(trailer.id, T0 + i);
+      trailers.push(trailer);
+    }
+    let queries = 0;
+    const query = store.pool.query.bind(store.pool);
+    store.pool.query = ((...args: Parameters<typeof query>) => (queries++, query(...args))) as typeof store.pool.query;
+    try {
+      const changes = (await store.trailerChangesAfter(after, 100)).filter((change) => trailers.some((trailer) => trailer.id === change.trailer.id));
+      assert.equal(queries, 1);
+      assert.deepEqual(changes.map((change) => [change.trailer.vin, change.fleet?.id ?? null]), trailers.map((trailer, i) => [trailer.vin, i % 2 === 0 ? fleet.id : null]));
+      assert.deepEqual(changes[0]!.fleet, fleet);
+    } finally {
+      store.pool.query = query as typeof store.pool.query;
+      await store.close();
+    }
   });
 
   describe('large batches and deep pages', () => {

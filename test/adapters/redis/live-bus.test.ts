@@ -15,6 +15,7 @@ import { openRedisLiveBus, type RedisLiveBus, type RedisLiveBusOptions } from '.
 import { TrailwireError } from '../../../core/errors.ts';
 import { LiveHub } from '../../../core/live-hub.ts';
 import { type LiveTrailerEvent } from '../../../core/live-bus.ts';
+import { comparePositions } from '../../../core/live-replay.ts';
 import { runLiveBusConformance, sampleEvent } from '../../conformance/live-bus.ts';
 
 const REDIS_URL = process.env.TRAILWIRE_TEST_REDIS_URL;
@@ -105,6 +106,34 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
       const replayed = await bus.replayAfter('customer-a', from);
       assert.deepEqual(replayed?.map((event) => event.ts), Array.from({ length: 25 }, (_, i) => (i + 1) * 81));
       assert.deepEqual(pages, [10, 10, 5], 'each call answers at most a page of the customer\'s updates');
+    } finally {
+      await bus.close();
+    }
+  });
+
+  it("appends a turn's updates in one call, in order, each resumable from its customer's stream (issue 41)", async () => {
+    const channel = freshChannel();
+    const redis = connect();
+    const bus = await openRedisLiveBus({ redis, channel, replay: { streamKey: `${channel}:window`, replaySeconds: 60 } });
+    try {
+      const heard = nextEvents(bus, 1);
+      await bus.publish(sampleEvent(0, { customerId: 'customer-a' }));
+      const from = (await heard)[0]!.position!;
+      const sent: string[] = [];
+      const send = redis.sendCommand.bind(redis);
+      redis.sendCommand = ((command: Parameters<Redis['sendCommand']>[0], stream?: Parameters<Redis['sendCommand']>[1]) => {
+        sent.push(command.name);
+        return send(command, stream);
+      }) as Redis['sendCommand'];
+      const turn = nextEvents(bus, 6);
+      await Promise.all([1, 2, 3, 4, 5, 6].map((i) => bus.publish(sampleEvent(i, { customerId: i % 2 === 0 ? 'customer-a' : 'customer-b' }))));
+      redis.sendCommand = send;
+      assert.deepEqual(sent, ['evalsha'], 'one script call for the turn');
+      const delivered = await turn;
+      assert.deepEqual(delivered.map((event) => event.ts), [1, 2, 3, 4, 5, 6], 'heard in the order published');
+      const positions = delivered.map((event) => event.position!);
+      assert.deepEqual([...positions].sort(comparePositions), positions, 'positions in that order');
+      assert.deepEqual((await bus.replayAfter('customer-a', from))?.map((event) => event.position), positions.filter((_, i) => i % 2 === 1));
     } finally {
       await bus.close();
     }

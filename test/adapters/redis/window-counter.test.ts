@@ -61,6 +61,18 @@ describe('RedisWindowCounter', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST
     await Promise.all(connections.map((connection) => connection.quit()));
   });
 
+  /** A connection that records the name of every command it sends. */
+  const spiedConnection = () => {
+    const sent: string[] = [];
+    const spied = connect();
+    const send = spied.sendCommand.bind(spied);
+    spied.sendCommand = ((command: Parameters<Redis['sendCommand']>[0], stream?: Parameters<Redis['sendCommand']>[1]) => {
+      sent.push(command.name);
+      return send(command, stream);
+    }) as Redis['sendCommand'];
+    return { spied, sent };
+  };
+
   runWindowCounterConformance({
     name: 'redis',
     async open() {
@@ -77,13 +89,7 @@ describe('RedisWindowCounter', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST
   });
 
   it('increments in one command a turn, setting the expiry to the window end once', async () => {
-    const sent: string[] = [];
-    const spied = connect();
-    const send = spied.sendCommand.bind(spied);
-    spied.sendCommand = ((command: Parameters<Redis['sendCommand']>[0], stream?: Parameters<Redis['sendCommand']>[1]) => {
-      sent.push(command.name);
-      return send(command, stream);
-    }) as Redis['sendCommand'];
+    const { spied, sent } = spiedConnection();
     await spied.ping(); // the connection's own set-up commands are not the counter's
     sent.length = 0;
     const counter = new RedisWindowCounter({ redis: spied, keyPrefix });
@@ -101,6 +107,18 @@ describe('RedisWindowCounter', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST
     const turn = [`other-${key}`, key, `other-${key}`, key].map((each) => counter.increment(each, expiresAt));
     assert.deepEqual(await Promise.all(turn), [1, 4, 2, 5], "one turn's increments, each answered its own count");
     assert.deepEqual(sent, ['evalsha'], "one round trip for a turn's increments");
+  });
+
+  it("reads a turn's peeks in one command (issue 41)", async () => {
+    const { spied, sent } = spiedConnection();
+    await spied.ping();
+    const counter = new RedisWindowCounter({ redis: spied, keyPrefix });
+    const key = `peeked-${randomBytes(4).toString('hex')}`;
+    await counter.increment(key, Date.now() + 60_000);
+    await counter.increment(key, Date.now() + 60_000);
+    sent.length = 0;
+    assert.deepEqual(await Promise.all([key, `never-${key}`, key].map((each) => counter.peek(each))), [2, 0, 2]);
+    assert.deepEqual(sent, ['mget'], "one round trip for a turn's peeks");
   });
 
   it('counts on when the server has lost its script cache (NOSCRIPT answers are retried with EVAL)', async () => {
