@@ -393,8 +393,9 @@ export interface TrailwireStore
     PartnerPolicyStore,
     FleetReadStore,
     OperatorReadStore,
-    TelemetryWriteStore,
-    WebhookStore {
+    TelemetryWriteStore {
+  /** The customers' webhook endpoints, their outbox and deliveries (contract 14). */
+  readonly webhooks: WebhookStore;
   /** Answers when the store can serve queries (for `/readyz`); throws otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

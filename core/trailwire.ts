@@ -282,7 +282,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     }),
     deliverer: new WebhookDeliverer(
       // The lease owner names this process (and this core, of several in one process).
-      { store, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
+      { store: store.webhooks, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
       options.webhooks?.deliverer,
     ),
   };

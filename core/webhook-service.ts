@@ -67,7 +67,7 @@ export class WebhookService {
   private readonly cap: number;
 
   constructor(
-    private readonly store: WebhookStore & Pick<FleetReadStore, 'getFleet'>,
+    private readonly store: { readonly webhooks: WebhookStore } & Pick<FleetReadStore, 'getFleet'>,
     private readonly cursors: CursorCodec,
     private readonly clock: Clock,
     private readonly ids: IdGenerator,
@@ -94,7 +94,7 @@ export class WebhookService {
     const events = parseEvents(fields.events);
     const fleetIds = await this.ownedFleetIds(customerId, fields.fleetIds);
     const secret = newWebhookSecret();
-    const endpoint = await this.store.createWebhookEndpoint(
+    const endpoint = await this.store.webhooks.createWebhookEndpoint(
       { id: this.ids(), customerId, url: url.href, events, fleetIds, secret, createdAt: this.clock.now() },
       this.cap,
     );
@@ -105,7 +105,7 @@ export class WebhookService {
   async list(customerId: string, query: QueryParams): Promise<Page<ReturnType<typeof webhookEndpointView>>> {
     const scope = `webhooks:${customerId}`;
     const { afterId, take } = idPageOf(this.cursors, query, scope, 'string', false);
-    const rows = await this.store.listWebhookEndpoints(customerId, { afterId, limit: take + 1 });
+    const rows = await this.store.webhooks.listWebhookEndpoints(customerId, { afterId, limit: take + 1 });
     return toPage(rows, take, webhookEndpointView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id, take }));
   }
 
@@ -114,14 +114,14 @@ export class WebhookService {
   }
 
   async delete(customerId: string, endpointId: string): Promise<void> {
-    if (!(await this.store.deleteWebhookEndpoint(customerId, endpointId))) throw notFound(endpointId);
+    if (!(await this.store.webhooks.deleteWebhookEndpoint(customerId, endpointId))) throw notFound(endpointId);
   }
 
   async deliveries(customerId: string, endpointId: string, query: QueryParams): Promise<Page<ReturnType<typeof webhookDeliveryView>>> {
     await this.owned(customerId, endpointId);
     const scope = `webhook-deliveries:${endpointId}`;
     const { afterId, take } = idPageOf(this.cursors, query, scope, 'string', false);
-    const rows = await this.store.listWebhookDeliveries(customerId, endpointId, { afterId, limit: take + 1 });
+    const rows = await this.store.webhooks.listWebhookDeliveries(customerId, endpointId, { afterId, limit: take + 1 });
     return toPage(rows, take, webhookDeliveryView, (last) => this.cursors.encode(scope, { kind: 'id', afterId: last.id, take }));
   }
 
@@ -130,13 +130,13 @@ export class WebhookService {
    * failing endpoint: its pending delivery is sent at once, with a new retry period.
    */
   async test(customerId: string, endpointId: string) {
-    const target = await this.store.getWebhookTarget(customerId, endpointId);
+    const target = await this.store.webhooks.getWebhookTarget(customerId, endpointId);
     if (target === null) throw notFound(endpointId);
     const at = this.clock.now();
     const id = WEBHOOK_ID_PREFIX + this.ids();
     const event = JSON.stringify({ type: 'webhook.test', timestamp: rfc3339(at), data: { webhookId: endpointId } });
     const result = await this.sender.post({ url: target.url, secret: target.secret, id, body: webhookBody([event]), at });
-    const endpoint = result.delivered ? await this.store.resumeWebhookEndpoint(customerId, endpointId, this.clock.now()) : await this.store.getWebhookEndpoint(customerId, endpointId);
+    const endpoint = result.delivered ? await this.store.webhooks.resumeWebhookEndpoint(customerId, endpointId, this.clock.now()) : await this.store.webhooks.getWebhookEndpoint(customerId, endpointId);
     if (endpoint === null) throw notFound(endpointId);
     return {
       webhookId: id,
@@ -148,7 +148,7 @@ export class WebhookService {
   }
 
   private async owned(customerId: string, endpointId: string): Promise<WebhookEndpoint> {
-    const endpoint = await this.store.getWebhookEndpoint(customerId, endpointId);
+    const endpoint = await this.store.webhooks.getWebhookEndpoint(customerId, endpointId);
     if (endpoint === null) throw notFound(endpointId);
     return endpoint;
   }

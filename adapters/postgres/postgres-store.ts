@@ -205,7 +205,8 @@ class PostgresTrailwireStore implements PostgresStore {
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
     private readonly telemetry: TelemetryStatements = telemetryStatements(schema),
-    private readonly webhooks = new PostgresWebhookTables(pool, schema),
+    /** The customers' webhook endpoints, outbox and deliveries, in this schema (`webhook-tables.ts`). */
+    readonly webhooks = new PostgresWebhookTables(pool, schema),
   ) {}
 
   // --- principals -------------------------------------------------------------------------------
@@ -577,45 +578,6 @@ class PostgresTrailwireStore implements PostgresStore {
     // Committed: the trailers it created exist for everyone now.
     this.knownVins.addAll(applied.keys());
     return applied;
-  }
-
-  // --- webhooks (adapters/postgres/webhook-tables.ts) -----------------------------------------------
-
-  createWebhookEndpoint(input: NewWebhookEndpoint, cap: number) {
-    return this.webhooks.createWebhookEndpoint(input, cap);
-  }
-  listWebhookEndpoints(customerId: string, page: IdPageQuery) {
-    return this.webhooks.listWebhookEndpoints(customerId, page);
-  }
-  getWebhookEndpoint(customerId: string, endpointId: string) {
-    return this.webhooks.getWebhookEndpoint(customerId, endpointId);
-  }
-  getWebhookTarget(customerId: string, endpointId: string) {
-    return this.webhooks.getWebhookTarget(customerId, endpointId);
-  }
-  deleteWebhookEndpoint(customerId: string, endpointId: string) {
-    return this.webhooks.deleteWebhookEndpoint(customerId, endpointId);
-  }
-  listWebhookDeliveries(customerId: string, endpointId: string, page: IdPageQuery) {
-    return this.webhooks.listWebhookDeliveries(customerId, endpointId, page);
-  }
-  resumeWebhookEndpoint(customerId: string, endpointId: string, at: number) {
-    return this.webhooks.resumeWebhookEndpoint(customerId, endpointId, at);
-  }
-  claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>) {
-    return this.webhooks.claimWebhookEndpoints(owner, now, leaseMs, limit, batching);
-  }
-  takeWebhookDelivery(endpointId: string, now: number, batching: WebhookBatching) {
-    return this.webhooks.takeWebhookDelivery(endpointId, now, batching);
-  }
-  settleWebhookDelivery(endpointId: string, deliveryId: string, outcome: WebhookAttemptOutcome) {
-    return this.webhooks.settleWebhookDelivery(endpointId, deliveryId, outcome);
-  }
-  releaseWebhookEndpoint(endpointId: string, owner: string) {
-    return this.webhooks.releaseWebhookEndpoint(endpointId, owner);
-  }
-  purgeWebhookDeliveries(before: number, limit: number) {
-    return this.webhooks.purgeWebhookDeliveries(before, limit);
   }
 
   // --- lifecycle --------------------------------------------------------------------------------

@@ -219,7 +219,8 @@ class SqliteTrailwireStore implements SqliteStore {
   private readonly setDeviceActiveTransaction: Database.Transaction<(deviceId: string, active: boolean, at: number) => Trailer | null>;
   private readonly noteTrailerChangeTransaction: Database.Transaction<(trailerId: string, at: number) => void>;
   private readonly importTrailersTransaction: Database.Transaction<(fleetId: number, changes: readonly TrailerImportChange[], at: number) => void>;
-  private readonly webhooks: SqliteWebhookTables;
+  /** The customers' webhook endpoints, outbox and deliveries, in this file (`webhook-tables.ts`). */
+  readonly webhooks: SqliteWebhookTables;
 
   constructor(
     readonly db: Database.Database,
@@ -733,45 +734,6 @@ class SqliteTrailwireStore implements SqliteStore {
     }
     cache.set(reading.serial, id);
     return id;
-  }
-
-  // --- webhooks (adapters/sqlite/webhook-tables.ts) -------------------------------------------------
-
-  createWebhookEndpoint(input: NewWebhookEndpoint, cap: number) {
-    return this.webhooks.createWebhookEndpoint(input, cap);
-  }
-  listWebhookEndpoints(customerId: string, page: IdPageQuery) {
-    return this.webhooks.listWebhookEndpoints(customerId, page);
-  }
-  getWebhookEndpoint(customerId: string, endpointId: string) {
-    return this.webhooks.getWebhookEndpoint(customerId, endpointId);
-  }
-  getWebhookTarget(customerId: string, endpointId: string) {
-    return this.webhooks.getWebhookTarget(customerId, endpointId);
-  }
-  deleteWebhookEndpoint(customerId: string, endpointId: string) {
-    return this.webhooks.deleteWebhookEndpoint(customerId, endpointId);
-  }
-  listWebhookDeliveries(customerId: string, endpointId: string, page: IdPageQuery) {
-    return this.webhooks.listWebhookDeliveries(customerId, endpointId, page);
-  }
-  resumeWebhookEndpoint(customerId: string, endpointId: string, at: number) {
-    return this.webhooks.resumeWebhookEndpoint(customerId, endpointId, at);
-  }
-  claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>) {
-    return this.webhooks.claimWebhookEndpoints(owner, now, leaseMs, limit, batching);
-  }
-  takeWebhookDelivery(endpointId: string, now: number, batching: WebhookBatching) {
-    return this.webhooks.takeWebhookDelivery(endpointId, now, batching);
-  }
-  settleWebhookDelivery(endpointId: string, deliveryId: string, outcome: WebhookAttemptOutcome) {
-    return this.webhooks.settleWebhookDelivery(endpointId, deliveryId, outcome);
-  }
-  releaseWebhookEndpoint(endpointId: string, owner: string) {
-    return this.webhooks.releaseWebhookEndpoint(endpointId, owner);
-  }
-  purgeWebhookDeliveries(before: number, limit: number) {
-    return this.webhooks.purgeWebhookDeliveries(before, limit);
   }
 
   // --- lifecycle --------------------------------------------------------------------------------

@@ -1335,21 +1335,21 @@ const STORE_CASES: StoreCase[] = [
       const endpoint = (id: string, fleetIds: number[] | null = null) =>
         ({ id, customerId: customer.id, url: `https://hooks.example.com/${id}`, events: ['trailer.updated' as const], fleetIds, secret: `whsec_${id}`, createdAt: T0 });
       const [b, a, c] = [uid('b-hook'), uid('a-hook'), uid('c-hook')];
-      const created = await store.createWebhookEndpoint(endpoint(b, [fleet.id]), 2);
+      const created = await store.webhooks.createWebhookEndpoint(endpoint(b, [fleet.id]), 2);
       assert.deepEqual(created, { id: b, customerId: customer.id, url: `https://hooks.example.com/${b}`, events: ['trailer.updated'], fleetIds: [fleet.id], status: 'active', createdAt: T0, failingSince: null });
-      assert.ok(await store.createWebhookEndpoint(endpoint(a), 2));
-      assert.equal(await store.createWebhookEndpoint(endpoint(c), 2), null, 'over the cap: nothing saved');
-      assert.deepEqual((await store.listWebhookEndpoints(customer.id, { limit: 10 })).map((e) => e.id), [a, b].sort(byCodeUnit));
-      assert.deepEqual((await store.listWebhookEndpoints(customer.id, { afterId: [a, b].sort(byCodeUnit)[0], limit: 10 })).map((e) => e.id), [[a, b].sort(byCodeUnit)[1]]);
-      assert.deepEqual(await store.getWebhookEndpoint(customer.id, b), created);
-      assert.deepEqual(await store.getWebhookTarget(customer.id, b), { id: b, customerId: customer.id, url: created!.url, secret: `whsec_${b}` });
-      assert.equal(await store.getWebhookEndpoint(other.id, b), null);
-      assert.equal(await store.getWebhookTarget(other.id, b), null);
-      assert.deepEqual(await store.listWebhookEndpoints(other.id, { limit: 10 }), []);
-      assert.equal(await store.deleteWebhookEndpoint(other.id, b), false);
-      assert.equal(await store.deleteWebhookEndpoint(customer.id, b), true);
-      assert.equal(await store.getWebhookEndpoint(customer.id, b), null);
-      assert.ok(await store.createWebhookEndpoint(endpoint(c), 2), 'a deleted endpoint frees its place under the cap');
+      assert.ok(await store.webhooks.createWebhookEndpoint(endpoint(a), 2));
+      assert.equal(await store.webhooks.createWebhookEndpoint(endpoint(c), 2), null, 'over the cap: nothing saved');
+      assert.deepEqual((await store.webhooks.listWebhookEndpoints(customer.id, { limit: 10 })).map((e) => e.id), [a, b].sort(byCodeUnit));
+      assert.deepEqual((await store.webhooks.listWebhookEndpoints(customer.id, { afterId: [a, b].sort(byCodeUnit)[0], limit: 10 })).map((e) => e.id), [[a, b].sort(byCodeUnit)[1]]);
+      assert.deepEqual(await store.webhooks.getWebhookEndpoint(customer.id, b), created);
+      assert.deepEqual(await store.webhooks.getWebhookTarget(customer.id, b), { id: b, customerId: customer.id, url: created!.url, secret: `whsec_${b}` });
+      assert.equal(await store.webhooks.getWebhookEndpoint(other.id, b), null);
+      assert.equal(await store.webhooks.getWebhookTarget(other.id, b), null);
+      assert.deepEqual(await store.webhooks.listWebhookEndpoints(other.id, { limit: 10 }), []);
+      assert.equal(await store.webhooks.deleteWebhookEndpoint(other.id, b), false);
+      assert.equal(await store.webhooks.deleteWebhookEndpoint(customer.id, b), true);
+      assert.equal(await store.webhooks.getWebhookEndpoint(customer.id, b), null);
+      assert.ok(await store.webhooks.createWebhookEndpoint(endpoint(c), 2), 'a deleted endpoint frees its place under the cap');
     },
   },
   {
@@ -1360,7 +1360,7 @@ const STORE_CASES: StoreCase[] = [
       const otherFleet = await newFleet(store, customer.id, 'South');
       const stranger = await customerWithTrailer(store);
       const hook = async (customerId: string, events: ('trailer.updated' | 'trailer.status_changed')[], fleetIds: number[] | null) =>
-        (await store.createWebhookEndpoint({ id: uid('hook'), customerId, url: 'https://hooks.example.com/x', events, fleetIds, secret: 'whsec_x', createdAt: T0 }, 10))!;
+        (await store.webhooks.createWebhookEndpoint({ id: uid('hook'), customerId, url: 'https://hooks.example.com/x', events, fleetIds, secret: 'whsec_x', createdAt: T0 }, 10))!;
       const all = await hook(customer.id, ['trailer.updated', 'trailer.status_changed'], null);
       const statusOnly = await hook(customer.id, ['trailer.status_changed'], [fleet.id]);
       const elsewhere = await hook(customer.id, ['trailer.updated', 'trailer.status_changed'], [otherFleet.id]);
@@ -1376,12 +1376,12 @@ const STORE_CASES: StoreCase[] = [
       let n = 0;
       const newId = () => `msg_${String(++n).padStart(4, '0')}_${randomUUID()}`;
       const now = T0 + 4 * MINUTE;
-      const claimed = await store.claimWebhookEndpoints('owner-1', now, MINUTE, 10, batching);
+      const claimed = await store.webhooks.claimWebhookEndpoints('owner-1', now, MINUTE, 10, batching);
       assert.deepEqual(claimed.map((target) => target.id).sort(byCodeUnit), [all.id, statusOnly.id].sort(byCodeUnit), 'only endpoints with events, and only these');
-      assert.deepEqual(await store.claimWebhookEndpoints('owner-2', now, MINUTE, 10, batching), [], 'leased: no other owner gets them');
+      assert.deepEqual(await store.webhooks.claimWebhookEndpoints('owner-2', now, MINUTE, 10, batching), [], 'leased: no other owner gets them');
       assert.equal(elsewhere.id !== strangers.id, true);
 
-      const send = (await store.takeWebhookDelivery(all.id, now, { ...batching, newId }))!;
+      const send = (await store.webhooks.takeWebhookDelivery(all.id, now, { ...batching, newId }))!;
       const events = JSON.parse(send.body).events as Array<{ type: string; timestamp: string; data: { id: string; status: { name: string }; telemetry: { lat: number } } }>;
       assert.deepEqual(
         events.map((event) => [event.type, event.timestamp, event.data.id, event.data.status.name]),
@@ -1394,46 +1394,46 @@ const STORE_CASES: StoreCase[] = [
       );
       assert.equal(events[3]!.data.telemetry.lat, 46);
       assert.deepEqual({ ...send, body: undefined }, { id: send.id, body: undefined, eventCount: 4, attempts: 0, createdAt: now });
-      assert.deepEqual(await store.takeWebhookDelivery(all.id, now, { ...batching, newId }), send, 'taken again before it is settled (a crash): the same delivery, no new one');
-      const statusSend = (await store.takeWebhookDelivery(statusOnly.id, now, { ...batching, newId }))!;
+      assert.deepEqual(await store.webhooks.takeWebhookDelivery(all.id, now, { ...batching, newId }), send, 'taken again before it is settled (a crash): the same delivery, no new one');
+      const statusSend = (await store.webhooks.takeWebhookDelivery(statusOnly.id, now, { ...batching, newId }))!;
       assert.deepEqual(JSON.parse(statusSend.body).events.map((event: { type: string }) => event.type), ['trailer.status_changed']);
-      await store.settleWebhookDelivery(statusOnly.id, statusSend.id, { kind: 'delivered', at: now, status: 204 });
+      await store.webhooks.settleWebhookDelivery(statusOnly.id, statusSend.id, { kind: 'delivered', at: now, status: 204 });
 
       // A failed attempt: due again at its time, the same id and body.
-      await store.settleWebhookDelivery(all.id, send.id, { kind: 'retry', at: now, status: 503, error: 'answered 503', nextAttemptAt: now + MINUTE });
-      await store.releaseWebhookEndpoint(all.id, 'owner-2');
-      assert.deepEqual(await store.claimWebhookEndpoints('owner-2', now + SECOND, MINUTE, 10, batching), [], "another owner's release does not end the lease");
-      await store.releaseWebhookEndpoint(all.id, 'owner-1');
-      await store.releaseWebhookEndpoint(statusOnly.id, 'owner-1');
-      assert.deepEqual(await store.claimWebhookEndpoints('owner-2', now + SECOND, MINUTE, 10, batching), [], 'a retry waits for its time');
-      assert.deepEqual((await store.claimWebhookEndpoints('owner-2', now + MINUTE, MINUTE, 10, batching)).map((t) => t.id), [all.id]);
-      const again = (await store.takeWebhookDelivery(all.id, now + MINUTE, { ...batching, newId }))!;
+      await store.webhooks.settleWebhookDelivery(all.id, send.id, { kind: 'retry', at: now, status: 503, error: 'answered 503', nextAttemptAt: now + MINUTE });
+      await store.webhooks.releaseWebhookEndpoint(all.id, 'owner-2');
+      assert.deepEqual(await store.webhooks.claimWebhookEndpoints('owner-2', now + SECOND, MINUTE, 10, batching), [], "another owner's release does not end the lease");
+      await store.webhooks.releaseWebhookEndpoint(all.id, 'owner-1');
+      await store.webhooks.releaseWebhookEndpoint(statusOnly.id, 'owner-1');
+      assert.deepEqual(await store.webhooks.claimWebhookEndpoints('owner-2', now + SECOND, MINUTE, 10, batching), [], 'a retry waits for its time');
+      assert.deepEqual((await store.webhooks.claimWebhookEndpoints('owner-2', now + MINUTE, MINUTE, 10, batching)).map((t) => t.id), [all.id]);
+      const again = (await store.webhooks.takeWebhookDelivery(all.id, now + MINUTE, { ...batching, newId }))!;
       assert.deepEqual([again.id, again.body, again.attempts], [send.id, send.body, 1]);
       assert.deepEqual(
-        (await store.listWebhookDeliveries(customer.id, all.id, { limit: 10 })).map((d) => [d.id, d.state, d.attempts, d.lastStatus, d.lastError, d.nextAttemptAt, d.eventCount]),
+        (await store.webhooks.listWebhookDeliveries(customer.id, all.id, { limit: 10 })).map((d) => [d.id, d.state, d.attempts, d.lastStatus, d.lastError, d.nextAttemptAt, d.eventCount]),
         [[send.id, 'pending', 1, 503, 'answered 503', now + MINUTE, 4]],
       );
-      assert.deepEqual(await store.listWebhookDeliveries(stranger.customer.id, all.id, { limit: 10 }), [], "another customer's endpoint lists nothing");
+      assert.deepEqual(await store.webhooks.listWebhookDeliveries(stranger.customer.id, all.id, { limit: 10 }), [], "another customer's endpoint lists nothing");
 
       // Refused for the whole retry period: the endpoint is failing and is claimed no more, until resumed.
-      await store.settleWebhookDelivery(all.id, send.id, { kind: 'failing', at: now + 2 * MINUTE, status: null, error: 'timed out' });
-      await store.releaseWebhookEndpoint(all.id, 'owner-2');
-      assert.deepEqual((await store.getWebhookEndpoint(customer.id, all.id))!.status, 'failing');
-      assert.deepEqual(await store.claimWebhookEndpoints('owner-3', now + HOUR, MINUTE, 10, batching), [], 'a failing endpoint is not claimed');
-      const resumed = (await store.resumeWebhookEndpoint(customer.id, all.id, now + HOUR))!;
+      await store.webhooks.settleWebhookDelivery(all.id, send.id, { kind: 'failing', at: now + 2 * MINUTE, status: null, error: 'timed out' });
+      await store.webhooks.releaseWebhookEndpoint(all.id, 'owner-2');
+      assert.deepEqual((await store.webhooks.getWebhookEndpoint(customer.id, all.id))!.status, 'failing');
+      assert.deepEqual(await store.webhooks.claimWebhookEndpoints('owner-3', now + HOUR, MINUTE, 10, batching), [], 'a failing endpoint is not claimed');
+      const resumed = (await store.webhooks.resumeWebhookEndpoint(customer.id, all.id, now + HOUR))!;
       assert.deepEqual([resumed.status, resumed.failingSince], ['active', null]);
-      assert.equal(await store.resumeWebhookEndpoint(stranger.customer.id, all.id, now + HOUR), null);
-      assert.deepEqual((await store.claimWebhookEndpoints('owner-3', now + HOUR, MINUTE, 10, batching)).map((t) => t.id), [all.id]);
-      const resent = (await store.takeWebhookDelivery(all.id, now + HOUR, { ...batching, newId }))!;
+      assert.equal(await store.webhooks.resumeWebhookEndpoint(stranger.customer.id, all.id, now + HOUR), null);
+      assert.deepEqual((await store.webhooks.claimWebhookEndpoints('owner-3', now + HOUR, MINUTE, 10, batching)).map((t) => t.id), [all.id]);
+      const resent = (await store.webhooks.takeWebhookDelivery(all.id, now + HOUR, { ...batching, newId }))!;
       assert.deepEqual([resent.id, resent.createdAt], [send.id, now + HOUR], 'the retry period starts again at the resumption');
-      await store.settleWebhookDelivery(all.id, send.id, { kind: 'delivered', at: now + HOUR, status: 200 });
-      const [delivered] = await store.listWebhookDeliveries(customer.id, all.id, { limit: 10 });
+      await store.webhooks.settleWebhookDelivery(all.id, send.id, { kind: 'delivered', at: now + HOUR, status: 200 });
+      const [delivered] = await store.webhooks.listWebhookDeliveries(customer.id, all.id, { limit: 10 });
       assert.deepEqual([delivered!.state, delivered!.attempts, delivered!.deliveredAt, delivered!.nextAttemptAt, delivered!.lastError], ['delivered', 3, now + HOUR, null, null]);
-      assert.equal(await store.takeWebhookDelivery(all.id, now + HOUR, { ...batching, newId }), null, 'nothing left in its outbox');
-      await store.purgeWebhookDeliveries(now + HOUR, 1000);
-      assert.equal((await store.listWebhookDeliveries(customer.id, all.id, { limit: 10 })).length, 1, 'kept until older than the cut');
-      assert.ok((await store.purgeWebhookDeliveries(now + HOUR + 1, 1000)) >= 1);
-      assert.deepEqual(await store.listWebhookDeliveries(customer.id, all.id, { limit: 10 }), []);
+      assert.equal(await store.webhooks.takeWebhookDelivery(all.id, now + HOUR, { ...batching, newId }), null, 'nothing left in its outbox');
+      await store.webhooks.purgeWebhookDeliveries(now + HOUR, 1000);
+      assert.equal((await store.webhooks.listWebhookDeliveries(customer.id, all.id, { limit: 10 })).length, 1, 'kept until older than the cut');
+      assert.ok((await store.webhooks.purgeWebhookDeliveries(now + HOUR + 1, 1000)) >= 1);
+      assert.deepEqual(await store.webhooks.listWebhookDeliveries(customer.id, all.id, { limit: 10 }), []);
     },
   },
   {
@@ -1441,19 +1441,19 @@ const STORE_CASES: StoreCase[] = [
     name: 'a delivery holds at most maxEvents, and fewer only once the oldest has waited lingerMs; a lease lapses',
     async run(store) {
       const { customer, trailer } = await customerWithTrailer(store);
-      const endpoint = (await store.createWebhookEndpoint({ id: uid('hook'), customerId: customer.id, url: 'https://hooks.example.com/x', events: ['trailer.updated'], fleetIds: null, secret: 'whsec_x', createdAt: T0 }, 10))!;
+      const endpoint = (await store.webhooks.createWebhookEndpoint({ id: uid('hook'), customerId: customer.id, url: 'https://hooks.example.com/x', events: ['trailer.updated'], fleetIds: null, secret: 'whsec_x', createdAt: T0 }, 10))!;
       for (let i = 1; i <= 5; i++) await apply(store, trailer.vin, T0 + i * SECOND, { gps: [fix(T0 + i * SECOND)] });
       const newId = () => uid('msg');
       const lingering = { maxEvents: 10, lingerMs: MINUTE };
-      assert.deepEqual(await store.claimWebhookEndpoints('a', T0 + 30 * SECOND, MINUTE, 10, lingering), [], 'five events, the oldest 29 s old: not yet');
-      assert.equal(await store.takeWebhookDelivery(endpoint.id, T0 + 30 * SECOND, { ...lingering, newId }), null);
-      assert.equal((await store.claimWebhookEndpoints('a', T0 + 30 * SECOND, MINUTE, 10, { maxEvents: 5, lingerMs: MINUTE })).length, 1, 'a full delivery goes at once');
-      assert.equal((await store.claimWebhookEndpoints('b', T0 + 30 * SECOND + MINUTE - 1, MINUTE, 10, lingering)).length, 0, 'leased');
-      assert.equal((await store.claimWebhookEndpoints('b', T0 + 30 * SECOND + MINUTE, MINUTE, 10, lingering)).length, 1, 'the lease lapsed');
-      const first = (await store.takeWebhookDelivery(endpoint.id, T0 + 2 * MINUTE, { maxEvents: 3, lingerMs: MINUTE, newId }))!;
+      assert.deepEqual(await store.webhooks.claimWebhookEndpoints('a', T0 + 30 * SECOND, MINUTE, 10, lingering), [], 'five events, the oldest 29 s old: not yet');
+      assert.equal(await store.webhooks.takeWebhookDelivery(endpoint.id, T0 + 30 * SECOND, { ...lingering, newId }), null);
+      assert.equal((await store.webhooks.claimWebhookEndpoints('a', T0 + 30 * SECOND, MINUTE, 10, { maxEvents: 5, lingerMs: MINUTE })).length, 1, 'a full delivery goes at once');
+      assert.equal((await store.webhooks.claimWebhookEndpoints('b', T0 + 30 * SECOND + MINUTE - 1, MINUTE, 10, lingering)).length, 0, 'leased');
+      assert.equal((await store.webhooks.claimWebhookEndpoints('b', T0 + 30 * SECOND + MINUTE, MINUTE, 10, lingering)).length, 1, 'the lease lapsed');
+      const first = (await store.webhooks.takeWebhookDelivery(endpoint.id, T0 + 2 * MINUTE, { maxEvents: 3, lingerMs: MINUTE, newId }))!;
       assert.equal(first.eventCount, 3);
-      await store.settleWebhookDelivery(endpoint.id, first.id, { kind: 'delivered', at: T0 + 2 * MINUTE, status: 204 });
-      const second = (await store.takeWebhookDelivery(endpoint.id, T0 + 2 * MINUTE, { maxEvents: 3, lingerMs: MINUTE, newId }))!;
+      await store.webhooks.settleWebhookDelivery(endpoint.id, first.id, { kind: 'delivered', at: T0 + 2 * MINUTE, status: 204 });
+      const second = (await store.webhooks.takeWebhookDelivery(endpoint.id, T0 + 2 * MINUTE, { maxEvents: 3, lingerMs: MINUTE, newId }))!;
       assert.equal(second.eventCount, 2);
       const times = [...JSON.parse(first.body).events, ...JSON.parse(second.body).events].map((event: { data: { telemetry: { timestamp: string } } }) => event.data.telemetry.timestamp);
       assert.deepEqual(times, [1, 2, 3, 4, 5].map((i) => new Date(T0 + i * SECOND).toISOString()), 'in write order, each once');

@@ -44,13 +44,13 @@ it('two processes on one schema deliver each event once, each trailer in order',
   for (let i = 0; i < 4; i++) {
     const receiver = await startWebhookReceiver(`/hook-${i}`);
     receivers.push(receiver);
-    await first.createWebhookEndpoint({ id: randomUUID(), customerId: customer.id, url: receiver.url, events: ['trailer.updated'], fleetIds: null, secret: `whsec_${randomBytes(32).toString('base64')}`, createdAt: Date.now() }, 10);
+    await first.webhooks.createWebhookEndpoint({ id: randomUUID(), customerId: customer.id, url: receiver.url, events: ['trailer.updated'], fleetIds: null, secret: `whsec_${randomBytes(32).toString('base64')}`, createdAt: Date.now() }, 10);
   }
 
   const sender = new WebhookSender({ rules: { allowHttp: true, allowPrivate: true }, timeoutMs: 5000 });
   const deliverers = [first, second].map(
     (store, n) =>
-      new WebhookDeliverer({ store, sender, clock: systemClock, owner: `process-${n}`, newId: () => `msg_${randomUUID()}` }, { lingerMs: 0, maxEvents: 5, pollMs: 20 }),
+      new WebhookDeliverer({ store: store.webhooks, sender, clock: systemClock, owner: `process-${n}`, newId: () => `msg_${randomUUID()}` }, { lingerMs: 0, maxEvents: 5, pollMs: 20 }),
   );
   const sentBy = [0, 0];
   deliverers.forEach((deliverer, n) => deliverer.onAttempt(() => sentBy[n]!++));
