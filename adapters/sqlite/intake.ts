@@ -353,15 +353,11 @@ class ThreadedIntakeQueue implements IntakeQueue {
     return this.local.findByIdempotencyKey(partnerId, idempotencyKey, since);
   }
 
-  get(id: string): Promise<IntakeRecord | null> {
-    for (const group of this.unconfirmed) {
-      const entry = group.entries.find((candidate) => candidate.item.id === id);
-      if (entry) return Promise.resolve(queuedRecord(entry.item));
-    }
-    return this.local.get(id);
+  async get(id: string): Promise<IntakeRecord | null> {
+    return (await this.getMany([id])).get(id) ?? null;
   }
 
-  /** As `get`: a payload the thread has not confirmed yet is `queued`, the others are the log's. */
+  /** A payload the thread has not confirmed yet is `queued` (from its journaled group), the others are the log's. */
   async getMany(ids: readonly string[]): Promise<Map<string, IntakeRecord>> {
     const staged = new Map<string, IntakeRecord>();
     if (this.stagedCount > 0) {
