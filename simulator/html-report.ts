@@ -1,9 +1,9 @@
 /**
  * The simulator's HTML report (`--report <file.html>`): one self-contained page — inline CSS and
- * inline SVG, no scripts, no external assets — with the run's summary, its stages, the invariant
- * checks and their violations, the thresholds, and six charts: throughput by status over time, the
- * arrival rate asked and sent, request latency over time (from due), the request latency
- * distribution, and live-update latency (distribution and over time).
+ * inline SVG, no scripts, no external assets — with the run's summary (its webhook figures too, with
+ * `--webhooks`), its stages, the invariant checks and their violations, the thresholds, and six
+ * charts: throughput by status over time, the arrival rate asked and sent, request latency over time
+ * (from due), the request latency distribution, and live-update latency (distribution and over time).
  */
 import { exitCodeOf, type SimulationReport } from './report.ts';
 
