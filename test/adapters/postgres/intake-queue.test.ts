@@ -303,6 +303,31 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     }
   });
 
+  it("replaces the batch function of the log's first version, and a schema so migrated is refused by that version", async () => {
+    const schema = newSchema();
+    const pool = newPool();
+    try {
+      const logVersion = POSTGRES_QUEUE_MIGRATIONS.findIndex((migration) => migration.name === '0003_intake_log') + 1;
+      await applyPostgresMigrations(pool, schema, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS.slice(0, logVersion));
+      const functions = async () =>
+        (await admin.query<{ proname: string }>(
+          `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname LIKE 'intake_%batch%' ORDER BY 1`,
+          [schema],
+        )).rows.map((row) => row.proname);
+      assert.deepEqual(await functions(), ['intake_next_batch']);
+      const queue = await openPostgresIntakeQueue({ pool, schema });
+      await queue.close();
+      assert.deepEqual(await functions(), ['intake_batch_candidates'], 'the policy-deciding function is gone');
+      await assert.rejects(applyPostgresMigrations(pool, schema, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS.slice(0, logVersion)), (error: unknown) => {
+        assertTrailwireError('internal')(error);
+        assert.match((error as Error).message, /0004_intake_batch_reads_candidates/);
+        return true;
+      });
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("trimming keeps each remaining payload's processed time, and only the batch times still needed", async () => {
     const schema = newSchema();
     const a = await openProcess(schema);
