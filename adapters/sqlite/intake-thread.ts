@@ -21,6 +21,7 @@ import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { Backoff } from '../../core/backoff.ts';
+import { type Clock, systemClock } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
@@ -76,6 +77,8 @@ export interface IntakeThreadOptions {
   onFault?: (key: string, entry: IntakeThreadLog & { level: 'error' }) => void;
   /** Delay before a thread that died is started again, doubled for each restart in a row. Default 1000 ms. */
   restartDelayMs?: number;
+  /** What a thread's run is timed by (a run of `STABLE_RUN_MS` resets the restart delay). Default: the system clock. */
+  clock?: Clock;
 }
 
 export interface IntakeThreadLog {
@@ -136,9 +139,11 @@ export class IntakeThread {
 
   /** The delay before restarting a thread that died: doubled for each restart in a row. */
   private readonly restartDelay: Backoff;
+  private readonly clock: Clock;
 
   private constructor(private readonly options: IntakeThreadOptions) {
     this.restartDelay = new Backoff(options.restartDelayMs ?? RESTART_DELAY_MS, MAX_RESTART_DELAY_MS);
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Starts the thread and resolves once it processes. */
@@ -234,7 +239,7 @@ export class IntakeThread {
     worker.on('error', (error) => this.log({ level: 'error', message: 'the intake thread failed', err: error }));
     worker.on('exit', (code) => this.exited(code));
     this.worker = worker;
-    this.startedAt = Date.now();
+    this.startedAt = this.clock.now();
     this.options.onReady?.(this);
   }
 
@@ -259,7 +264,7 @@ export class IntakeThread {
     this.pending.clear();
     if (this.stopping) return;
     // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
-    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
+    if (this.clock.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
     const delay = this.restartDelay.next();
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
     this.restartTimer = setTimeout(() => {

@@ -164,6 +164,34 @@ describe('SQLite intake with its processing thread', () => {
     await close();
   });
 
+  it("times a thread's run by its clock: a run of a minute resets the restart delay, shorter ones double it", { timeout: 60_000 }, async () => {
+    const file = freshFile();
+    await (await openSqliteStore({ file })).close();
+    let now = 0;
+    const restarts: string[] = [];
+    let ready = 0;
+    const thread = await IntakeThread.start({
+      file,
+      onEvents: () => {},
+      restartDelayMs: 10,
+      clock: { now: () => now },
+      onReady: () => void ready++,
+      onLog: (entry) => void (/restarting in/.test(entry.message) && restarts.push(entry.message.replace(/.*restarting in /, ''))),
+    });
+    opened.push(thread);
+    const killAndRestart = async () => {
+      const before = ready;
+      await thread.kill();
+      await until(() => ready > before, 'the thread restarted', 30_000);
+    };
+    await killAndRestart();
+    await killAndRestart();
+    now += 60_000; // a minute by the thread's clock, however long the test takes
+    await killAndRestart();
+    assert.deepEqual(restarts, ['10 ms', '20 ms', '10 ms']);
+    await thread.stop();
+  });
+
   it('refuses a database it cannot share', async () => {
     await assert.rejects(IntakeThread.start({ file: ':memory:', onEvents: () => {} }), /in-memory database cannot be shared/);
     const store = await openSqliteStore({ file: ':memory:' });
