@@ -63,6 +63,8 @@ export interface IntakeThreadOptions {
   cwd?: string;
   /** Worker tuning (batch size, retries, retention...). */
   worker?: IntakeWorkerOptions;
+  /** As the core's `partnerIntake.requireGrants`: the worker checks grants again at processing by the same rule. Default false. */
+  requireGrants?: boolean;
   /** Receives the live updates of each round, in order. */
   onEvents: (events: LiveTrailerEvent[]) => void;
   /** Told after each round how many payloads it processed and dead-lettered. */
@@ -94,6 +96,7 @@ export interface IntakeThreadData {
   productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
+  requireGrants: boolean;
 }
 
 /** Messages from the thread. */
@@ -219,6 +222,7 @@ export class IntakeThread {
       productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: { batchSize: PROCESSING_BATCH_SIZE, ...this.options.worker },
+      requireGrants: this.options.requireGrants ?? false,
     };
     const worker = RUNS_FROM_SOURCE ? spawnSourceWorker(data) : new Worker(WORKER_MODULE, { workerData: data });
     const ready = new Promise<void>((resolve, reject) => {

@@ -21,6 +21,7 @@ import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { newIntake, uniqueVin } from '../../support/fixtures.ts';
+import { assertLateRegistrationRefused } from '../../support/late-registration.ts';
 import { until } from '../../support/until.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-thread-'));
@@ -190,6 +191,21 @@ describe('SQLite intake with its processing thread', () => {
     await killAndRestart();
     assert.deepEqual(restarts, ['10 ms', '20 ms', '10 ms']);
     await thread.stop();
+  });
+
+  it('dead-letters a payload accepted before its VIN was registered to a customer that did not grant its partner (issue 37)', { timeout: 60_000 }, async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    const events: LiveTrailerEvent[] = [];
+    const intake = openSqliteIntake({ store, requireGrants: true, worker: { lingerMs: 0 }, onEvents: (batch) => events.push(...batch) });
+    const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue, worker: false, partnerIntake: { requireGrants: true } });
+    opened.push({ stop: async () => (await trailwire.close(), await intake.stop()) });
+    // The thread starts after the accept and the registration: the payload waits in the journal meanwhile.
+    let started: Promise<void> | undefined;
+    const process = async (id: string) => {
+      await (started ??= intake.start());
+      await until(async () => ['processed', 'failed'].includes((await intake.queue.get(id))?.status ?? ''), 'the payload settled', 30_000);
+    };
+    await assertLateRegistrationRefused({ trailwire, process, published: () => events });
   });
 
   it('refuses a database it cannot share', async () => {
