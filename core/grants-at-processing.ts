@@ -11,6 +11,9 @@
  * which a cache here would hear of too late. Per batch, one read of the grants (few: a list); the
  * VINs' owners only when some customer restricts intake (it granted a partner, or `requireGrants`),
  * asked side by side (one statement a batch on PostgreSQL, whose store answers a turn's owners together).
+ * On SQLite these reads run inside the batch's write transaction, so a registration commits wholly
+ * before or after the batch; on PostgreSQL they run on the pool, and a registration that commits in
+ * the few milliseconds between them and the batch's write is seen by the VIN's next payload only.
  */
 import type { IntakeEntry } from './intake-queue.ts';
 import { takesIntakeFrom } from './partner-intake-rules.ts';
