@@ -59,8 +59,12 @@ export interface IntakeLog {
   at(position: LogPosition): Promise<LoggedIntake | null>;
   /** Payloads after each partition's committed position, by partition (more while a commit's release is under way). */
   pending(): Promise<number[]>;
-  /** Moves the partition's committed position to `seq` (never back); the log may let go of what is at or below it. */
-  commit(partition: number, seq: number): Promise<void>;
+  /**
+   * Moves the partition's committed position to `seq` (never back); the log may let go of what is at
+   * or below it. `at` is the committing batch's time (the worker's clock), for a log that records when
+   * what it let go was processed.
+   */
+  commit(partition: number, seq: number, at: number): Promise<void>;
   /** The partition's committed position (0 before any commit). */
   committed(partition: number): Promise<number>;
   /** Takes the partition for this process, or null while another holder has it. */

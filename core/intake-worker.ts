@@ -14,7 +14,9 @@
  * payload by payload. A failure of the store itself (`store_unavailable`: a full or failing disk) blames
  * no payload: the round is abandoned and its batch taken again later. A payload whose transform or write throws is retried with exponential backoff,
  * then dead-lettered as `failed` with the reason. A payload dated more than `MAX_READING_LEAD_MS`
- * after it was received is dead-lettered at once: a clock that is wrong stays wrong on a retry.
+ * after it was received is dead-lettered at once: a clock that is wrong stays wrong on a retry. So is
+ * a payload whose VIN's owner, as of processing, does not take intake from its partner
+ * (`grants-at-processing.ts`): nothing of it is written.
  *
  * Durability. The store's writes are idempotent (a repeated reading changes nothing), so a crash
  * between the writes and the commit only means the batch is applied again, harmlessly
@@ -26,6 +28,7 @@
 import { type CanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock } from './clock.ts';
 import { isTrailwireError } from './errors.ts';
+import { type GrantsAtProcessing, refusedByGrants } from './grants-at-processing.ts';
 import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeProcessing } from './intake-queue.ts';
 import { liveEventOf, type LiveTrailerEvent } from './live-bus.ts';
 import type { ProductRegistry } from './products.ts';
@@ -57,6 +60,12 @@ export interface IntakeWorkerDependencies {
   store: TelemetryWriteStore;
   products: ProductRegistry;
   clock: Clock;
+  /**
+   * The partner grants, checked again as of processing (`grants-at-processing.ts`). Every
+   * composition that serves partners passes them; without them (a bench, a test of something
+   * else) no payload is refused for its partner.
+   */
+  grants?: GrantsAtProcessing;
   /** Where live updates go (the live hub's publish). */
   publish?: (event: LiveTrailerEvent) => Promise<void> | void;
   /** Told about each failed attempt (for the log); `attempt` counts from 1. */
@@ -267,9 +276,16 @@ export class IntakeWorker {
     /** VINs whose payload is to be retried: their later payloads wait behind it. */
     const blocked = new Set<string>();
     const items: Array<{ entry: IntakeEntry; item: TelemetryBatch }> = [];
+    const refused = this.deps.grants ? await refusedByGrants(this.deps.grants, batch.entries) : NOTHING_REFUSED;
     for (const entry of batch.entries) {
       if (blocked.has(entry.vin)) {
         outcomes.set(entry.seq, { kind: 'held' });
+        continue;
+      }
+      const refusal = refused.get(entry.seq);
+      if (refusal !== undefined) {
+        this.deps.onAttemptFailed?.(entry, entry.attempts + 1, new Error(refusal), true);
+        outcomes.set(entry.seq, { kind: 'failed', error: refusal });
         continue;
       }
       try {
@@ -380,6 +396,8 @@ export class IntakeWorker {
     }
   }
 }
+
+const NOTHING_REFUSED: ReadonlyMap<number, string> = new Map();
 
 /** Items grouped by VIN, each group in batch (log) order. */
 function groupByVin<T extends { entry: IntakeEntry }>(items: readonly T[]): Iterable<T[]> {

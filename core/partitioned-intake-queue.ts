@@ -335,7 +335,7 @@ export class PartitionedIntakeQueue implements ProcessableIntakeQueue {
     try {
       await this.index.commit(rows, batch.plan.positions);
       // The log's retention follows; a failure here only keeps more in the log until the next commit.
-      await Promise.all([...batch.plan.positions].map(([partition, seq]) => this.log.commit(partition, seq).catch(() => {})));
+      await Promise.all([...batch.plan.positions].map(([partition, seq]) => this.log.commit(partition, seq, now).catch(() => {})));
     } finally {
       await this.letGo(batch);
     }

@@ -195,7 +195,7 @@ export class PartnerIntakeRules {
     const owner = this.owners.fresh(vin) ?? (await this.owners.get(vin));
     if (owner.customerId === null) return owner;
     const granted = this.grants.fresh(owner.customerId) ?? (await this.grants.get(owner.customerId));
-    if (granted.has(partnerId) || (granted.size === 0 && !this.settings.requireGrants)) return owner;
+    if (takesIntakeFrom(granted, partnerId, this.settings.requireGrants)) return owner;
     throw new TrailwireError(
       'partner_not_granted',
       `The customer that owns VIN ${vin} has not granted this partner intake for its trailers; nothing was stored.`,
@@ -282,6 +282,15 @@ export class PartnerIntakeRules {
       rateLimit: { allowed: false, limit: 0, remaining: 0, resetSeconds },
     });
   }
+}
+
+/**
+ * The grant rule of contract 4, for accepting and for processing alike: a customer that granted the
+ * partners `granted` takes intake for its registered trailers from `partnerId` when it granted it, or
+ * when it granted nobody and the server does not require grants.
+ */
+export function takesIntakeFrom(granted: ReadonlySet<string>, partnerId: string, requireGrants: boolean): boolean {
+  return granted.has(partnerId) || (granted.size === 0 && !requireGrants);
 }
 
 /** Checks the settings once, naming the bad field. */

@@ -292,7 +292,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     const queue = options.intakeQueue;
     let worker: IntakeWorker | undefined;
     if (options.worker !== false && isProcessable(queue)) {
-      worker = new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
+      const grants = { store, requireGrants: partnerRules.options.requireGrants };
+      worker = new IntakeWorker({ queue, store, products, clock, grants, publish: (event) => live.publish(event) }, options.worker);
     }
     const service = new IntakeService({
       queue,

@@ -126,12 +126,12 @@ export async function openPostgresIntakeLog(host: PostgresQueueHost): Promise<In
       for (const { part, n } of rows.rows) counts[part] = n;
       return counts;
     },
-    async commit(partition, seq) {
+    async commit(partition, seq, at) {
       // The batch row keeps the processed time the queue's status reads derive.
       await pool.query(
         `WITH moved AS (UPDATE ${s}.intake_partitions SET watermark = $2 WHERE part = $1 AND watermark < $2 RETURNING part, watermark)
          INSERT INTO ${s}.intake_batches (part, last_seq, processed_at) SELECT part, watermark, $3 FROM moved`,
-        [partition, seq, Date.now()],
+        [partition, seq, at],
       );
     },
     async committed(partition) {

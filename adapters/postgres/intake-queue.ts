@@ -11,7 +11,7 @@
  * append. A VIN belongs to one of 16 partitions (a hash of it, `intake_partition`).
  *
  * BATCHES, and why no payload is ever skipped or run beside another of its VIN:
- * - Sharing. A batch leases the partitions it reads (`intake_next_batch`): session advisory locks
+ * - Sharing. A batch leases the partitions it reads (`intake_batch_candidates`): session advisory locks
  *   of the pool connection the batch keeps until it ends. A VIN lives in one partition, so no two
  *   batches anywhere ever hold one VIN. A process that dies (or loses the connection) loses its
  *   leases with the connection, not data: its batch was never committed, so the payloads are still
@@ -25,9 +25,13 @@
  *   So appends take a shared advisory lock before they draw a seq, and a batch first takes it
  *   exclusively for an instant: then no append is in flight, every seq up to the sequence's last
  *   value is committed or rolled back, and the batch reads nothing beyond that horizon.
- * - Order. Due retries come first, each VIN's in order (a parked payload waits while an earlier one
- *   of its VIN is not due); a log payload whose VIN still has a parked retry outside the batch is
- *   held back and parked behind it at the commit. The statement picks the oldest `limit` payloads.
+ * - Order. The batch policy is the core's (`planBatch` and `settleBatch`, core/intake-batch-plan.ts),
+ *   as on SQLite: due retries first, each VIN's in order; a log payload whose VIN still has a
+ *   retry waiting outside the batch is held back and parked behind it at the commit. The statement
+ *   only reads what the plan picks from, in the same round trip that leases: the due retries (a
+ *   parked payload is not due while an earlier one of its VIN is not), what follows the watermarks,
+ *   no more than `limit` in all, and for each payload past a watermark the retries its VIN has
+ *   waiting.
  * A batch reads up to `MAX_PARTITIONS_PER_BATCH` partitions, half of them, so that a second process
  * (or a second worker) always finds work beside the first.
  *
@@ -56,8 +60,8 @@ import {
   type PendingEnqueue,
   queuedRecord,
 } from '../../core/intake-queue.ts';
-import { type BatchPlan, inOpenBatches, type PlannedEntry, settleBatch } from '../../core/intake-batch-plan.ts';
-import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
+import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
+import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeRecord, toPlannedEntry } from '../sql/log-rows.ts';
 import { withoutUndefined } from '../sql/rows.ts';
 import { applyPostgresMigrations, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS } from './migrations.ts';
 import { queryRow, queryRows, queryRun, quoteSchema, type Statement } from './pool.ts';
@@ -124,18 +128,19 @@ interface TriedEnqueue extends PendingEnqueue {
   tries: number;
 }
 
-/** A row of `intake_next_batch`: a due retry (`parked`), a payload past the watermark (`log`), or one held back (`held`). */
-interface BatchRow extends LogRow {
-  kind: 'parked' | 'log' | 'held';
+/** A row of `intake_batch_candidates`: a due retry (`parked`) or a payload past the watermark (`log`, with its VIN's retries `waiting`). */
+interface CandidateRow extends LogRow {
+  kind: 'parked' | 'log';
   part: number;
   attempts: number;
+  waiting: number | null;
 }
 
 /** A batch of this queue: the pool connection holding its partitions' leases, until it ends. */
 interface PostgresBatch extends IntakeBatch {
   readonly owner: PostgresIntakeQueue;
   readonly client: pg.PoolClient;
-  /** What the batch statement picked (the core's policy, `core/intake-batch-plan.ts`, which the statement follows in one round trip). */
+  /** The core's plan (`core/intake-batch-plan.ts`) of what the batch statement read. */
   readonly plan: BatchPlan<PlannedEntry>;
   ended: boolean;
 }
@@ -196,12 +201,12 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
     client.on('error', ignoreError);
     try {
       for (;;) {
-        const rows = await queryRows<BatchRow>(client, this.sql.nextBatch, [now, limit, MAX_PARTITIONS_PER_BATCH]);
+        const rows = await queryRows<CandidateRow>(client, this.sql.batchCandidates, [now, limit, MAX_PARTITIONS_PER_BATCH]);
         if (rows.length === 0) {
           release(client);
           return null;
         }
-        const batch = this.batchOf(client, rows);
+        const batch = this.batchOf(client, rows, limit);
         if (batch.entries.length > 0) {
           this.open.add(batch);
           return batch;
@@ -392,13 +397,20 @@ export class PostgresIntakeQueue implements ProcessableIntakeQueue {
 
   // --- batches --------------------------------------------------------------------------------
 
-  private batchOf(client: pg.PoolClient, rows: BatchRow[]): PostgresBatch {
-    const positions = new Map<number, number>();
-    for (const row of rows) if (row.kind !== 'parked') positions.set(row.part, Math.max(positions.get(row.part) ?? 0, row.seq));
-    const planned = (row: BatchRow): PlannedEntry => ({ partition: row.part, seq: row.seq, vin: row.vin, entry: toIntakeEntry(row, row.attempts), parked: row.kind === 'parked' });
-    const take = rows.filter((row) => row.kind !== 'held').map(planned);
-    const plan = { take, heldBack: rows.filter((row) => row.kind === 'held').map(planned), positions };
-    return { owner: this, client, entries: take.map((candidate) => candidate.entry), plan, ended: false };
+  /** The core's plan of what the statement read: every row read is taken or held back (the statement read no more than `limit`). */
+  private batchOf(client: pg.PoolClient, rows: CandidateRow[], limit: number): PostgresBatch {
+    const due: PlannedEntry[] = [];
+    const fresh: PlannedEntry[] = [];
+    const waiting = new Map<string, number>();
+    for (const row of rows) {
+      if (row.kind === 'parked') due.push(toPlannedEntry(row, row.part, row.attempts, true));
+      else {
+        fresh.push(toPlannedEntry(row, row.part, 0, false));
+        if (row.waiting! > 0) waiting.set(waitingKey(row.part, row.vin), row.waiting!);
+      }
+    }
+    const plan = planBatch({ due, fresh, waiting }, limit);
+    return { owner: this, client, entries: plan.take.map((candidate) => candidate.entry), plan, ended: false };
   }
 
   /**
@@ -471,8 +483,8 @@ export function queueStatements(schema: string) {
       LEFT JOIN ${s}.intake_parked p ON p.seq = l.seq WHERE l.id = $1`,
     statusByIds: `SELECT ${status} FROM ${s}.intake_log l JOIN ${s}.intake_partitions w ON w.part = l.part
       LEFT JOIN ${s}.intake_parked p ON p.seq = l.seq WHERE l.id = ANY($1::text[])`,
-    nextBatch: `SELECT kind, part, seq, id, partner_id, product, vin, payload, received_at, idempotency_key, attempts
-      FROM ${s}.intake_next_batch($1, $2, $3)`,
+    batchCandidates: `SELECT kind, part, seq, id, partner_id, product, vin, payload, received_at, idempotency_key, attempts, waiting
+      FROM ${s}.intake_batch_candidates($1, $2, $3)`,
     // One statement: the parked rows (new ones inserted, others updated), the watermarks, and the batch's time per
     // partition it moved. A watermark never moves back (guarding against a lease lost and retaken).
     commit: `WITH parkings AS (

@@ -206,6 +206,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       thread: mayUseThread,
       productModules,
       worker: options.core?.worker || undefined,
+      requireGrants: options.core?.partnerIntake?.requireGrants ?? false,
       onEvents: (events: LiveTrailerEvent[]) => events.forEach((event) => publish(event)),
       onRound: ({ processed, failed }: { processed: number; failed: number }) => {
         backendCounts.processed += processed;

@@ -5,6 +5,7 @@
  * `processed` at or below the watermark, else `queued`. The two schemas name and type the columns
  * alike (epoch-ms integers arrive as numbers from both drivers), so one mapping serves both.
  */
+import type { PlannedEntry } from '../../core/intake-batch-plan.ts';
 import type { LoggedIntake } from '../../core/intake-log.ts';
 import type { IntakeEntry, IntakeRecord, NewIntake } from '../../core/intake-queue.ts';
 
@@ -90,4 +91,9 @@ export function toIntakeEntry(row: LogRow, attempts: number): IntakeEntry {
     receivedAt: row.received_at,
     attempts,
   };
+}
+
+/** A log row as the core's batch plan takes it (`core/intake-batch-plan.ts`): from the parked rows (a retry) or past the position. */
+export function toPlannedEntry(row: LogRow, partition: number, attempts: number, parked: boolean): PlannedEntry {
+  return { partition, seq: row.seq, vin: row.vin, entry: toIntakeEntry(row, attempts), parked };
 }

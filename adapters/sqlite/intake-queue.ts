@@ -35,7 +35,7 @@ import {
 } from '../../core/intake-queue.ts';
 import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
-import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeEntry, toIntakeRecord } from '../sql/log-rows.ts';
+import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeRecord, toPlannedEntry } from '../sql/log-rows.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 import { STORAGE_FAULT_RETRY_AFTER_SECONDS, storageFaultError } from './storage-faults.ts';
 
@@ -394,9 +394,9 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
   /** Reads what the core's plan picks from (`core/intake-batch-plan.ts`): due retries, what follows the watermark, the VINs waiting for a retry. */
   private readBatch(limit: number, now: number): SqliteBatch {
-    const due = this.sql.dueParked.all({ now, limit }).map((row) => planned(row, row.attempts, true));
+    const due = this.sql.dueParked.all({ now, limit }).map((row) => toPlannedEntry(row, 0, row.attempts, true));
     const watermark = this.sql.watermark.get()!.watermark ?? 0;
-    const fresh = due.length < limit ? this.sql.afterWatermark.all(watermark, limit - due.length).map((row) => planned(row, 0, false)) : [];
+    const fresh = due.length < limit ? this.sql.afterWatermark.all(watermark, limit - due.length).map((row) => toPlannedEntry(row, 0, 0, false)) : [];
     const waiting = new Map<string, number>();
     if (fresh.length > 0) for (const { vin, n } of this.sql.parkedPerVin.all()) waiting.set(waitingKey(0, vin), n);
     const plan = planBatch({ due, fresh, waiting }, limit);
@@ -487,10 +487,6 @@ export type AppendOutcome =
 const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 
 /** A log row as the batch plan sees it: the file's one partition. */
-function planned(row: LogRow, attempts: number, parked: boolean): PlannedEntry {
-  return { partition: 0, seq: row.seq, vin: row.vin, entry: toIntakeEntry(row, attempts), parked };
-}
-
 /** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
 export function refusedOutcome(error: unknown): AppendOutcome {
   if (isTrailwireError(error)) return { kind: 'refused', code: error.code, message: error.message };

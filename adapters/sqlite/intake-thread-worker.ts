@@ -91,6 +91,8 @@ const worker = new IntakeWorker(
     store,
     products,
     clock: systemClock,
+    // Read on this thread's connection as of each batch: an operator's registration in any process is seen.
+    grants: { store, requireGrants: data.requireGrants },
     publish: (event) => {
       events.push(event);
     },

@@ -21,6 +21,7 @@ import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { Backoff } from '../../core/backoff.ts';
+import { type Clock, systemClock } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
@@ -62,6 +63,8 @@ export interface IntakeThreadOptions {
   cwd?: string;
   /** Worker tuning (batch size, retries, retention...). */
   worker?: IntakeWorkerOptions;
+  /** As the core's `partnerIntake.requireGrants`: the worker checks grants again at processing by the same rule. Default false. */
+  requireGrants?: boolean;
   /** Receives the live updates of each round, in order. */
   onEvents: (events: LiveTrailerEvent[]) => void;
   /** Told after each round how many payloads it processed and dead-lettered. */
@@ -76,6 +79,8 @@ export interface IntakeThreadOptions {
   onFault?: (key: string, entry: IntakeThreadLog & { level: 'error' }) => void;
   /** Delay before a thread that died is started again, doubled for each restart in a row. Default 1000 ms. */
   restartDelayMs?: number;
+  /** What a thread's run is timed by (a run of `STABLE_RUN_MS` resets the restart delay). Default: the system clock. */
+  clock?: Clock;
 }
 
 export interface IntakeThreadLog {
@@ -91,6 +96,7 @@ export interface IntakeThreadData {
   productModules: readonly string[];
   cwd: string;
   worker: IntakeWorkerOptions;
+  requireGrants: boolean;
 }
 
 /** Messages from the thread. */
@@ -136,9 +142,11 @@ export class IntakeThread {
 
   /** The delay before restarting a thread that died: doubled for each restart in a row. */
   private readonly restartDelay: Backoff;
+  private readonly clock: Clock;
 
   private constructor(private readonly options: IntakeThreadOptions) {
     this.restartDelay = new Backoff(options.restartDelayMs ?? RESTART_DELAY_MS, MAX_RESTART_DELAY_MS);
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Starts the thread and resolves once it processes. */
@@ -214,6 +222,7 @@ export class IntakeThread {
       productModules: this.options.productModules ?? [],
       cwd: this.options.cwd ?? process.cwd(),
       worker: { batchSize: PROCESSING_BATCH_SIZE, ...this.options.worker },
+      requireGrants: this.options.requireGrants ?? false,
     };
     const worker = RUNS_FROM_SOURCE ? spawnSourceWorker(data) : new Worker(WORKER_MODULE, { workerData: data });
     const ready = new Promise<void>((resolve, reject) => {
@@ -234,7 +243,7 @@ export class IntakeThread {
     worker.on('error', (error) => this.log({ level: 'error', message: 'the intake thread failed', err: error }));
     worker.on('exit', (code) => this.exited(code));
     this.worker = worker;
-    this.startedAt = Date.now();
+    this.startedAt = this.clock.now();
     this.options.onReady?.(this);
   }
 
@@ -259,7 +268,7 @@ export class IntakeThread {
     this.pending.clear();
     if (this.stopping) return;
     // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
-    if (Date.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
+    if (this.clock.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
     const delay = this.restartDelay.next();
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });
     this.restartTimer = setTimeout(() => {

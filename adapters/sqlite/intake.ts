@@ -54,6 +54,11 @@ export interface SqliteIntakeOptions {
   productModules?: readonly string[];
   /** The thread's worker tuning (batch size, retries, retention). Default: the thread's defaults. */
   worker?: IntakeWorkerOptions;
+  /**
+   * Pass the core's `partnerIntake.requireGrants`: the thread's worker checks partner grants again as
+   * of processing, by the accept path's rule (`core/grants-at-processing.ts`). Default false.
+   */
+  requireGrants?: boolean;
   /** Receives the live updates of each processing round, in order. */
   onEvents?: (events: LiveTrailerEvent[]) => void;
   /** Told after each round of the processing thread how many payloads it processed and dead-lettered. Default: nobody. */
@@ -93,6 +98,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         durability: store.durability,
         productModules: options.productModules,
         worker: options.worker,
+        requireGrants: options.requireGrants,
         onEvents: (events) => options.onEvents?.(events),
         onRound: options.onRound,
         onLog: log,

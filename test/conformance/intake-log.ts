@@ -139,15 +139,15 @@ export function runIntakeLogConformance(options: IntakeLogConformanceOptions): v
       const given = [item(), item(), item()];
       const positions = await positionsOf(log, given);
       const partition = positions[0]!.partition;
-      await log.commit(partition, positions[1]!.seq);
+      await log.commit(partition, positions[1]!.seq, T0);
       assert.equal(await log.committed(partition), positions[1]!.seq);
-      await log.commit(partition, positions[0]!.seq);
+      await log.commit(partition, positions[0]!.seq, T0);
       assert.equal(await log.committed(partition), positions[1]!.seq, 'an older commit does not move it back');
       assert.deepEqual((await log.read(partition, positions[1]!.seq, 10)).map((logged) => logged.id), [given[2]!.id], 'what follows the commit is still there');
       const other = Array.from({ length: log.partitions }, (_, p) => p).find((p) => p !== partition);
       if (other !== undefined) assert.equal(await log.committed(other), 0, 'other partitions keep theirs');
       assert.equal((await log.pending())[partition], 1, 'one pending after the commit');
-      await log.commit(partition, positions[2]!.seq);
+      await log.commit(partition, positions[2]!.seq, T0);
       assert.deepEqual(await log.pending(), new Array(log.partitions).fill(0), 'none once all is committed');
     });
 
@@ -176,7 +176,7 @@ export function runIntakeLogConformance(options: IntakeLogConformanceOptions): v
         assert.equal(first!.held, false, 'released');
         const second = await b.lease(partition);
         assert.ok(second?.held, 'a released partition is taken by the other');
-        await a.commit(partition, 1);
+        await a.commit(partition, 1, T0);
         assert.ok((await b.committed(partition)) >= 1, "a commit is seen by every instance");
         // A holder that closes (a process that ends) lets its partitions go.
         await b.close();

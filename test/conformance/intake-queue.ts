@@ -1,8 +1,8 @@
 /**
  * The conformance suite every `IntakeQueue` passes (SQLite and PostgreSQL): what the 202 promises
  * (a stored record with every field), idempotency keys (per partner, 24 hours, exclusive), batches
- * (arrival order, per-VIN order, a retry holding its VIN's later payloads back and a dead letter
- * not), every outcome and the status derived from it (one payload's, and many read together),
+ * (arrival order, per-VIN order, a retry holding its VIN's later payloads back — unless the batch
+ * takes the retry too — and a dead letter not), every outcome and the status derived from it (one payload's, and many read together),
  * abandoned batches, dead letters listed and re-queued, trimming and depth; and, for a log that
  * several processes share, two instances working through one VIN's payloads at once without ever
  * running two of them together or out of order.
@@ -25,6 +25,7 @@ export type IntakeQueueCase =
   | 'idempotency keys'
   | 'batches in arrival order'
   | 'keeps each VIN in order'
+  | 'holds a VIN only behind retries outside the batch'
   | 'commits every outcome'
   | 'reads many statuses together'
   | 'abandoned batches come back'
@@ -184,6 +185,28 @@ export function runIntakeQueueConformance(options: IntakeQueueConformanceOptions
       assert.equal(await statusOf(queue, a1!.id), 'failed');
       assert.deepEqual(await processAll(queue, T0 + 1000), [a2!.id, a3!.id, a4!.id]);
       assert.equal(await statusOf(queue, a4!.id), 'processed');
+      assert.equal(await queue.depth(), 0);
+    });
+
+    caseOf('holds a VIN only behind retries outside the batch', async (queue) => {
+      const [a1, b1] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B })]);
+      const first = await open(queue, 10, T0);
+      await commit(queue, first.batch, { [a1!.id]: { kind: 'retry', error: 'boom', nextAttemptAt: T0 + 1000 }, [b1!.id]: PROCESSED });
+      const [a2] = await enqueueAll(queue, [item({ vin: VIN_A })]);
+      const due = await open(queue, 10, T0 + 1000);
+      assert.deepEqual(due.ids, [a1!.id, a2!.id], "the VIN's retry, then its newer payload in the same batch: nothing of the VIN waits outside it");
+      // Two retries of VIN A now, the first due before the second.
+      await commit(queue, due.batch, { [a1!.id]: { kind: 'retry', error: 'boom', nextAttemptAt: T0 + 2000 }, [a2!.id]: { kind: 'retry', error: 'bang', nextAttemptAt: T0 + 5000 } }, T0 + 1000);
+      const [a3, b2] = await enqueueAll(queue, [item({ vin: VIN_A }), item({ vin: VIN_B })]);
+      const partly = await open(queue, 10, T0 + 2000);
+      assert.deepEqual(partly.ids, [a1!.id, b2!.id], "the due retry goes; the VIN's newer payload waits behind the retry that is not due");
+      await commit(queue, partly.batch, { [a1!.id]: PROCESSED, [b2!.id]: PROCESSED }, T0 + 2000);
+      assert.deepEqual(pick(await queue.get(a3!.id)), { status: 'queued', attempts: 0, processedAt: null, error: null, nextAttemptAt: T0 });
+      assert.equal(await queue.nextBatch(10, T0 + 4999), null, 'VIN A waits for its second retry');
+      const last = await open(queue, 10, T0 + 5000);
+      assert.deepEqual(last.ids, [a2!.id, a3!.id], 'then follows it, in order');
+      assert.deepEqual(last.batch!.entries.map((entry) => entry.attempts), [1, 0]);
+      await commit(queue, last.batch, { [a2!.id]: PROCESSED, [a3!.id]: PROCESSED }, T0 + 5000);
       assert.equal(await queue.depth(), 0);
     });
 

@@ -365,4 +365,27 @@ describe('partner grants required (serve --require-grants)', () => {
     await app.trailwire.admin.addGrant({ customerId, partnerId: partner.id });
     assert.equal((await h.post(partner, vin)).status, 202);
   });
+
+  it('answers failed partner_not_granted in the status of a payload accepted unassigned and processed once the VIN is registered to a customer that did not grant it (issue 37)', async () => {
+    const worker = app.trailwire.intake!.worker!;
+    await worker.stop();
+    try {
+      const customer = await customerWithToken(app, 'Registers later');
+      const vin = uniqueVin();
+      const accepted = await h.post(partner, vin, { ...fix(app.clock.now()), position: { latitude: 0, longitude: 0 }, speedKph: 399 });
+      assert.equal(accepted.status, 202, 'unassigned: open to any partner of the product');
+      const fleet = await app.trailwire.admin.createFleet({ customerId: customer.id, name: 'Later' });
+      const trailer = await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
+      await worker.drainDue();
+      const status = await app.call('GET', accepted.headers.get('location')!, { token: partner.token });
+      assert.equal(status.status, 200);
+      assert.equal(status.body.status, 'failed');
+      assert.match(status.body.error, /^partner_not_granted: the customer that owns VIN/);
+      const read = await app.call('GET', `/api/v1/trailers/${trailer.id}`, { token: customer.token });
+      assert.equal(read.status, 200);
+      assert.equal(read.body.telemetry, null, "the customer's trailer shows nothing of it");
+    } finally {
+      await worker.start();
+    }
+  });
 });

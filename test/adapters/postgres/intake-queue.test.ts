@@ -5,8 +5,9 @@
  * holding them dies, a batch that waits for an append in flight rather than skip its seq, group
  * commit, the upgrade of a claim-based queue written by the previous version with its payloads and
  * statuses, a lost session that reconnects, enqueues heard by other processes (LISTEN/NOTIFY), the
- * refusal of an isolation level a batch cannot be correct under, and the intake worker end to end
- * across two Trailwire processes sharing one store and queue. Needs `TRAILWIRE_TEST_DATABASE_URL`; every schema
+ * refusal of an isolation level a batch cannot be correct under, the intake worker end to end
+ * across two Trailwire processes sharing one store and queue, and the grants checked again at
+ * processing (issue 37's late registration). Needs `TRAILWIRE_TEST_DATABASE_URL`; every schema
  * it creates is named `tw_test_<random>` and dropped at the end.
  */
 import assert from 'node:assert/strict';
@@ -33,6 +34,7 @@ import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
 import { INTAKE_TIME, newIntake, uniqueVin } from '../../support/fixtures.ts';
+import { assertLateRegistrationRefused } from '../../support/late-registration.ts';
 import { until } from '../../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
@@ -303,6 +305,31 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
     }
   });
 
+  it("replaces the batch function of the log's first version, and a schema so migrated is refused by that version", async () => {
+    const schema = newSchema();
+    const pool = newPool();
+    try {
+      const logVersion = POSTGRES_QUEUE_MIGRATIONS.findIndex((migration) => migration.name === '0003_intake_log') + 1;
+      await applyPostgresMigrations(pool, schema, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS.slice(0, logVersion));
+      const functions = async () =>
+        (await admin.query<{ proname: string }>(
+          `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname LIKE 'intake_%batch%' ORDER BY 1`,
+          [schema],
+        )).rows.map((row) => row.proname);
+      assert.deepEqual(await functions(), ['intake_next_batch']);
+      const queue = await openPostgresIntakeQueue({ pool, schema });
+      await queue.close();
+      assert.deepEqual(await functions(), ['intake_batch_candidates'], 'the policy-deciding function is gone');
+      await assert.rejects(applyPostgresMigrations(pool, schema, POSTGRES_QUEUE_COMPONENT, POSTGRES_QUEUE_MIGRATIONS.slice(0, logVersion)), (error: unknown) => {
+        assertTrailwireError('internal')(error);
+        assert.match((error as Error).message, /0004_intake_batch_reads_candidates/);
+        return true;
+      });
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("trimming keeps each remaining payload's processed time, and only the batch times still needed", async () => {
     const schema = newSchema();
     const a = await openProcess(schema);
@@ -383,6 +410,22 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
       );
     } finally {
       await a.close();
+    }
+  });
+
+  it('dead-letters a payload accepted before its VIN was registered to a customer that did not grant its partner (issue 37)', async () => {
+    const store = await openPostgresStore({ connectionString, schema: newSchema(), poolSize: 4 });
+    const queue = await openPostgresIntakeQueue(store);
+    const bus = new MemoryLiveBus();
+    const events: LiveTrailerEvent[] = [];
+    bus.subscribe((event) => events.push(event));
+    const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: queue, live: { bus }, partnerIntake: { requireGrants: true } });
+    try {
+      // The worker is not started: processing runs when the scenario says.
+      await assertLateRegistrationRefused({ trailwire, process: async () => void (await trailwire.intake!.worker!.drainDue()), published: () => events });
+    } finally {
+      await trailwire.close();
+      await queue.close();
     }
   });
 

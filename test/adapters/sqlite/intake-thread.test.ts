@@ -21,6 +21,7 @@ import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
 import { createTrailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { newIntake, uniqueVin } from '../../support/fixtures.ts';
+import { assertLateRegistrationRefused } from '../../support/late-registration.ts';
 import { until } from '../../support/until.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-thread-'));
@@ -162,6 +163,49 @@ describe('SQLite intake with its processing thread', () => {
     await until(async () => (await Promise.all(ids.map((id) => intake.queue.get(id)))).every((record) => record?.status === 'processed'), 'all 60 processed', 30_000);
     assert.ok(logs.some((line) => /intake thread exited/.test(line)), 'the restart is logged');
     await close();
+  });
+
+  it("times a thread's run by its clock: a run of a minute resets the restart delay, shorter ones double it", { timeout: 60_000 }, async () => {
+    const file = freshFile();
+    await (await openSqliteStore({ file })).close();
+    let now = 0;
+    const restarts: string[] = [];
+    let ready = 0;
+    const thread = await IntakeThread.start({
+      file,
+      onEvents: () => {},
+      restartDelayMs: 10,
+      clock: { now: () => now },
+      onReady: () => void ready++,
+      onLog: (entry) => void (/restarting in/.test(entry.message) && restarts.push(entry.message.replace(/.*restarting in /, ''))),
+    });
+    opened.push(thread);
+    const killAndRestart = async () => {
+      const before = ready;
+      await thread.kill();
+      await until(() => ready > before, 'the thread restarted', 30_000);
+    };
+    await killAndRestart();
+    await killAndRestart();
+    now += 60_000; // a minute by the thread's clock, however long the test takes
+    await killAndRestart();
+    assert.deepEqual(restarts, ['10 ms', '20 ms', '10 ms']);
+    await thread.stop();
+  });
+
+  it('dead-letters a payload accepted before its VIN was registered to a customer that did not grant its partner (issue 37)', { timeout: 60_000 }, async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    const events: LiveTrailerEvent[] = [];
+    const intake = openSqliteIntake({ store, requireGrants: true, worker: { lingerMs: 0 }, onEvents: (batch) => events.push(...batch) });
+    const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue, worker: false, partnerIntake: { requireGrants: true } });
+    opened.push({ stop: async () => (await trailwire.close(), await intake.stop()) });
+    // The thread starts after the accept and the registration: the payload waits in the journal meanwhile.
+    let started: Promise<void> | undefined;
+    const process = async (id: string) => {
+      await (started ??= intake.start());
+      await until(async () => ['processed', 'failed'].includes((await intake.queue.get(id))?.status ?? ''), 'the payload settled', 30_000);
+    };
+    await assertLateRegistrationRefused({ trailwire, process, published: () => events });
   });
 
   it('refuses a database it cannot share', async () => {
