@@ -292,7 +292,20 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     const queue = options.intakeQueue;
     let worker: IntakeWorker | undefined;
     if (options.worker !== false && isProcessable(queue)) {
-      worker = new IntakeWorker({ queue, store, products, clock, publish: (event) => live.publish(event) }, options.worker);
+      worker = new IntakeWorker(
+        {
+          queue,
+          store,
+          products,
+          clock,
+          publish: (event) => live.publish(event),
+          // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
+          onRound: ({ processed }) => {
+            if (processed > 0) webhooks.deliverer.notify();
+          },
+        },
+        options.worker,
+      );
     }
     const service = new IntakeService({
       queue,

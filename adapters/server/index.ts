@@ -197,6 +197,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // Product objects cannot cross to a thread, and an injected clock would not reach it: those process inline.
   const mayUseThread = (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined;
   let publish: (event: LiveTrailerEvent) => void = () => {};
+  let outboxWritten: () => void = () => {};
   // What a backend's own processing (SQLite's thread) did; the core's worker counts its own.
   const backendCounts = { processed: 0, failed: 0 };
   const backendOptions = {
@@ -206,7 +207,11 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       thread: mayUseThread,
       productModules,
       worker: options.core?.worker || undefined,
-      onEvents: (events: LiveTrailerEvent[]) => events.forEach((event) => publish(event)),
+      onEvents: (events: LiveTrailerEvent[]) => {
+        events.forEach((event) => publish(event));
+        // The batch that changed these trailers wrote their webhook events with them: the deliverer looks at once rather than at its next poll.
+        outboxWritten();
+      },
       onRound: ({ processed, failed }: { processed: number; failed: number }) => {
         backendCounts.processed += processed;
         backendCounts.failed += failed;
@@ -258,6 +263,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await shared?.close();
   };
   const webhookDeliverer = trailwire.webhooks.deliverer;
+  outboxWritten = () => webhookDeliverer.notify();
   // The deliverer asks the store every poll: a store that is down is said once, then once per interval.
   const webhookFaults = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
   webhookDeliverer.onError((error) => webhookFaults.failed('store', { level: 'warn', message: 'webhook delivery: a store call failed; the work is taken again', err: error }));
