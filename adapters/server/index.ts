@@ -202,6 +202,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const backendCounts = { processed: 0, failed: 0 };
   const backendOptions = {
     ...options,
+    clock: options.core?.clock,
     intake: {
       process: runWorker,
       thread: mayUseThread,
