@@ -25,7 +25,7 @@
  *   waits for a delivery (the outbox is written with the batch, the sending happens here).
  */
 import type { Clock } from './clock.ts';
-import type { WebhookAttemptOutcome, WebhookBatching, WebhookSend, WebhookStore, WebhookTarget } from './store.ts';
+import type { WebhookAttemptOutcome, WebhookBatching, WebhookDeliveryStore, WebhookSend, WebhookTarget } from './store.ts';
 import type { WebhookPost, WebhookPostResult } from './webhook-sender.ts';
 
 export interface WebhookDelivererOptions {
@@ -77,7 +77,7 @@ export interface WebhookAttemptReport {
 }
 
 export interface WebhookDelivererDependencies {
-  store: WebhookStore;
+  store: WebhookDeliveryStore;
   sender: { post(delivery: WebhookPost): Promise<WebhookPostResult> };
   clock: Clock;
   /** This process's name in the leases: unique among the processes sharing the store. */

@@ -238,6 +238,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     // Merged rather than replaced: a caller tuning the hub or the rotation recheck keeps the shared bus and feed.
     live: { ...shared?.coreOptions.live, ...options.core?.live },
     rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
+    // A backend whose processing owns the store's writes (SQLite's thread) runs the deliverer's writes there too.
+    webhooks: { ...options.core?.webhooks, deliveryStore: options.core?.webhooks?.deliveryStore ?? intake.webhookDeliveryStore },
     operatorChanges: { onError: (error: unknown) => logger.warn({ err: error }, 'operator change feed not read'), ...options.core?.operatorChanges },
     signingKeys: {
       onError: (error: unknown) => logger.warn({ err: error }, 'signing keys not re-read; retrying at the next refresh'),
@@ -257,8 +259,10 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   );
   intake.onEnqueuedElsewhere(() => trailwire.intake?.worker?.notify());
   const closeCore = async () => {
-    // Processing ends first (the core's worker, then the backend's thread or session), before the live hub it publishes to and the store it reads.
+    // Processing ends first (the core's worker, then the backend's thread or session), before the live hub it publishes to and the store it reads;
+    // the deliverer before the backend's processing, through which it may write (SQLite's thread).
     await trailwire.intake?.worker?.stop();
+    await trailwire.webhooks.stop();
     await intake.stop();
     await trailwire.close();
     await shared?.close();
