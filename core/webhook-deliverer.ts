@@ -9,8 +9,9 @@
  *   algorithm) does it: an endpoint with nothing in flight is sent what waits at once, so at a light
  *   load an event goes out alone, some milliseconds after it was processed; while a delivery is in
  *   flight the endpoint's new events gather, and the next delivery takes up to `maxEvents` of them
- *   the moment it settles, so under load deliveries fill by themselves (docs/performance.md,
- *   "Issue 40: webhook delivery"). `lingerMs` above 0 holds an idle
+ *   the moment it settles, so under load deliveries fill by themselves. At 500 updates/s over 100
+ *   endpoints the p99 from the 202 to the receiver was 37 ms, against 1,212 ms with a 1 s linger
+ *   (docs/performance.md, "Issue 40: webhook delivery"). `lingerMs` above 0 holds an idle
  *   endpoint's first event up to that long for more (fewer, fuller requests, for a receiver that
  *   prefers them); it is the longest the deliverer itself holds an event back, never a wait added
  *   to a busy endpoint's.
