@@ -3,7 +3,8 @@
  * through the intake's front door (`webhookDeliveryStore`) an endpoint is leased, a delivery formed
  * from its outbox, settled and released, the thread's connection doing the writes; and while another
  * connection holds the file's write lock, a call waits for it on the thread — the serving thread's
- * event loop keeps turning — and completes once the lock goes.
+ * event loop keeps turning — and completes once the lock goes; while the thread restarts after it
+ * died, calls fail as a store that is down does.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +14,7 @@ import { it } from 'node:test';
 import Database from 'better-sqlite3';
 import { openSqliteIntake, openSqliteStore } from '../../../adapters/sqlite/index.ts';
 import { withCheckDigit } from '../../../core/vin.ts';
+import { until } from '../../support/until.ts';
 
 it("runs the deliverer's store calls on the processing thread, where a held write lock is waited for off the serving thread", { timeout: 30_000 }, async () => {
   const directory = mkdtempSync(join(tmpdir(), 'trailwire-thread-hooks-'));
@@ -54,6 +56,12 @@ it("runs the deliverer's store calls on the processing thread, where a held writ
     assert.deepEqual([delivery!.id, delivery!.state, delivery!.attempts, delivery!.deliveredAt], ['msg_1', 'delivered', 1, now + 5]);
     assert.equal((await store.webhooks.claimWebhookEndpoints('owner-2', now + 10, 60_000, 10, batching)).length, 0, 'released, with nothing left to send');
     assert.equal(await deliveries.purgeWebhookDeliveries(now + 6, 10), 1);
+
+    // A thread that died: its calls fail as a store that is down does (the deliverer takes the work
+    // again), until the restarted thread answers them.
+    await intake.killThread();
+    await assert.rejects(deliveries.claimWebhookEndpoints('owner-1', now, 60_000, 10, batching), /not running/);
+    await until(() => deliveries.claimWebhookEndpoints('owner-1', now + 10, 60_000, 10, batching).then(() => true, () => false), 'the restarted thread', 15_000, 100);
   } finally {
     await intake.stop();
     await store.close();
