@@ -4,7 +4,8 @@
  * run's trailers spread over those fleets, and answers the `SimulationTarget` to run against plus a
  * `close()` that tears it all down. Intake limits are set for the scenario (short windows, numbers
  * that make the scenario's intents happen at the requested rate) so that a run of a few seconds
- * crosses several windows; other limits (authentication, reads) are raised out of the way.
+ * crosses several windows; other limits (authentication, reads) are raised out of the way, and
+ * webhooks may go to plain http on this machine, where the run's receiver listens (`--webhooks`).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +75,8 @@ export async function startEmbedded(options: EmbeddedOptions, traffic: TrafficGe
         productLimits: limits,
         // The scenarios measure the per-VIN limits: one simulated partner sends the whole fleet's traffic.
         partnerIntake: { budget: GENEROUS, newVinsPerDay: 10_000_000 },
+        // The run's webhook receiver is plain http on this machine (`serve --webhook-allow-http --webhook-allow-private`).
+        webhooks: { rules: { allowHttp: true, allowPrivate: true } },
         ...overrides.core,
       },
     });

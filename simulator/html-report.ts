@@ -1,9 +1,9 @@
 /**
  * The simulator's HTML report (`--report <file.html>`): one self-contained page — inline CSS and
- * inline SVG, no scripts, no external assets — with the run's summary, its stages, the invariant
- * checks and their violations, the thresholds, and six charts: throughput by status over time, the
- * arrival rate asked and sent, request latency over time (from due), the request latency
- * distribution, and live-update latency (distribution and over time).
+ * inline SVG, no scripts, no external assets — with the run's summary (its webhook figures too, with
+ * `--webhooks`), its stages, the invariant checks and their violations, the thresholds, and six
+ * charts: throughput by status over time, the arrival rate asked and sent, request latency over time
+ * (from due), the request latency distribution, and live-update latency (distribution and over time).
  */
 import { exitCodeOf, type SimulationReport } from './report.ts';
 
@@ -93,6 +93,15 @@ export function renderHtmlReport(report: SimulationReport): string {
       `${report.live.subscribers} subscribers (${report.live.sseSubscribers} SSE, ${report.live.slowSubscribers} slow) · ${report.live.updates} updates · ${report.live.heartbeats} heartbeats · ${report.live.reconnects} reconnects`,
     ],
     ['Live latency', `p50 ${report.live.latencyMs.p50} ms · p99 ${report.live.latencyMs.p99} ms · max ${report.live.latencyMs.max} ms`],
+    ...(report.webhooks
+      ? ([
+          [
+            'Webhooks',
+            `${report.webhooks.endpoints} endpoints · ${report.webhooks.deliveries} deliveries (${report.webhooks.redeliveries} redelivered, ${report.webhooks.invalid} invalid) · ${report.webhooks.events} events · ${report.webhooks.deleted} deleted`,
+          ],
+          ['Webhook latency (from the 202)', `p50 ${report.webhooks.latencyMs.p50} ms · p99 ${report.webhooks.latencyMs.p99} ms · max ${report.webhooks.latencyMs.max} ms`],
+        ] satisfies Array<[string, string]>)
+      : []),
   ];
   const productRows = Object.entries(report.products).map(
     ([name, p]) => `<tr><td>${esc(name)}</td><td>${p.limit.requests} per ${p.limit.windowSeconds} s</td><td>${p.sent}</td><td>${p.accepted}</td><td>${p.limited}</td></tr>`,

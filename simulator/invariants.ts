@@ -4,10 +4,12 @@
  * accepted per (product, VIN, window) than the limit, exactly the limit in a window planned over it,
  * nothing limited in a window planned under it; every accepted payload processed; every update
  * reaching every subscriber of its customer and no other; heartbeats no further apart than the
- * interval plus slack; and rotated keys and tokens refused while the clients recover. A check that
- * finds many breaches reports the first few and counts the rest.
+ * interval plus slack; rotated keys and tokens refused while the clients recover; and, when the run
+ * registered webhook endpoints, every update delivered to each of its customer's, validly signed and
+ * in order. A check that finds many breaches reports the first few and counts the rest.
  */
-import type { RunRecord, SendRecord, SubscriberRecord, UpdateRecord } from './run-record.ts';
+import { expectedUpdates, updateKey } from './expected-updates.ts';
+import type { RunRecord, SendRecord, SubscriberRecord, UpdateRecord, WebhookDeliveryRecord } from './run-record.ts';
 
 export interface CheckResult {
   name: string;
@@ -28,6 +30,8 @@ export function checkInvariants(record: RunRecord): CheckResult[] {
     checkLiveDelivery(record),
     checkHeartbeats(record),
     checkRotations(record),
+    // Judged only when the run registered endpoints, so a run without webhooks reports as before.
+    ...(record.webhooks ? [checkWebhookDelivery(record)] : []),
   ];
 }
 
@@ -146,22 +150,6 @@ export function checkProcessing(record: RunRecord): CheckResult {
         `(${[...byState].filter(([state]) => state !== 'processed' && state !== 'failed').map(([state, list]) => `${list.length} ${state}`).join(', ')}); first: ${pending[0]!.id}`,
     );
   return { name: 'every accepted payload processed', judged: `${accepted.length} accepted payloads`, violations };
-}
-
-/** The updates the server must have made: one per processed payload, keyed by VIN and processing time. */
-function expectedUpdates(record: RunRecord): Array<{ key: string; vin: string; ts: number; owner: number | undefined }> {
-  const expected = [];
-  for (const send of record.sends) {
-    if (send.status !== 202 || !send.id) continue;
-    const outcome = record.outcomes[send.id];
-    if (outcome?.status !== 'processed' || outcome.processedAt === undefined) continue;
-    expected.push({ key: updateKey(send.vin, outcome.processedAt), vin: send.vin, ts: outcome.processedAt, owner: record.ownership[send.vin] });
-  }
-  return expected;
-}
-
-function updateKey(vin: string, ts: number): string {
-  return `${vin}|${ts}`;
 }
 
 /** The server-clock spans during which a subscriber was certainly subscribed. */
@@ -326,6 +314,80 @@ export function checkRotations(record: RunRecord): CheckResult {
     }
   }
   return { name: 'rotated keys and old tokens refused, clients recover', judged: `${record.rotations.length} rotations`, violations };
+}
+
+/**
+ * Every webhook endpoint the run registered (contract 14) received, in deliveries whose Standard
+ * Webhooks signature holds, the `trailer.updated` event of every payload of its customer processed
+ * since it was registered — at least once: an event twice is allowed only as a redelivery, under the
+ * same `webhook-id` with the same events — none of another customer's trailers, each trailer's events
+ * in the order they happened; and the simulator deleted every endpoint at the end.
+ */
+export function checkWebhookDelivery(record: RunRecord): CheckResult {
+  const { endpoints } = record.webhooks ?? { endpoints: [] };
+  const expected = expectedUpdates(record);
+  const violations: string[] = [];
+  let judged = 0;
+  let deliveries = 0;
+  for (const endpoint of endpoints) {
+    const who = `webhook endpoint ${endpoint.index + 1} (${record.customers[endpoint.customer]?.label ?? `customer ${endpoint.customer}`})`;
+    deliveries += endpoint.deliveries.length;
+    const invalid = endpoint.deliveries.filter((delivery) => delivery.invalid !== undefined);
+    if (invalid.length > 0)
+      violations.push(`${who}: ${invalid.length} of ${endpoint.deliveries.length} deliveries would be refused by a Standard Webhooks receiver; first: ${invalid[0]!.webhookId || 'no webhook-id'}: ${invalid[0]!.invalid}`);
+    // A redelivery (the same webhook-id again) must repeat its events; only the first of each id counts.
+    const firstOfId = new Map<string, WebhookDeliveryRecord>();
+    const changed: string[] = [];
+    for (const delivery of endpoint.deliveries) {
+      if (delivery.invalid !== undefined) continue;
+      const first = firstOfId.get(delivery.webhookId);
+      if (!first) firstOfId.set(delivery.webhookId, delivery);
+      else if (eventsDigest(first) !== eventsDigest(delivery)) changed.push(delivery.webhookId);
+    }
+    if (changed.length > 0) violations.push(`${who}: ${changed.length} redelivery(ies) carried other events than the first delivery of their webhook-id; first: ${changed[0]}`);
+    const events = [...firstOfId.values()].flatMap((delivery) => delivery.events.map((event) => ({ ...event, webhookId: delivery.webhookId })));
+
+    const foreign = events.filter((event) => record.ownership[event.vin] !== endpoint.customer);
+    if (foreign.length > 0) violations.push(`${who} received ${foreign.length} event(s) of trailers that are not its customer's; first: VIN ${foreign[0]!.vin || '(none)'}`);
+
+    const idOfEvent = new Map<string, string>();
+    const duplicated = events.filter((event) => {
+      const key = `${event.type}|${event.vin}|${event.ts}|${event.digest}`;
+      const seenIn = idOfEvent.get(key);
+      idOfEvent.set(key, event.webhookId);
+      return seenIn !== undefined;
+    });
+    if (duplicated.length > 0)
+      violations.push(`${who} received ${duplicated.length} event(s) again under another webhook-id (a redelivery keeps its id); first: ${duplicated[0]!.type} of VIN ${duplicated[0]!.vin} at ${iso(duplicated[0]!.ts)}`);
+
+    const latest = new Map<string, number>();
+    const outOfOrder = events.filter((event) => {
+      const late = (latest.get(event.vin) ?? -Infinity) > event.ts;
+      if (!late) latest.set(event.vin, event.ts);
+      return late;
+    });
+    if (outOfOrder.length > 0)
+      violations.push(`${who} received ${outOfOrder.length} event(s) older than one it already had for the same trailer; first: ${outOfOrder[0]!.type} of VIN ${outOfOrder[0]!.vin} at ${iso(outOfOrder[0]!.ts)}`);
+
+    const arrived = new Set(events.filter((event) => event.type === 'trailer.updated').map((event) => updateKey(event.vin, event.ts)));
+    // Updates made before the endpoint existed are not its to receive.
+    const mine = expected.filter((update) => update.owner === endpoint.customer && update.ts >= endpoint.registeredAt + record.clockOffsetMs);
+    judged += mine.length;
+    const missing = mine.filter((update) => !arrived.has(update.key));
+    if (missing.length > 0)
+      violations.push(`${who} never received ${missing.length} of ${mine.length} update(s) of its customer's trailers as a trailer.updated event; first: VIN ${missing[0]!.vin} at ${iso(missing[0]!.ts)}`);
+
+    if (!endpoint.deleted) violations.push(`${who}: the simulator could not delete it at the end of the run (${endpoint.deleteError ?? 'not tried'}); delete ${endpoint.id} by hand`);
+  }
+  return {
+    name: 'every update reaches every webhook endpoint of its customer, signed, in order, and the endpoints are deleted',
+    judged: `${judged} expected events at ${endpoints.length} endpoints in ${deliveries} deliveries`,
+    violations: capped(violations, 'more webhook endpoint problems'),
+  };
+}
+
+function eventsDigest(delivery: WebhookDeliveryRecord): string {
+  return delivery.events.map((event) => event.digest).join(',');
 }
 
 /** `subscriber 3`, or `SSE subscriber 5` for a `GET /api/v1/live` one. */

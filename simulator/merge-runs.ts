@@ -49,7 +49,7 @@ export function mergeRecords(files: Array<{ name: string; content: unknown }>): 
   if (seen.size !== count) throw new TypeError(`simulate merge: ${count - seen.size} of the ${count} shards are missing`);
 
   const base = first!.file.record;
-  const merged: RunRecord = { ...base, limits: {}, groups: [], sends: [], outcomes: {}, ownership: {}, subscribers: [], rotations: [] };
+  const merged: RunRecord = { ...base, limits: {}, groups: [], sends: [], outcomes: {}, ownership: {}, subscribers: [], rotations: [], webhooks: undefined };
   for (const { file } of records) {
     const { record } = file;
     const offset = merged.groups.length;
@@ -60,6 +60,12 @@ export function mergeRecords(files: Array<{ name: string; content: unknown }>): 
     Object.assign(merged.ownership, record.ownership);
     merged.subscribers.push(...record.subscribers.map((subscriber) => ({ ...subscriber, index: merged.subscribers.length + subscriber.index })));
     merged.rotations.push(...record.rotations);
+    // Each shard's endpoints are held, like its subscribers, to the updates of every shard's trailers of their customer.
+    if (record.webhooks) {
+      const webhooks = (merged.webhooks ??= { endpoints: [], stray: 0 });
+      webhooks.endpoints.push(...record.webhooks.endpoints.map((endpoint) => ({ ...endpoint, index: webhooks.endpoints.length + endpoint.index })));
+      webhooks.stray += record.webhooks.stray;
+    }
     merged.processingWaitMs = Math.max(merged.processingWaitMs, record.processingWaitMs);
     // The shards start within a moment of each other; the whole run is timed from the last one's
     // start, so that its rate is not diluted by how far apart they were started.

@@ -7,7 +7,8 @@
  */
 import type { ArrivalSchedule } from './arrival-schedule.ts';
 import type { CheckResult } from './invariants.ts';
-import type { RunRecord, SendRecord } from './run-record.ts';
+import { expectedUpdates, updateKey } from './expected-updates.ts';
+import type { RunRecord, SendRecord, WebhookRecord } from './run-record.ts';
 import { arrivalRates, judgeThresholds, quantile, requestFigures, type Threshold, type ThresholdResult } from './thresholds.ts';
 
 export interface LatencySummary {
@@ -87,6 +88,8 @@ export interface SimulationReport {
     latencyMs: LatencySummary;
   };
   rotations: Array<{ audience: string; subject: string; oldTokenStatus: number | null; oldKeyStatus: number | null }>;
+  /** What the run's webhook endpoints received (`--webhooks`); absent when it registered none. */
+  webhooks?: WebhookReport;
   /** Each invariant check, with its own violations. */
   checks: Array<{ name: string; judged: string; passed: boolean; violations: string[] }>;
   /** Every check's violations, in check order; any makes the command exit 1. */
@@ -98,6 +101,24 @@ export interface SimulationReport {
   timeline: TimelineEntry[];
   /** Histograms for the HTML report: [upper bound ms, count]. */
   histograms: { latency: Array<[number, number]>; liveLatency: Array<[number, number]> };
+}
+
+export interface WebhookReport {
+  endpoints: number;
+  /** Requests received at the endpoints, redeliveries included. */
+  deliveries: number;
+  /** Deliveries again under a `webhook-id` already received (allowed: at least once). */
+  redeliveries: number;
+  /** Deliveries a Standard Webhooks receiver would refuse (signature, headers, body). */
+  invalid: number;
+  /** Events in the first delivery of each `webhook-id`. */
+  events: number;
+  /** Endpoints the simulator deleted at the end. */
+  deleted: number;
+  /** Requests at no endpoint's path (an endpoint an earlier run left behind): not judged. */
+  stray: number;
+  /** From the 202 of each processed payload to the first arrival of its update at each endpoint of its customer. */
+  latencyMs: LatencySummary;
 }
 
 const HISTOGRAM_BOUNDS = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750, 1000, 2000, 5000, Infinity];
@@ -125,7 +146,12 @@ export function buildReport(record: RunRecord, checks: CheckResult[], options: {
 
   const outcomes = accepted.map((send) => (send.id ? record.outcomes[send.id]?.status : undefined) ?? 'unknown');
   const live = liveLatencies(record);
-  const figures = { ...requestFigures(planned, arrivals, record.startedAt), liveLatenciesMs: live.map((entry) => entry.latency).sort((a, b) => a - b) };
+  const webhookLatencies = record.webhooks ? webhookLatenciesOf(record) : undefined;
+  const figures = {
+    ...requestFigures(planned, arrivals, record.startedAt),
+    liveLatenciesMs: live.map((entry) => entry.latency).sort((a, b) => a - b),
+    webhookLatenciesMs: webhookLatencies?.sort((a, b) => a - b),
+  };
   const lastSentAt = Math.max(record.startedAt, ...planned.map((send) => send.sentAt));
   const rate = arrivalRates(arrivals, planned.length, Math.max(arrivals.durationMs, lastSentAt - record.startedAt));
   const violations = checks.flatMap((check) => check.violations);
@@ -161,6 +187,7 @@ export function buildReport(record: RunRecord, checks: CheckResult[], options: {
       latencyMs: summary(live.map((entry) => entry.latency)),
     },
     rotations: record.rotations.map((r) => ({ audience: r.audience, subject: r.subject, oldTokenStatus: r.oldTokenStatus ?? null, oldKeyStatus: r.oldKeyStatus ?? null })),
+    ...(record.webhooks ? { webhooks: webhookReportOf(record.webhooks, figures.webhookLatenciesMs ?? []) } : {}),
     checks: checks.map((check) => ({ name: check.name, judged: check.judged, passed: check.violations.length === 0, violations: check.violations })),
     violations,
     thresholds: judgeThresholds(options.thresholds, figures),
@@ -203,17 +230,55 @@ function liveLatencies(record: RunRecord): Array<{ at: number; latency: number }
   const sentAtByKey = new Map<string, number>();
   for (const send of record.sends) {
     const processedAt = send.id ? record.outcomes[send.id]?.processedAt : undefined;
-    if (processedAt !== undefined) sentAtByKey.set(`${send.vin}|${processedAt}`, send.plannedAt);
+    if (processedAt !== undefined) sentAtByKey.set(updateKey(send.vin, processedAt), send.plannedAt);
   }
   const entries: Array<{ at: number; latency: number }> = [];
   for (const subscriber of record.subscribers) {
     if (subscriber.slow) continue;
     for (const update of subscriber.updates) {
-      const sentAt = sentAtByKey.get(`${update.vin}|${update.ts}`);
+      const sentAt = sentAtByKey.get(updateKey(update.vin, update.ts));
       if (sentAt !== undefined) entries.push({ at: update.receivedAt, latency: update.receivedAt - sentAt });
     }
   }
   return entries;
+}
+
+/**
+ * Webhook latencies: for each endpoint, from the 202 of each processed payload of its customer to the
+ * first valid delivery of its update there (payloads processed together share that arrival).
+ */
+function webhookLatenciesOf(record: RunRecord): number[] {
+  const expected = expectedUpdates(record);
+  const latencies: number[] = [];
+  for (const endpoint of record.webhooks!.endpoints) {
+    const firstArrival = new Map<string, number>();
+    for (const delivery of endpoint.deliveries) {
+      if (delivery.invalid !== undefined) continue;
+      for (const event of delivery.events) if (event.type === 'trailer.updated' && !firstArrival.has(updateKey(event.vin, event.ts))) firstArrival.set(updateKey(event.vin, event.ts), delivery.receivedAt);
+    }
+    for (const update of expected) {
+      const arrivedAt = update.owner === endpoint.customer ? firstArrival.get(update.key) : undefined;
+      if (arrivedAt !== undefined) latencies.push(arrivedAt - update.acceptedAt);
+    }
+  }
+  return latencies;
+}
+
+function webhookReportOf(webhooks: WebhookRecord, latenciesMs: readonly number[]): WebhookReport {
+  const deliveries = webhooks.endpoints.flatMap((endpoint) => endpoint.deliveries);
+  const firstOfId = new Map<string, (typeof deliveries)[number]>();
+  for (const endpoint of webhooks.endpoints)
+    for (const delivery of endpoint.deliveries) if (!firstOfId.has(`${endpoint.index}|${delivery.webhookId}`)) firstOfId.set(`${endpoint.index}|${delivery.webhookId}`, delivery);
+  return {
+    endpoints: webhooks.endpoints.length,
+    deliveries: deliveries.length,
+    redeliveries: deliveries.length - firstOfId.size,
+    invalid: deliveries.filter((delivery) => delivery.invalid !== undefined).length,
+    events: [...firstOfId.values()].reduce((sum, delivery) => sum + delivery.events.length, 0),
+    deleted: webhooks.endpoints.filter((endpoint) => endpoint.deleted).length,
+    stray: webhooks.stray,
+    latencyMs: summary([...latenciesMs]),
+  };
 }
 
 function timelineOf(record: RunRecord, sends: SendRecord[], live: Array<{ at: number; latency: number }>, arrivals: ArrivalSchedule): TimelineEntry[] {
@@ -303,6 +368,14 @@ export function formatReportTable(report: SimulationReport): string {
     `${report.live.subscribers} subscribers${report.live.sseSubscribers ? ` (${report.live.sseSubscribers} SSE)` : ''}${report.live.slowSubscribers ? ` (${report.live.slowSubscribers} slow)` : ''}, ${report.live.updates} updates, ${report.live.heartbeats} heartbeats, ${report.live.reconnects} reconnects`,
   );
   row('live latency', `p50 ${report.live.latencyMs.p50} ms  p99 ${report.live.latencyMs.p99} ms  max ${report.live.latencyMs.max} ms`);
+  if (report.webhooks) {
+    const hooks = report.webhooks;
+    row(
+      'webhooks',
+      `${hooks.endpoints} endpoints, ${hooks.deliveries} deliveries (${hooks.redeliveries} redelivered, ${hooks.invalid} invalid), ${hooks.events} events, ${hooks.deleted} deleted${hooks.stray ? `, ${hooks.stray} stray requests` : ''}`,
+    );
+    row('webhook latency', `p50 ${hooks.latencyMs.p50} ms  p99 ${hooks.latencyMs.p99} ms  max ${hooks.latencyMs.max} ms  (from the 202)`);
+  }
   for (const rotation of report.rotations)
     row(`rotation`, `${rotation.audience} ${rotation.subject}: old token ${rotation.oldTokenStatus ?? '-'}, old key ${rotation.oldKeyStatus ?? '-'}`);
   lines.push('');

@@ -89,6 +89,49 @@ export interface RotationRecord {
   error?: string;
 }
 
+/** One event of a webhook delivery, as the receiver read it. */
+export interface WebhookEventRecord {
+  type: string;
+  /** The trailer's VIN (`data.vin`); '' when the event carried none. */
+  vin: string;
+  /** The event's `timestamp` (server epoch ms): the processed time of the payloads that made it. */
+  ts: number;
+  /** A short digest of the event's JSON: two events alike in type, VIN and time are one event twice only when it matches. */
+  digest: string;
+}
+
+/** One request the receiver took at an endpoint's path. Times are client epoch ms. */
+export interface WebhookDeliveryRecord {
+  /** `webhook-id`: the same on every attempt of one delivery. */
+  webhookId: string;
+  receivedAt: number;
+  /** Why a Standard Webhooks receiver would refuse it (a bad signature, no headers, a body that is no `{"events": [...]}`); absent when valid. */
+  invalid?: string;
+  events: WebhookEventRecord[];
+}
+
+/** A webhook endpoint the run registered, with what reached it. */
+export interface WebhookEndpointRecord {
+  index: number;
+  /** Index of its customer in `RunRecord.customers`. */
+  customer: number;
+  /** The id the server gave it. */
+  id: string;
+  url: string;
+  /** When the server answered its registration (client epoch ms): updates made after it are expected at it. */
+  registeredAt: number;
+  deliveries: WebhookDeliveryRecord[];
+  /** Whether the simulator deleted it at the end of the run, and why not when it could not. */
+  deleted: boolean;
+  deleteError?: string;
+}
+
+export interface WebhookRecord {
+  endpoints: WebhookEndpointRecord[];
+  /** Requests to the receiver at no endpoint's path (an endpoint another run left behind, say): counted, not judged. */
+  stray: number;
+}
+
 export interface RunRecord {
   scenario: ScenarioName;
   mode: 'embedded' | 'remote';
@@ -114,6 +157,8 @@ export interface RunRecord {
   /** Server clock minus client clock, ms. */
   clockOffsetMs: number;
   rotations: RotationRecord[];
+  /** The webhook endpoints the run registered (`--webhooks`), absent when it registered none. */
+  webhooks?: WebhookRecord;
   /** Set when `--abort-on-fail` stopped the traffic: when, and the thresholds breached then (with their figures). */
   aborted?: { at: number; breached: string[] };
   /** Client epoch ms: traffic start and end. */

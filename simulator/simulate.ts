@@ -16,6 +16,7 @@ import { SCENARIOS, type ScenarioName } from './scenarios.ts';
 import { runSimulation, type SimulationProgress } from './simulation.ts';
 import { thresholdsOf } from './thresholds.ts';
 import { SIMULATED_PRODUCTS, type SimulatedProduct, TrafficGenerator } from './traffic.ts';
+import { parseListenAddress } from './webhook-receiver.ts';
 
 export interface SimulateOptions {
   scenario: ScenarioName;
@@ -47,6 +48,12 @@ export interface SimulateOptions {
   subscribers: number;
   /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them. Default 0. */
   sseSubscribers?: number;
+  /**
+   * Webhook endpoints to register (`--webhooks`), spread over the customers as the subscribers are,
+   * with the receiver's listen address (`--webhook-listen`, default `127.0.0.1:0`) and the URL the
+   * server is to call it at (`--webhook-url`, default `http://` and that address). Default: none.
+   */
+  webhooks?: { endpoints: number; listen?: string; url?: string };
   /**
    * The LiveFeed heartbeat interval: the embedded server's, or what the remote one is assumed to
    * use. Default 1,000 ms embedded, 15,000 ms remote.
@@ -138,6 +145,7 @@ export async function simulate(options: SimulateOptions): Promise<SimulateResult
         shard: options.shard,
         subscribers: options.subscribers,
         sseSubscribers: options.sseSubscribers,
+        webhooks: options.webhooks,
         maxInFlight: options.maxInFlight,
         thresholds,
         abortOnFail: options.abortOnFail,
@@ -176,6 +184,16 @@ function validate(options: SimulateOptions): void {
     const value = options[name] ?? 0;
     if (!Number.isInteger(value) || value < 0) throw new TypeError(`simulate: \`${name}\` must be a whole number, got ${value}`);
   }
+  if (options.webhooks) {
+    const { endpoints, listen, url } = options.webhooks;
+    if (!Number.isInteger(endpoints) || endpoints < 0) throw new TypeError(`simulate: \`webhooks\` must be a whole number of endpoints, got ${endpoints}`);
+    if (listen !== undefined) parseListenAddress('--webhook-listen', listen);
+    if (url !== undefined && !/^https?:\/\/[^/\s]+/.test(url)) throw new TypeError(`simulate: --webhook-url ${JSON.stringify(url)}: expected an http or https URL that reaches the receiver`);
+    if (endpoints > 0 && options.remote && options.remote.customerKeys.length === 0) throw new TypeError('simulate: remote webhook endpoints need at least one --customer-key (each is registered with its token)');
+  }
+  const webhookThreshold = (options.thresholds ?? []).find((expression) => /^\s*webhook-/.test(expression));
+  if (webhookThreshold !== undefined && !(options.webhooks?.endpoints ?? 0))
+    throw new TypeError(`simulate: --threshold ${JSON.stringify(webhookThreshold)} judges webhook deliveries: give --webhooks N`);
   for (const product of Object.keys(options.limits ?? {}))
     if (!(SIMULATED_PRODUCTS as readonly string[]).includes(product)) throw new TypeError(`simulate: no product ${JSON.stringify(product)} to limit; one of ${SIMULATED_PRODUCTS.join(', ')}`);
   if (options.shard) {

@@ -1,8 +1,9 @@
 /**
  * One simulation run against a Trailwire deployment (embedded or remote — see `embedded.ts` and
- * `remote.ts` for how a target is made): opens the LiveFeed subscribers, sends the scenario's plan
- * of intake requests on time, rotates keys when the scenario says so, then waits for every accepted
- * payload to be processed and its live updates to arrive, and answers the `RunRecord` that the
+ * `remote.ts` for how a target is made): opens the LiveFeed subscribers and registers the webhook
+ * endpoints (`webhook-endpoints.ts`), sends the scenario's plan of intake requests on time, rotates
+ * keys when the scenario says so, then waits for every accepted payload to be processed and its live
+ * updates and webhook events to arrive, deletes the endpoints, and answers the `RunRecord` that the
  * invariant checks and the report read. Every answer is recorded as it came: intake requests are
  * never retried, so a 429 or a 5xx is seen, not hidden.
  *
@@ -18,11 +19,13 @@ import { builtInProducts } from '../products/index.ts';
 import { TrailwireClient } from './client/http-client.ts';
 import { subscribeLiveEvents } from './client/live-events-client.ts';
 import { subscribeWithClient, type LiveUpdate } from './client/live-feed-client.ts';
+import { expectedUpdates } from './expected-updates.ts';
 import { readBackOutcomes } from './read-back.ts';
 import type { ConnectionRecord, IntakeOutcome, RotationRecord, RunRecord, SendRecord, SubscriberRecord } from './run-record.ts';
 import { planSends, SCENARIO_DEFINITIONS, type PlannedSend, type ScenarioName } from './scenarios.ts';
 import { judgeThresholds, quantile, requestFigures, type Threshold } from './thresholds.ts';
 import type { SimulatedProduct, TrafficGenerator } from './traffic.ts';
+import { openWebhookEndpoints, type WebhookEndpoints, type WebhookEndpointsOptions } from './webhook-endpoints.ts';
 
 /** Where to send, with what keys, and what the simulator may assume about the deployment. */
 export interface SimulationTarget {
@@ -63,6 +66,11 @@ export interface SimulationOptions {
   subscribers: number;
   /** `GET /api/v1/live` (Server-Sent Events) subscribers beside them, spread the same way. Default 0. */
   sseSubscribers?: number;
+  /**
+   * Webhook endpoints to register, spread over the customers, and where their receiver listens and
+   * is reached (`webhook-endpoints.ts`). Default: none.
+   */
+  webhooks?: Pick<WebhookEndpointsOptions, 'endpoints' | 'listen' | 'url'>;
   /** Wait for the next window boundary before the traffic starts, so the first window is whole. Default false. */
   alignToWindow?: boolean;
   /** Keep sends this far from window edges. Default 100 ms. */
@@ -132,6 +140,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
     if (!target.limits[product]) throw new TypeError(`No intake limit known for ${product}`);
   }
   if (target.customers.length === 0 && options.subscribers + (options.sseSubscribers ?? 0) > 0) throw new TypeError('Subscribers need at least one customer key');
+  if (target.customers.length === 0 && (options.webhooks?.endpoints ?? 0) > 0) throw new TypeError('Webhook endpoints need at least one customer key');
 
   const clientOf = (audience: 'partners' | 'customers', apiKey: string) =>
     new TrailwireClient({ baseUrl: target.baseUrl, authUrl: target.authUrl, audience, apiKey });
@@ -197,20 +206,25 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
           );
     subscriptions.push(subscription);
   }
+  let webhooks: WebhookEndpoints | undefined;
   try {
     return await drive();
   } finally {
     // Idempotent: after a normal end they are closed already; after a failure nothing keeps the process alive.
     for (const subscription of subscriptions) subscription.close();
+    // After a failure, the endpoints registered so far are deleted all the same.
+    await webhooks?.close();
   }
 
   async function drive(): Promise<RunRecord> {
     if (options.subscribers > 0) options.onStage?.(`opening ${options.subscribers} LiveFeed subscriber${options.subscribers === 1 ? '' : 's'} at ${target.grpcTarget}`);
     if (sseSubscribers > 0) options.onStage?.(`opening ${sseSubscribers} SSE subscriber${sseSubscribers === 1 ? '' : 's'} at ${target.baseUrl}/api/v1/live`);
     await waitFor(() => subscriberRecords.every((s) => s.connections.some((c) => c.heartbeats.length > 0) || s.gaveUp), 10_000);
+    if (options.webhooks && options.webhooks.endpoints > 0)
+      webhooks = await openWebhookEndpoints(customers, { ...options.webhooks, clockOffsetMs: target.clockOffsetMs, onStage: options.onStage });
 
     // The plan, started at a window boundary when asked (so a short run still has whole windows).
-    let startAt = Date.now() + 200;
+    let startAt = Math.max(Date.now() + 200, webhooks?.readyAt ?? 0);
     if (settings.alignToWindow) {
       const windowMs = Math.min(...products.map((product) => target.limits[product]!.windowSeconds * 1000));
       const serverStart = startAt + target.clockOffsetMs;
@@ -317,7 +331,12 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
         for (const update of subscriber.updates) received.set(update.vin, Math.max(received.get(update.vin) ?? -Infinity, update.ts));
         return [...(latest.get(subscriber.customer) ?? new Map<string, number>())].every(([vin, ts]) => (received.get(vin) ?? -Infinity) >= ts);
       });
-    await waitFor(() => caughtUp() || Date.now() - lastUpdateAt >= 2_000, 15_000);
+    // Webhook deliveries settle beside the live feed: every endpoint has its customer's updates, or they stopped coming.
+    await Promise.all([
+      waitFor(() => caughtUp() || Date.now() - lastUpdateAt >= 2_000, 15_000),
+      webhooks?.settle(expectedUpdates({ sends, outcomes, ownership: target.ownership }), settings.processingWaitMs),
+    ]);
+    const webhookRecord = await webhooks?.close();
 
     const endedAt = Date.now();
     for (const [index, subscription] of subscriptions.entries()) {
@@ -345,6 +364,7 @@ export async function runSimulation(target: SimulationTarget, options: Simulatio
       liveMarginMs: settings.liveMarginMs,
       clockOffsetMs: target.clockOffsetMs,
       rotations,
+      ...(webhookRecord ? { webhooks: webhookRecord } : {}),
       ...(aborted ? { aborted } : {}),
       startedAt: startAt,
       trafficEndedAt,

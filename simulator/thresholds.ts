@@ -7,14 +7,15 @@
  * so far) and at the end (on the whole run).
  *
  * The metrics: `p50`, `p90`, `p95`, `p99`, `max` (request latency), `live-p50`, `live-p95`,
- * `live-p99` (from a request's due time to its update on a subscriber's stream), `error-rate`
+ * `live-p99` (from a request's due time to its update on a subscriber's stream), `webhook-p50`,
+ * `webhook-p95`, `webhook-p99` (from a payload's 202 to its update at a webhook endpoint), `error-rate`
  * (answers other than 202 and 429, and requests without one, of all sent) and `rate` (the achieved
  * arrival rate as a share of the schedule's). Latencies take `ms` or `s`, the others `%`.
  */
 import type { ArrivalSchedule } from './arrival-schedule.ts';
 import type { SendRecord } from './run-record.ts';
 
-const LATENCY_METRICS = ['p50', 'p90', 'p95', 'p99', 'max', 'live-p50', 'live-p95', 'live-p99'] as const;
+const LATENCY_METRICS = ['p50', 'p90', 'p95', 'p99', 'max', 'live-p50', 'live-p95', 'live-p99', 'webhook-p50', 'webhook-p95', 'webhook-p99'] as const;
 const SHARE_METRICS = ['error-rate', 'rate'] as const;
 export type ThresholdMetric = (typeof LATENCY_METRICS)[number] | (typeof SHARE_METRICS)[number];
 type Operator = '<' | '<=' | '>' | '>=';
@@ -65,6 +66,8 @@ export interface ThresholdFigures {
   latenciesMs: readonly number[];
   /** Live-update latencies from the due time, ascending; undefined while unknown (during the traffic). */
   liveLatenciesMs?: readonly number[];
+  /** Webhook latencies from the 202, ascending; undefined while unknown (during the traffic) or without webhooks. */
+  webhookLatenciesMs?: readonly number[];
   errorRate?: number;
   /** Achieved arrival rate over the schedule's. */
   rateShare?: number;
@@ -97,10 +100,11 @@ function figureOf(metric: ThresholdMetric, figures: ThresholdFigures): number | 
     case 'max':
       return figures.latenciesMs.length > 0 ? figures.latenciesMs.at(-1) : undefined;
     default: {
-      const live = metric.startsWith('live-');
-      const values = live ? figures.liveLatenciesMs : figures.latenciesMs;
+      // `p99`, `live-p99`, `webhook-p99`: a quantile of the latencies the prefix names.
+      const [, of, percent] = /^(live-|webhook-)?p(\d+)$/.exec(metric)!;
+      const values = of === 'live-' ? figures.liveLatenciesMs : of === 'webhook-' ? figures.webhookLatenciesMs : figures.latenciesMs;
       if (!values || values.length === 0) return undefined;
-      return quantile(values, Number(metric.slice(live ? 6 : 1)) / 100);
+      return quantile(values, Number(percent) / 100);
     }
   }
 }

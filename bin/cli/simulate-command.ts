@@ -34,6 +34,9 @@ interface SimulateArguments {
   'capacity-budget': number;
   subscribers: number;
   'sse-subscribers': number;
+  webhooks: number;
+  'webhook-listen'?: string;
+  'webhook-url'?: string;
   scenario: ScenarioName;
   seed: number;
   report?: string;
@@ -66,7 +69,7 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
         type: 'string',
         array: true,
         default: [],
-        describe: "Pass/fail criterion, repeatable: p50|p90|p95|p99|max|live-p50|live-p95|live-p99 <250ms, error-rate<1%, rate>=95% (the default rate check); a breach exits 99",
+        describe: "Pass/fail criterion, repeatable: p50|p90|p95|p99|max|live-p50|live-p95|live-p99|webhook-p50|webhook-p95|webhook-p99 <250ms, error-rate<1%, rate>=95% (the default rate check); a breach exits 99",
       })
       .option('abort-on-fail', { type: 'boolean', default: false, describe: 'Stop the traffic at the first breached threshold (judged every half second)' })
       .option('junit', { type: 'string', describe: 'Write a JUnit XML report (one testcase per invariant and per threshold) to this file' })
@@ -100,6 +103,16 @@ export const simulateCommand: CommandModule<{ json: boolean }, SimulateArguments
       .option('max-in-flight', { type: 'number', describe: 'Cap the intake requests in flight; a due request waits for a slot and its wait counts in its latency (default: no cap)' })
       .option('subscribers', { type: 'number', default: 4, describe: 'LiveFeed (gRPC) subscribers, spread over the customers' })
       .option('sse-subscribers', { type: 'number', default: 0, describe: 'GET /api/v1/live (Server-Sent Events) subscribers beside them, held to the same invariants' })
+      .option('webhooks', {
+        type: 'number',
+        default: 0,
+        describe: 'Webhook endpoints to register, spread over the customers (one each: as many as --customers or customer keys); a receiver in the run checks that every update arrives, signed, in order, and deletes them at the end',
+      })
+      .option('webhook-listen', { type: 'string', describe: "With --webhooks: host:port the receiver listens on (default 127.0.0.1:0, a free port)" })
+      .option('webhook-url', {
+        type: 'string',
+        describe: 'With --webhooks: the URL the server calls to reach the receiver, when not http://<--webhook-listen> (a remote server, a proxy); each endpoint is a path under it. A server refuses http and private addresses unless started with --webhook-allow-http --webhook-allow-private',
+      })
       .option('scenario', {
         type: 'string',
         choices: SCENARIOS,
@@ -239,6 +252,8 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     if (!remote) throw invalid('--shard drives part of one deployment: give --target and --grpc');
     shard = { index: Number(match[1]), count: Number(match[2]) };
   }
+  if (!(args.webhooks > 0) && (args['webhook-listen'] !== undefined || args['webhook-url'] !== undefined))
+    throw invalid('--webhook-listen and --webhook-url set up the receiver of --webhooks N: give --webhooks too');
   if (args['find-capacity'] !== undefined && stages) throw invalid('--find-capacity steps a constant --rate: it does not take --stages');
   if (args['find-capacity'] !== undefined && !(args['capacity-budget'] > 0)) throw invalid(`--capacity-budget must be a positive number of seconds, got ${args['capacity-budget']}`);
   return {
@@ -254,6 +269,7 @@ export function optionsOf(args: SimulateArguments): SimulateOptions {
     shard,
     subscribers: args.subscribers,
     sseSubscribers: args['sse-subscribers'],
+    webhooks: args.webhooks === 0 ? undefined : { endpoints: args.webhooks, listen: args['webhook-listen'], url: args['webhook-url'] },
     heartbeatMs: args['heartbeat-ms'],
     heartbeatSlackMs: args['heartbeat-slack-ms'],
     processingWaitS: args['processing-wait'],

@@ -8,65 +8,12 @@ import {
   checkRotations,
   checkStatuses,
   checkWindowGroups,
+  checkWebhookDelivery,
   checkWindowLimits,
   violationsOf,
 } from '../../simulator/invariants.ts';
-import type { RunRecord, SendRecord } from '../../simulator/run-record.ts';
-
-const T0 = Date.UTC(2026, 5, 1, 12, 0, 0); // a window boundary
-const VIN_A = '1HGCM82633A004352';
-const VIN_B = '2FTRX18W1XCA01212';
-
-/**
- * A clean record: gps-basic limited to 3 per 2 s; VIN A (customer 0) sends 5 in one window (3
- * accepted, 2 limited), VIN B (customer 1) sends 2 (both accepted); every accepted payload processed
- * and delivered to its customer's subscriber; heartbeats every 100 ms.
- */
-function cleanRecord(): RunRecord {
-  const sends: SendRecord[] = [];
-  const outcomes: RunRecord['outcomes'] = {};
-  const send = (vin: string, group: number, k: number, status: number) => {
-    const sentAt = T0 + 200 + k * 100;
-    const record: SendRecord = { product: 'gps-basic', vin, group, plannedAt: sentAt, sentAt, answeredAt: sentAt + 5, status };
-    if (status === 202) {
-      record.id = `${vin}-${k}`;
-      outcomes[record.id] = { status: 'processed', receivedAt: sentAt + 2, processedAt: sentAt + 20 };
-    }
-    sends.push(record);
-  };
-  [202, 202, 202, 429, 429].forEach((status, k) => send(VIN_A, 0, k, status));
-  [202, 202].forEach((status, k) => send(VIN_B, 1, k, status));
-  const heartbeats = Array.from({ length: 21 }, (_, i) => T0 + i * 100);
-  const updatesOf = (vin: string) =>
-    sends.filter((s) => s.vin === vin && s.status === 202).map((s) => ({ vin, trailerId: `t-${vin}`, fleetId: 1, ts: outcomes[s.id!]!.processedAt!, receivedAt: outcomes[s.id!]!.processedAt! + 3, connection: 0 }));
-  return {
-    scenario: 'burst',
-    mode: 'embedded',
-    seed: 7,
-    limits: { 'gps-basic': { requests: 3, windowSeconds: 2 } },
-    groups: [
-      { product: 'gps-basic', vinIndex: 0, windowStart: T0, windowEnd: T0 + 2000, intent: 'over', planned: 5, limit: 3 },
-      { product: 'gps-basic', vinIndex: 1, windowStart: T0, windowEnd: T0 + 2000, intent: 'under', planned: 2, limit: 3 },
-    ],
-    sends,
-    outcomes,
-    processingWaitMs: 1000,
-    customers: [{ label: 'customer 0' }, { label: 'customer 1' }],
-    ownership: { [VIN_A]: 0, [VIN_B]: 1 },
-    subscribers: [
-      { index: 0, transport: 'grpc', customer: 0, slow: false, connections: [{ startedAt: T0 - 5, heartbeats: [...heartbeats], endedAt: T0 + 2050, endCode: 1 }], updates: updatesOf(VIN_A) },
-      { index: 1, transport: 'grpc', customer: 1, slow: false, connections: [{ startedAt: T0 - 5, heartbeats: [...heartbeats], endedAt: T0 + 2050, endCode: 1 }], updates: updatesOf(VIN_B) },
-    ],
-    heartbeatIntervalMs: 100,
-    heartbeatSlackMs: 50,
-    liveMarginMs: 10,
-    clockOffsetMs: 0,
-    rotations: [],
-    startedAt: T0,
-    trafficEndedAt: T0 + 1000,
-    endedAt: T0 + 2050,
-  };
-}
+import type { SendRecord } from '../../simulator/run-record.ts';
+import { cleanRecord, hookedRecord, T0, VIN_A } from './support/run-records.ts';
 
 describe('invariant checks', () => {
   it('find nothing wrong in a clean run', () => {
@@ -238,5 +185,55 @@ describe('invariant checks', () => {
     const { violations } = checkLiveDelivery(record);
     assert.equal(violations.length, 6);
     assert.equal(violations[5], '… and 3 more subscribers with delivery problems');
+  });
+});
+
+describe('the webhook check', () => {
+  it('finds nothing wrong when every update arrived once, signed, in order; redeliveries under the same webhook-id are allowed', () => {
+    const record = hookedRecord();
+    const [first] = record.webhooks!.endpoints[0]!.deliveries;
+    record.webhooks!.endpoints[0]!.deliveries.push({ ...structuredClone(first!), receivedAt: first!.receivedAt + 5000 });
+    const result = checkWebhookDelivery(record);
+    assert.deepEqual(result.violations, []);
+    assert.equal(result.judged, '5 expected events at 2 endpoints in 6 deliveries');
+    assert.deepEqual(violationsOf(checkInvariants(record)), []);
+    // Without endpoints the check is not run at all: a run without --webhooks reports as before.
+    assert.ok(!checkInvariants(cleanRecord()).some((check) => check.name.includes('webhook')));
+  });
+
+  it('catches a missing update, an event again under another webhook-id, a redelivery with other events, and an endpoint left behind', () => {
+    const record = hookedRecord();
+    const endpoint = record.webhooks!.endpoints[0]!;
+    const [first, second, third] = endpoint.deliveries;
+    endpoint.deliveries = [first!, { ...structuredClone(first!), webhookId: 'msg_again' }, { ...second!, events: [] }, third!, { ...third!, events: [...third!.events, ...second!.events] }];
+    endpoint.deleted = false;
+    endpoint.deleteError = '503 Service Unavailable';
+    const violations = checkWebhookDelivery(record).violations.join('\n');
+    assert.match(violations, /webhook endpoint 1 \(customer 0\) received 1 event\(s\) again under another webhook-id \(a redelivery keeps its id\); first: trailer.updated of VIN 1HGCM82633A004352/);
+    assert.match(violations, /webhook endpoint 1 \(customer 0\): 1 redelivery\(ies\) carried other events than the first delivery of their webhook-id; first: msg_1HGCM82633A004352_2/);
+    assert.match(violations, /webhook endpoint 1 \(customer 0\) never received 1 of 3 update\(s\) of its customer's trailers as a trailer.updated event; first: VIN 1HGCM82633A004352 at 2026-06-01T12:00:00.320Z/);
+    assert.match(violations, /webhook endpoint 1 \(customer 0\): the simulator could not delete it at the end of the run \(503 Service Unavailable\); delete w0 by hand/);
+  });
+
+  it("catches a bad signature, a trailer's events out of order, and another customer's trailer", () => {
+    const record = hookedRecord();
+    const endpoint = record.webhooks!.endpoints[0]!;
+    endpoint.deliveries.reverse();
+    endpoint.deliveries[0]!.invalid = 'no v1 signature in webhook-signature matches the body';
+    record.webhooks!.endpoints[1]!.deliveries[0]!.events[0]!.vin = VIN_A;
+    const violations = checkWebhookDelivery(record).violations.join('\n');
+    assert.match(violations, /webhook endpoint 1 \(customer 0\): 1 of 3 deliveries would be refused by a Standard Webhooks receiver; first: msg_1HGCM82633A004352_2: no v1 signature/);
+    // Its updates count as not arrived, as a receiver refusing them would have them.
+    assert.match(violations, /webhook endpoint 1 \(customer 0\) never received 1 of 3 update/);
+    assert.match(violations, /webhook endpoint 1 \(customer 0\) received 1 event\(s\) older than one it already had for the same trailer; first: trailer.updated of VIN 1HGCM82633A004352 at 2026-06-01T12:00:00.220Z/);
+    assert.match(violations, /webhook endpoint 2 \(customer 1\) received 1 event\(s\) of trailers that are not its customer's; first: VIN 1HGCM82633A004352/);
+  });
+
+  it('expects at an endpoint only the updates made after it was registered', () => {
+    const record = hookedRecord();
+    const endpoint = record.webhooks!.endpoints[0]!;
+    endpoint.registeredAt = T0 + 250;
+    endpoint.deliveries = endpoint.deliveries.slice(1);
+    assert.deepEqual(checkWebhookDelivery(record).violations, []);
   });
 });

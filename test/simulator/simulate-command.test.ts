@@ -130,6 +130,23 @@ describe('trailwire simulate', () => {
       assert.match(refused.stderr, /shard 1\/2 is given twice/);
     });
 
+    it('says how to allow the run\'s webhook receiver when the deployment refuses its URL, and registers nothing', async () => {
+      const result = await runCli([
+        'simulate', '--target', server.url, '--grpc', `127.0.0.1:${server.grpcPort}`, '--partner-key', `gps-basic=${keys.partner}`,
+        '--customer-key', keys.customer, '--scenario', 'burst', '--duration', '1', '--vins', '3', '--rate', '6', '--subscribers', '0', '--webhooks', '1', '--json',
+      ]);
+      assert.equal(result.code, 1);
+      const { error } = report(result.stdout);
+      assert.equal(error.code, 'validation_failed');
+      assert.match(error.message, /^The server refused the webhook URL http:\/\/127\.0\.0\.1:\d+\/simulator-\w+\/1: \/url must be an https URL \(the operator has not allowed http\)/);
+      assert.match(error.message, /`trailwire serve --webhook-allow-http --webhook-allow-private`/);
+      const [customer] = await server.trailwire.store.listCustomers({ limit: 10 });
+      assert.deepEqual(await server.trailwire.store.webhooks.listWebhookEndpoints(customer!.id, { limit: 10 }), []);
+      const listenAlone = await runCli(['simulate', '--webhook-listen', '127.0.0.1:0']);
+      assert.equal(listenAlone.code, 1);
+      assert.match(listenAlone.stderr, /--webhook-listen and --webhook-url set up the receiver of --webhooks N: give --webhooks too/);
+    });
+
     it("drives the customer's own trailers only: --vins beyond them and the clock leave no trailer behind (issue 31, finding 2)", async () => {
       const before = await server.trailwire.store.listAllTrailers({ limit: 500, scope: { kind: 'all' } });
       const result = await runCli([

@@ -16,6 +16,8 @@ describe('thresholds', () => {
     assert.deepEqual(parseThreshold('live-p95 <= 1.5s'), { expression: 'live-p95 <= 1.5s', metric: 'live-p95', operator: '<=', value: 1500 });
     assert.deepEqual(parseThreshold('error-rate<1%'), { expression: 'error-rate<1%', metric: 'error-rate', operator: '<', value: 0.01 });
     assert.deepEqual(parseThreshold('rate>=95%'), { expression: 'rate>=95%', metric: 'rate', operator: '>=', value: 0.95 });
+    assert.deepEqual(parseThreshold('webhook-p99<2s'), { expression: 'webhook-p99<2s', metric: 'webhook-p99', operator: '<', value: 2000 });
+    assert.throws(() => parseThreshold('webhook-p90<2s'), /unknown metric "webhook-p90"/);
     assert.throws(() => parseThreshold('p99 < fast'), /--threshold "p99 < fast": expected METRIC OP VALUE/);
     assert.throws(() => parseThreshold('p98<250ms'), /unknown metric "p98"/);
     assert.throws(() => parseThreshold('p99<250'), /p99 is a latency, give it in ms or s/);
@@ -68,5 +70,15 @@ describe('thresholds', () => {
       { threshold: 'error-rate<=50%', actual: '50 %', passed: true },
       { threshold: 'live-p99<1ms', actual: '-', passed: true },
     ]);
+  });
+
+  it('judges webhook-p50/p95/p99 on the webhook latencies alone, not on the request or live ones', () => {
+    const figures = { latenciesMs: [1, 2, 3], liveLatenciesMs: [4, 5, 6], webhookLatenciesMs: Array.from({ length: 100 }, (_, i) => 1000 + i * 10) };
+    assert.deepEqual(judgeThresholds(['webhook-p50<1.5s', 'webhook-p95<=1940ms', 'webhook-p99<1.98s'].map(parseThreshold), figures), [
+      { threshold: 'webhook-p50<1.5s', actual: '1490 ms', passed: true },
+      { threshold: 'webhook-p95<=1940ms', actual: '1940 ms', passed: true },
+      { threshold: 'webhook-p99<1.98s', actual: '1980 ms', passed: false },
+    ]);
+    assert.equal(judgeThresholds([parseThreshold('live-p99<7ms')], figures)[0]!.actual, '6 ms');
   });
 });
