@@ -12,6 +12,7 @@ import { runLiveStormBench } from './live-storm.ts';
 import { runReadPagingBench } from './read-paging.ts';
 import { runScaleOutBench } from './scale-out.ts';
 import { runSimulatorBench } from './simulator.ts';
+import { runWebhookBench } from './webhooks.ts';
 
 const benches: Record<string, () => Promise<unknown>> = {
   'read-paging': () => runReadPagingBench(),
@@ -23,6 +24,7 @@ const benches: Record<string, () => Promise<unknown>> = {
   flood: () => runFloodBench(),
   'live-storm': () => runLiveStormBench(),
   simulator: () => runSimulatorBench(),
+  webhooks: () => runWebhookBench({ baselineBin: process.env.BENCH_BASELINE_BIN }),
   'scale-out': () => runScaleOutBench({ durationSeconds: process.env.BENCH_SECONDS === undefined ? undefined : Number(process.env.BENCH_SECONDS) }),
 };
 

@@ -27,6 +27,7 @@
  * compose, by `PartitionedIntakeQueue`, into a queue that passes this one — as NATS JetStream's log
  * does beside PostgreSQL's index.
  */
+import type { WebhookDeliveryStore } from './store.ts';
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;
 export type IntakeStatus = (typeof INTAKE_STATUSES)[number];
@@ -196,4 +197,9 @@ export interface IntakeBackend {
   stop(): Promise<void>;
   /** `/readyz` checks of the intake path, by name, each throwing (its message names the fault) while its part cannot take intake. */
   readonly readinessChecks: Readonly<Record<string, () => Promise<void>>>;
+  /**
+   * Where the webhook deliverer's writes go when the backend's processing owns the writes of the
+   * store (SQLite's thread): they run there, between its batches. Default: none (the store's own).
+   */
+  readonly webhookDeliveryStore?: WebhookDeliveryStore;
 }

@@ -522,3 +522,9 @@ export interface WebhookStore {
   /** Deletes delivered deliveries older than `before`, at most `limit`; answers how many. */
   purgeWebhookDeliveries(before: number, limit: number): Promise<number>;
 }
+
+/** The calls of `WebhookStore` the deliverer makes: what a backend may run elsewhere (SQLite: on its processing thread). */
+export const WEBHOOK_DELIVERY_CALLS = ['claimWebhookEndpoints', 'takeWebhookDelivery', 'settleWebhookDelivery', 'releaseWebhookEndpoint', 'purgeWebhookDeliveries'] as const;
+
+/** Where the deliverer leases endpoints, forms deliveries and records their outcomes. */
+export type WebhookDeliveryStore = Pick<WebhookStore, (typeof WEBHOOK_DELIVERY_CALLS)[number]>;

@@ -13,7 +13,7 @@ import { CursorCodec } from './paging.ts';
 import { ReadService, type ReadServiceOptions } from './read-service.ts';
 import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './rate-limit.ts';
 import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
-import type { TrailwireStore } from './store.ts';
+import type { TrailwireStore, WebhookDeliveryStore } from './store.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
 import { type IntakeQueue, isProcessable } from './intake-queue.ts';
 import { timeOrderedIds } from './intake-ids.ts';
@@ -149,6 +149,12 @@ export interface WebhookOptions {
   timeoutMs?: number;
   /** The deliverer's batching, concurrency, leases and retries (`WebhookDelivererOptions`). */
   deliverer?: WebhookDelivererOptions;
+  /**
+   * Where the deliverer leases endpoints, forms deliveries and records their outcomes. Default: the
+   * store's own (`store.webhooks`). `startServer` on SQLite gives its processing thread's, so that
+   * these writes never wait on the serving thread for the thread's batches (docs/webhooks.md).
+   */
+  deliveryStore?: WebhookDeliveryStore;
 }
 
 export interface SigningKeysOptions {
@@ -199,9 +205,12 @@ export interface Trailwire {
   readonly partnerRules: PartnerIntakeRules;
   /**
    * Webhooks: the customers' endpoints (`service`) and the deliverer that sends the outbox to them,
-   * which a serving process starts (the server does) and `close()` stops.
+   * which a serving process starts (the server does) and `close()` stops. `stop()` stops delivering
+   * alone, as `close()` does first: the connections close, so an attempt in flight fails at once (to
+   * be retried) rather than holding the stop for its timeout; a server whose deliverer writes through
+   * its intake's processing stops it before that processing ends.
    */
-  readonly webhooks: { service: WebhookService; deliverer: WebhookDeliverer };
+  readonly webhooks: { service: WebhookService; deliverer: WebhookDeliverer; stop(): Promise<void> };
   /** Partner intake, when an intake queue was given. */
   readonly intake: { service: IntakeService; worker: IntakeWorker | undefined; queue: IntakeQueue } | undefined;
   readonly options: { verifyVinCheckDigit: boolean; limits: LimitSettings };
@@ -282,9 +291,13 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     }),
     deliverer: new WebhookDeliverer(
       // The lease owner names this process (and this core, of several in one process).
-      { store: store.webhooks, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
+      { store: options.webhooks?.deliveryStore ?? store.webhooks, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
       options.webhooks?.deliverer,
     ),
+    async stop() {
+      webhookSender.close();
+      await webhooks.deliverer.stop();
+    },
   };
 
   let intake: Trailwire['intake'];
@@ -293,7 +306,21 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     let worker: IntakeWorker | undefined;
     if (options.worker !== false && isProcessable(queue)) {
       const grants = { store, requireGrants: partnerRules.options.requireGrants };
-      worker = new IntakeWorker({ queue, store, products, clock, grants, publish: (event) => live.publish(event) }, options.worker);
+      worker = new IntakeWorker(
+        {
+          queue,
+          store,
+          products,
+          clock,
+          grants,
+          publish: (event) => live.publish(event),
+          // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
+          onRound: ({ processed }) => {
+            if (processed > 0) webhooks.deliverer.notify();
+          },
+        },
+        options.worker,
+      );
     }
     const service = new IntakeService({
       queue,
@@ -330,9 +357,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     options: { verifyVinCheckDigit, limits },
     async close() {
       clearInterval(keyRefresh);
-      // Connections first: an attempt in flight fails at once (to be retried) rather than holding the close for its timeout.
-      webhookSender.close();
-      await webhooks.deliverer.stop();
+      await webhooks.stop();
       await intake?.worker?.stop();
       await operatorChanges.stop();
       rotations.stop();

@@ -16,7 +16,7 @@
 import type pg from 'pg';
 import { webhookEventsOf } from '../../core/webhook-events.ts';
 import { PostgresWebhookTables } from './webhook-tables.ts';
-import { randomIds, type IdGenerator } from '../../core/clock.ts';
+import { type Clock, randomIds, systemClock, type IdGenerator } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type {
   Audience,
@@ -116,6 +116,8 @@ export interface PostgresStoreOptions {
   queryTimeoutMs?: number;
   /** Ids of the trailers, devices and cargosafe units that `applyTelemetry` creates. Default: random UUIDs. */
   ids?: IdGenerator;
+  /** Times the store's own caches (how long it trusts that no webhook endpoint exists). Default: the system clock. */
+  clock?: Clock;
 }
 
 export const DEFAULT_POSTGRES_STORE_OPTIONS = {
@@ -124,6 +126,7 @@ export const DEFAULT_POSTGRES_STORE_OPTIONS = {
   connectTimeoutMs: 5000,
   queryTimeoutMs: 10_000,
   ids: randomIds,
+  clock: systemClock,
 } as const satisfies Omit<Required<PostgresStoreOptions>, 'connectionString'>;
 
 /** The PostgreSQL store, with its pool and schema exposed for modules that share them (the intake queue). */
@@ -153,6 +156,7 @@ export function resolvePostgresStoreOptions(options: PostgresStoreOptions): Requ
     throw badOption('queryTimeoutMs', `must be a positive integer of milliseconds (got ${String(resolved.queryTimeoutMs)})`);
   }
   if (typeof resolved.ids !== 'function') throw badOption('ids', 'must be a function that returns a new id');
+  if (typeof resolved.clock?.now !== 'function') throw badOption('clock', 'must have a now() that answers epoch milliseconds');
   return resolved;
 }
 
@@ -165,7 +169,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const pool = createPostgresPool(resolved);
   try {
     await applyPostgresMigrations(pool, resolved.schema, POSTGRES_STORE_COMPONENT, POSTGRES_STORE_MIGRATIONS);
-    return new PostgresTrailwireStore(pool, resolved.schema, storeStatements(resolved.schema), resolved.ids);
+    return new PostgresTrailwireStore(pool, resolved.schema, storeStatements(resolved.schema), resolved.ids, resolved.clock);
   } catch (error) {
     await pool.end();
     throw error;
@@ -204,9 +208,10 @@ class PostgresTrailwireStore implements PostgresStore {
     readonly schema: string,
     private readonly sql: Statements,
     private readonly ids: IdGenerator,
+    clock: Clock,
     private readonly telemetry: TelemetryStatements = telemetryStatements(schema),
     /** The customers' webhook endpoints, outbox and deliveries, in this schema (`webhook-tables.ts`). */
-    readonly webhooks = new PostgresWebhookTables(pool, schema),
+    readonly webhooks = new PostgresWebhookTables(pool, schema, clock),
   ) {}
 
   // --- principals -------------------------------------------------------------------------------

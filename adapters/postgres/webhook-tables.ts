@@ -6,6 +6,7 @@
  * leases lapse for another to take over.
  */
 import type pg from 'pg';
+import type { Clock } from '../../core/clock.ts';
 import type {
   IdPageQuery,
   NewWebhookEndpoint,
@@ -105,13 +106,14 @@ export class PostgresWebhookTables implements WebhookStore {
   constructor(
     private readonly pool: pg.Pool,
     schema: string,
+    private readonly clock: Clock,
   ) {
     this.sql = webhookStatements(schema);
   }
 
   /** Whether any endpoint exists, as read at most `ENDPOINTS_RECHECK_MS` ago (at once after this process registers one). */
   async anyEndpoint(on: Queryable): Promise<boolean> {
-    const now = Date.now();
+    const now = this.clock.now();
     if (this.anyEndpointSeen === undefined || now - this.anyEndpointSeen.at >= ENDPOINTS_RECHECK_MS) {
       const value = (await queryRow(on, this.sql.anyEndpoint, [])) !== undefined;
       this.anyEndpointSeen = { value, at: now };
@@ -140,7 +142,7 @@ export class PostgresWebhookTables implements WebhookStore {
       const values = [input.id, input.customerId, input.url, delimited(input.events), input.fleetIds === null ? null : delimited(input.fleetIds), input.secret, input.createdAt];
       return writeOrExplain(() => queryRow<WebhookEndpointRow>(client, this.sql.insertEndpoint, values), { missing: `no customer ${input.customerId}` });
     });
-    if (row) this.anyEndpointSeen = { value: true, at: Date.now() };
+    if (row) this.anyEndpointSeen = { value: true, at: this.clock.now() };
     return row ? toWebhookEndpoint(row) : null;
   }
 

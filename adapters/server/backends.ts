@@ -9,6 +9,7 @@
  * rotations — is Redis's (`shared-state.ts`).
  */
 import { TrailwireError } from '../../core/errors.ts';
+import type { Clock } from '../../core/clock.ts';
 import type { IntakeBackend } from '../../core/intake-queue.ts';
 import type { TrailwireStore } from '../../core/store.ts';
 import type { IntakeLog } from '../../core/intake-log.ts';
@@ -35,6 +36,8 @@ export interface StoreBackendOptions {
   intakeLog?: string;
   /** How this process takes part in intake. Default: it processes (a CLI command passes `{ process: false }`). */
   intake?: BackendIntakeOptions;
+  /** The clock of the store's own timing (PostgreSQL's webhook-endpoint probe), the core's. Default: the system's. */
+  clock?: Clock;
 }
 
 /**
@@ -109,7 +112,7 @@ const INTAKE_LOGS: Readonly<Record<string, (url: string) => Promise<IntakeLog & 
 };
 
 async function openPostgresBackend(url: string, options: StoreBackendOptions): Promise<StoreBackend> {
-  const store = await openPostgresStore({ connectionString: url, schema: options.databaseSchema });
+  const store = await openPostgresStore({ connectionString: url, schema: options.databaseSchema, clock: options.clock });
   let log: (IntakeLog & { probe(): Promise<void> }) | undefined;
   try {
     if (options.intakeLog !== undefined) log = await openIntakeLog(options.intakeLog);

@@ -197,17 +197,23 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   // Product objects cannot cross to a thread, and an injected clock would not reach it: those process inline.
   const mayUseThread = (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined;
   let publish: (event: LiveTrailerEvent) => void = () => {};
+  let outboxWritten: () => void = () => {};
   // What a backend's own processing (SQLite's thread) did; the core's worker counts its own.
   const backendCounts = { processed: 0, failed: 0 };
   const backendOptions = {
     ...options,
+    clock: options.core?.clock,
     intake: {
       process: runWorker,
       thread: mayUseThread,
       productModules,
       worker: options.core?.worker || undefined,
       requireGrants: options.core?.partnerIntake?.requireGrants ?? false,
-      onEvents: (events: LiveTrailerEvent[]) => events.forEach((event) => publish(event)),
+      onEvents: (events: LiveTrailerEvent[]) => {
+        events.forEach((event) => publish(event));
+        // The batch that changed these trailers wrote their webhook events with them: the deliverer looks at once rather than at its next poll.
+        outboxWritten();
+      },
       onRound: ({ processed, failed }: { processed: number; failed: number }) => {
         backendCounts.processed += processed;
         backendCounts.failed += failed;
@@ -233,6 +239,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     // Merged rather than replaced: a caller tuning the hub or the rotation recheck keeps the shared bus and feed.
     live: { ...shared?.coreOptions.live, ...options.core?.live },
     rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
+    // A backend whose processing owns the store's writes (SQLite's thread) runs the deliverer's writes there too.
+    webhooks: { ...options.core?.webhooks, deliveryStore: options.core?.webhooks?.deliveryStore ?? intake.webhookDeliveryStore },
     operatorChanges: { onError: (error: unknown) => logger.warn({ err: error }, 'operator change feed not read'), ...options.core?.operatorChanges },
     signingKeys: {
       onError: (error: unknown) => logger.warn({ err: error }, 'signing keys not re-read; retrying at the next refresh'),
@@ -252,13 +260,16 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   );
   intake.onEnqueuedElsewhere(() => trailwire.intake?.worker?.notify());
   const closeCore = async () => {
-    // Processing ends first (the core's worker, then the backend's thread or session), before the live hub it publishes to and the store it reads.
+    // Processing ends first (the core's worker, then the backend's thread or session), before the live hub it publishes to and the store it reads;
+    // the deliverer before the backend's processing, through which it may write (SQLite's thread).
     await trailwire.intake?.worker?.stop();
+    await trailwire.webhooks.stop();
     await intake.stop();
     await trailwire.close();
     await shared?.close();
   };
   const webhookDeliverer = trailwire.webhooks.deliverer;
+  outboxWritten = () => webhookDeliverer.notify();
   // The deliverer asks the store every poll: a store that is down is said once, then once per interval.
   const webhookFaults = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
   webhookDeliverer.onError((error) => webhookFaults.failed('store', { level: 'warn', message: 'webhook delivery: a store call failed; the work is taken again', err: error }));

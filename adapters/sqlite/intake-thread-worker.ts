@@ -34,6 +34,7 @@ import {
   PROCESSING_WAL_AUTOCHECKPOINT_PAGES,
 } from './intake-thread.ts';
 import { openSqliteStore } from './sqlite-store.ts';
+import { runWebhookDeliveryCall, type WebhookDeliveryCall } from './webhook-delivery-calls.ts';
 
 /** Held groups are tried again after this long, doubling up to `MAX_RETRY_MS`. */
 const FIRST_RETRY_MS = 250;
@@ -176,8 +177,19 @@ function answerDepth(requestId: number): void {
   queue.whenNoBatch(() => void queue.depth().then((depth) => send({ type: 'answers', answers: [{ requestId, value: depth }] })));
 }
 
+/** A call of the webhook deliverer's store, between batches: on this connection it waits for no lock. */
+function runWebhookCall(requestId: number, call: WebhookDeliveryCall): void {
+  queue.whenNoBatch(() =>
+    void runWebhookDeliveryCall(store.webhooks, call).then(
+      (value) => send({ type: 'answers', answers: [{ requestId, value }] }),
+      (error: unknown) => send({ type: 'answers', answers: [{ requestId, error: error instanceof Error ? error.message : String(error) }] }),
+    ),
+  );
+}
+
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
+  else if (command.type === 'webhooks') runWebhookCall(command.requestId, command.call);
   else if (command.type === 'append') received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group), skipExisting: command.skipExisting });
   else if (command.type === 'depth') answerDepth(command.requestId);
   else if (command.type === 'stop') void stop();

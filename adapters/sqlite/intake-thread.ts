@@ -27,6 +27,7 @@ import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import type { AppendOutcome } from './intake-queue.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
+import type { WebhookDeliveryCall } from './webhook-delivery-calls.ts';
 
 /**
  * The processing thread's connection checkpoints the WAL every 4,000 pages (32 MB of a new file's
@@ -106,8 +107,11 @@ export type IntakeThreadMessage =
   | { type: 'log'; entry: IntakeThreadLog }
   /** A fault that may repeat (a failed round): said once, then once per interval, by the main thread. */
   | { type: 'fault'; key: string; entry: IntakeThreadLog & { level: 'error' } }
-  /** Answers to requests (`append`: each group's outcome per item once committed; `depth`: the count), several at once. */
-  | { type: 'answers'; answers: Array<{ requestId: number; value: AppendOutcome[] | number }> }
+  /**
+   * Answers to requests (`append`: each group's outcome per item once committed; `depth`: the count;
+   * `webhooks`: the store call's result, or the message of its error), several at once.
+   */
+  | { type: 'answers'; answers: Array<{ requestId: number; value?: unknown; error?: string }> }
   | { type: 'store'; fault: string | null }
   | { type: 'stopped' };
 
@@ -116,10 +120,12 @@ export type IntakeThreadCommand =
   | { type: 'wake' }
   | { type: 'append'; requestId: number; group: Uint8Array; skipExisting: boolean }
   | { type: 'depth'; requestId: number }
+  /** A call of the webhook deliverer's store, run on the thread's connection between batches (`webhook-delivery-calls.ts`). */
+  | { type: 'webhooks'; requestId: number; call: WebhookDeliveryCall }
   | { type: 'stop' };
 
 interface PendingRequest {
-  resolve: (value: AppendOutcome[] | number) => void;
+  resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
 
@@ -184,6 +190,11 @@ export class IntakeThread {
     return this.request((requestId) => ({ type: 'depth', requestId })) as Promise<number>;
   }
 
+  /** Has the thread run a call of the webhook deliverer's store; rejects with `unavailable` as `append` does, or with the store's error. */
+  callWebhooks(call: WebhookDeliveryCall): Promise<unknown> {
+    return this.request((requestId) => ({ type: 'webhooks', requestId, call }));
+  }
+
   get isRunning(): boolean {
     return this.worker !== undefined && !this.stopping;
   }
@@ -205,13 +216,19 @@ export class IntakeThread {
     await this.worker?.terminate();
   }
 
-  private request(command: (requestId: number) => IntakeThreadCommand): Promise<AppendOutcome[] | number> {
+  private request(command: (requestId: number) => IntakeThreadCommand): Promise<unknown> {
     const worker = this.worker;
     if (!worker || this.stopping) return Promise.reject(new TrailwireError('unavailable', 'The intake thread is not running; try again shortly.'));
     const requestId = this.nextRequestId++;
     return new Promise((resolve, reject) => {
       this.pending.set(requestId, { resolve, reject });
-      worker.postMessage(command(requestId));
+      try {
+        worker.postMessage(command(requestId));
+      } catch (error) {
+        // Not sent (a value that cannot be cloned): nothing will answer it.
+        this.pending.delete(requestId);
+        reject(error);
+      }
     });
   }
 
@@ -252,8 +269,10 @@ export class IntakeThread {
       this.options.onRound?.({ processed: message.processed, failed: message.failed });
       if (message.events.length > 0) this.options.onEvents(message.events);
     } else if (message.type === 'answers') {
-      for (const { requestId, value } of message.answers) {
-        this.pending.get(requestId)?.resolve(value);
+      for (const { requestId, value, error } of message.answers) {
+        const request = this.pending.get(requestId);
+        if (error === undefined) request?.resolve(value);
+        else request?.reject(new Error(error));
         this.pending.delete(requestId);
       }
     } else if (message.type === 'store') this.options.onStoreFault?.(message.fault);

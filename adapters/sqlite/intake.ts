@@ -14,7 +14,7 @@
  * appended from its journal before any new intake (`replayIntoLog`). The path's states and what a
  * client gets in each are in docs/intake-path.md.
  */
-import { isTrailwireError, storeUnavailable, type TrailwireError } from '../../core/errors.ts';
+import { isTrailwireError, storeUnavailable, TrailwireError } from '../../core/errors.ts';
 import {
   type EnqueueResult,
   type IntakeBackend,
@@ -33,6 +33,7 @@ import { type AppendOutcome, answerEnqueue, openSqliteIntakeQueue, type SqliteIn
 import { IntakeThread } from './intake-thread.ts';
 import type { SqliteStore } from './sqlite-store.ts';
 import { STORAGE_FAULT_RETRY_AFTER_SECONDS } from './storage-faults.ts';
+import { threadWebhookDeliveryStore } from './webhook-delivery-calls.ts';
 
 /** A line the intake has to say, at its level. */
 export type SqliteIntakeLog = (entry: FaultLogEntry | { level: 'info'; message: string; [field: string]: unknown }) => void;
@@ -92,6 +93,10 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   return {
     queue,
     readinessChecks: queue.readinessChecks,
+    // The thread owns the file's writes: the webhook deliverer's run there too (`webhook-delivery-calls.ts`).
+    webhookDeliveryStore: threadWebhookDeliveryStore(
+      (call) => thread?.callWebhooks(call) ?? Promise.reject(new TrailwireError('unavailable', 'The intake thread has not started; try again shortly.')),
+    ),
     async start() {
       thread = await IntakeThread.start({
         file: store.file,

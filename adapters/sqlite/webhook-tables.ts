@@ -2,9 +2,10 @@
  * The SQLite store's webhook tables (`WebhookStore`, contract 14): endpoints, the outbox the
  * telemetry write fills (`writeOutbox`, called inside that write's transaction), and deliveries. The
  * deliverer's steps (claim, take, settle, release) are each one immediate transaction, so several
- * processes sharing the file never lease one endpoint twice. They are small, but they take the write
- * lock the processing thread's batches take: only when there is work (an idle claim only reads), a
- * few writes per delivery, each waiting at most for the batch in hand to commit.
+ * processes sharing the file never lease one endpoint twice. They take the write lock the processing
+ * thread's batches take, so a server with a processing thread runs them on the thread's connection,
+ * between its batches (`webhook-delivery-calls.ts`); on the serving thread's connection each would
+ * wait in SQLite's busy handler, blocking that thread, for the batch in hand to commit.
  */
 import type Database from 'better-sqlite3';
 import type {
@@ -178,8 +179,8 @@ export class SqliteWebhookTables implements WebhookStore {
   }
 
   async claimWebhookEndpoints(owner: string, now: number, leaseMs: number, limit: number, batching: Omit<WebhookBatching, 'newId'>): Promise<WebhookTarget[]> {
-    // Looked for first without a transaction: the deliverer asks several times a second, and on the
-    // serving thread a write transaction would wait for the processing thread's batch to commit.
+    // Looked for first without a transaction: when nothing is due (an idle deliverer asks at each poll
+    // and each processing round), a read takes no write lock and writes nothing.
     if (this.sql.claimable.all({ now, lingerBefore: now - batching.lingerMs, fullOffset: batching.maxEvents - 1, limit: 1 }).length === 0) return [];
     return this.claimTransaction.immediate(owner, now, leaseMs, limit, batching).map((row) => ({ id: row.id, customerId: row.customer_id, url: row.url, secret: row.secret }));
   }
