@@ -34,8 +34,8 @@ export interface WebhookEndpointsOptions {
 }
 
 /**
- * After the traffic, the deliveries have settled once nothing arrived for this long: more than the
- * deliverer's default linger of 1 s twice over, and than a first retry's 2.5–5 s.
+ * After the traffic, the deliveries have settled once nothing arrived for this long: more than a
+ * first retry's 2.5–5 s, and than the longest linger a server may be set to hold events (1 s).
  */
 const QUIET_MS = 5_000;
 
