@@ -585,7 +585,7 @@ export interface webhooks {
         put?: never;
         /**
          * A delivery to your endpoint: up to 100 trailer events
-         * @description Sent as soon as 100 events wait or the oldest has waited 1 s. Answer 2xx within 10 s; anything else (a redirect included, never followed) is retried with exponential backoff and jitter for about 24 h, with the same `webhook-id` and body. Events of one trailer arrive in order. Verify the signature with a Standard Webhooks library (docs/webhooks.md).
+         * @description Sent at once when nothing is in flight to the endpoint; events that come while a delivery is in flight go together in the next, up to 100. Answer 2xx within 10 s; anything else (a redirect included, never followed) is retried with exponential backoff and jitter for about 24 h, with the same `webhook-id` and body. Events of one trailer arrive in order. Verify the signature with a Standard Webhooks library (docs/webhooks.md).
          */
         post: operations["receiveTrailerEvents"];
         delete?: never;
