@@ -148,8 +148,11 @@ export async function writeTelemetryBatch(
   return applied;
 }
 
+/** What the batch needs of a locked trailer; its whole row comes back from the update (`updateTrailers`). */
+type LockedTrailerRow = Pick<TrailerRow, 'id' | 'vin' | 'fleet_id' | 'status_name' | 'status_date'>;
+
 interface LockedTrailer {
-  row: TrailerRow;
+  row: LockedTrailerRow;
   created: boolean;
   /** Its devices changed: recount its status. */
   recount: boolean;
@@ -196,7 +199,7 @@ async function lockTrailers(
       ? []
       : await queryRows<{ vin: string }>(client, sql.createTrailers, [unknown.map(() => ids()), unknown, unknown.map((vin) => firstAt.get(vin)!)]);
   const createdVins = new Set(created.map((row) => row.vin));
-  const rows = await queryRows<TrailerRow>(client, sql.lockTrailers, [vins]);
+  const rows = await queryRows<LockedTrailerRow>(client, sql.lockTrailers, [vins]);
   if (rows.length !== vins.length) throw new TrailwireError('internal', 'a trailer vanished while its telemetry was being written');
   // Only once the batch commits would a created trailer be there for others; the caller adds them then.
   knownVins.addAll(rows.filter((row) => !createdVins.has(row.vin)).map((row) => row.vin));
@@ -311,7 +314,10 @@ export function telemetryStatements(schema: string) {
       ORDER BY n.position
       ON CONFLICT (vin) DO NOTHING RETURNING vin`,
     // FOR NO KEY UPDATE: the write changes no key, so it does not block inserts that merely reference a trailer.
-    lockTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.vin = ANY($1::text[]) ORDER BY t.id FOR NO KEY UPDATE`,
+    // Only the columns the batch reads before its update, which answers the whole rows (a third of
+    // the columns: the driver parses every field of every row, issue 41).
+    lockTrailers: `SELECT t.id, t.vin, t.fleet_id, t.status_name, t.status_date FROM ${s}.trailers t
+      WHERE t.vin = ANY($1::text[]) ORDER BY t.id FOR NO KEY UPDATE`,
     // One row per (trailer, timestamp) (see LastWins); an identical repeat writes nothing and keeps its seq.
     upsertFixes: `INSERT INTO ${s}.gps_fixes (trailer_id, timestamp, lat, long, speed, heading)
       SELECT f.trailer_id, f.timestamp, f.lat, f.long, f.speed, f.heading
@@ -384,19 +390,21 @@ export function telemetryStatements(schema: string) {
         AS m (id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
       WHERE u.id = m.id AND (u.last_seen_at IS NULL OR u.last_seen_at <= m.timestamp)`,
     // Every trailer of the batch, once: its latest fix (a null candidate keeps it) and its status
-    // (null: not recounted), answered with its fleet.
-    updateTrailers: `UPDATE ${s}.trailers t SET
-        gps_timestamp = ${moveFix('gps_timestamp')}, gps_lat = ${moveFix('gps_lat')}, gps_long = ${moveFix('gps_long')},
-        gps_speed = ${moveFix('gps_speed')}, gps_heading = ${moveFix('gps_heading')},
-        status_name = coalesce(m.status_name, t.status_name), status_date = coalesce(m.status_date, t.status_date),
-        faulted_devices = coalesce(m.faulted_devices, t.faulted_devices), warning_devices = coalesce(m.warning_devices, t.warning_devices)
-      FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::text[], $7::text[], $8::bigint[], $9::integer[], $10::integer[])
-        AS m (id, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, status_name, status_date, faulted_devices, warning_devices)
-      WHERE t.id = m.id
-      RETURNING ${TRAILER_COLUMNS},
-        (SELECT f.customer_id FROM ${s}.fleets f WHERE f.id = t.fleet_id) AS f_customer_id,
-        (SELECT f.name FROM ${s}.fleets f WHERE f.id = t.fleet_id) AS f_name,
-        (SELECT f.created_at FROM ${s}.fleets f WHERE f.id = t.fleet_id) AS f_created_at`,
+    // (null: not recounted), answered with its fleet — joined once, not a subquery per column and
+    // row (issue 41: three index reads a trailer of a customer's fleet, about a third of the statement).
+    updateTrailers: `WITH updated AS (
+        UPDATE ${s}.trailers t SET
+          gps_timestamp = ${moveFix('gps_timestamp')}, gps_lat = ${moveFix('gps_lat')}, gps_long = ${moveFix('gps_long')},
+          gps_speed = ${moveFix('gps_speed')}, gps_heading = ${moveFix('gps_heading')},
+          status_name = coalesce(m.status_name, t.status_name), status_date = coalesce(m.status_date, t.status_date),
+          faulted_devices = coalesce(m.faulted_devices, t.faulted_devices), warning_devices = coalesce(m.warning_devices, t.warning_devices)
+        FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::text[], $7::text[], $8::bigint[], $9::integer[], $10::integer[])
+          AS m (id, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, status_name, status_date, faulted_devices, warning_devices)
+        WHERE t.id = m.id
+        RETURNING ${TRAILER_COLUMNS}
+      )
+      SELECT ${TRAILER_COLUMNS}, f.customer_id AS f_customer_id, f.name AS f_name, f.created_at AS f_created_at
+      FROM updated t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id`,
   };
   // Prefixed apart from the store's other statements, with which they share the pool's connections.
   return Object.fromEntries(
