@@ -25,7 +25,8 @@
  * and the services (PostgreSQL, NATS, Redis: the CPU of their process trees from /proc, exited
  * backends included, over the load and the drain: `lib/service-cpu.ts`), from which docs/performance.md sizes a deployment, and the round trips each 202 cost the
  * servers (PostgreSQL queries and Redis commands, counted in the servers' processes: `pg q/202`,
- * `redis cmd/202`, by statement and command in the results file). Run alone with `npm run bench -- scale-out`
+ * `redis cmd/202`, by statement and command in the results file), and the machine's 1-minute load
+ * average as the row ended (`load 1m`). Run alone with `npm run bench -- scale-out`
  * (BENCH_SECONDS=10 by default). Needs PostgreSQL and Redis: BENCH_DATABASE_URL and BENCH_REDIS_URL,
  * by default the local ones (postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379).
  */
@@ -33,7 +34,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 // autocannon ships no types; the bench uses a handful of its documented fields.
@@ -379,6 +380,9 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
         'pg q/202': perAccepted(roundTrips.postgres),
         'redis cmd/202': perAccepted(roundTrips.redis),
         'first sights': shape.firstSights ? Math.min(vins.length, result.requests.total as number) : 0,
+        // The machine's 1-minute load average as the row ends: on a machine other work shares, what
+        // its figures were measured beside (a CPU per payload moves with it).
+        'load 1m': round(loadavg()[0]!, 1),
       });
       // This setup's servers, schema and prefix go now, so the next setup has the machine to itself.
       await cleanUp();
