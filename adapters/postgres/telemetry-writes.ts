@@ -437,8 +437,9 @@ export function telemetryStatements(schema: string) {
       FROM updated t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id`,
   };
   // Prefixed apart from the store's other statements, with which they share the pool's connections.
+  // The lock is planned for each batch's VINs (see `Statement`): the trailers table grows with every first sight.
   return Object.fromEntries(
-    Object.entries(statements).map(([key, text]) => [key, { name: `trailwire_telemetry_${key}`, text }]),
+    Object.entries(statements).map(([key, text]) => [key, key === 'lockTrailers' ? { text } : { name: `trailwire_telemetry_${key}`, text }]),
   ) as Record<keyof typeof statements, Statement>;
 }
 
