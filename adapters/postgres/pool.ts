@@ -225,10 +225,11 @@ export async function writeOrExplain<T>(write: () => Promise<T>, explain: { conf
 
 /**
  * A statement prepared once per connection under its name. Without one, it is planned again for
- * each call's values: for a lookup of a list of keys in a table that grows while the server runs
+ * each call's values: for a lookup of a few keys in a table that grows while the server runs
  * (`vin = ANY($1)` in trailers), whose plan cached while the table was small — a scan of the whole
- * table, each row compared with every key — would be kept as the table grows (issue 41: 3–4 ms a
+ * table, each row compared with the keys — would be kept as the table grows (issue 41: 3–4 ms a
  * call at 3,500 trailers on the new-VIN fleet, the owners' lookup PostgreSQL's costliest statement).
+ * Not for hundreds of keys: planned with them, a lookup chooses the scan of the whole table.
  */
 export interface Statement {
   name?: string;
