@@ -22,18 +22,19 @@
  * For each fleet and setup: 202/s, latency, processed/s (payloads processed over the load time plus the time
  * to catch up), the deepest the shared queue got, how far behind it was when the load ended and how
  * long it took to drain, 202/s beside sqlite-1, and the CPU time each payload cost Trailwire's processes
- * and the services (PostgreSQL, NATS, Redis: their processes' CPU from /proc, over the load and the
- * drain), from which docs/performance.md sizes a deployment, and the round trips each 202 cost the
+ * and the services (PostgreSQL, NATS, Redis: the CPU of their process trees from /proc, exited
+ * backends included, over the load and the drain: `lib/service-cpu.ts`), from which docs/performance.md sizes a deployment, and the round trips each 202 cost the
  * servers (PostgreSQL queries and Redis commands, counted in the servers' processes: `pg q/202`,
- * `redis cmd/202`, by statement and command in the results file). Run alone with `npm run bench -- scale-out`
+ * `redis cmd/202`, by statement and command in the results file), and the machine's 1-minute load
+ * average as the row ended (`load 1m`). Run alone with `npm run bench -- scale-out`
  * (BENCH_SECONDS=10 by default). Needs PostgreSQL and Redis: BENCH_DATABASE_URL and BENCH_REDIS_URL,
  * by default the local ones (postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 // autocannon ships no types; the bench uses a handful of its documented fields.
@@ -45,6 +46,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+import { localProcessNamed, postmasterOfBackend, treeCpuMicros, treeRootsNamed } from './lib/service-cpu.ts';
 import type { QueueState, RoundTrips, ScaleOutServerConfig } from './lib/scale-out-server.ts';
 
 const SERVER = new URL('./lib/scale-out-server.ts', import.meta.url).pathname;
@@ -188,34 +190,49 @@ function freshStream(natsUrl: string) {
   };
 }
 
+/** The local process trees of the services a run uses, whose CPU the rows divide by the 202s. */
+interface ServiceRoots {
+  postgres: number[];
+  nats: number[];
+  redis: number[];
+}
+
 /**
- * CPU time (µs) used so far by the machine's processes of each service the setups share, read from
- * /proc (Linux): their cost per payload, beside Trailwire's own. Zeros elsewhere.
+ * Finds the trees once per run: PostgreSQL's postmaster behind the bench's own database (the parent
+ * of a backend of ours) and the Redis server the bench's URL reaches (its `process_id`), so that
+ * another cluster or server on the machine (another session's) does not count; NATS by its process
+ * name, every local nats-server. A service on another machine counts 0.
  */
-function serviceCpuMicros(): Record<'postgres' | 'nats' | 'redis', number> {
-  const totals = { postgres: 0, nats: 0, redis: 0 };
-  const ticks = 1_000_000 / 100; // USER_HZ is 100 on Linux
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
-  } catch {
-    return totals;
-  }
-  for (const pid of entries) {
-    let stat: string;
+async function findServiceRoots(databaseUrl: string | undefined, redisUrl: string | undefined): Promise<ServiceRoots> {
+  const roots: ServiceRoots = { postgres: [], nats: treeRootsNamed('nats-server'), redis: [] };
+  if (databaseUrl !== undefined) {
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
     try {
-      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    } catch {
-      continue;
+      // Asked while our backend is alive: its parent is the postmaster.
+      const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const postmaster = postmasterOfBackend(rows[0]!.pid);
+      if (postmaster !== undefined) roots.postgres.push(postmaster);
+    } finally {
+      await client.end();
     }
-    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const micros = (Number(fields[11]) + Number(fields[12])) * ticks;
-    if (name === 'postgres') totals.postgres += micros;
-    else if (name === 'nats-server') totals.nats += micros;
-    else if (name === 'redis-server') totals.redis += micros;
   }
-  return totals;
+  if (redisUrl !== undefined) {
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+    try {
+      const pid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
+      const server = Number.isSafeInteger(pid) ? localProcessNamed(pid, 'redis-server') : undefined;
+      if (server !== undefined) roots.redis.push(server);
+    } finally {
+      redis.disconnect();
+    }
+  }
+  return roots;
+}
+
+/** CPU time (µs) each service's trees have used so far, exited children included (`lib/service-cpu.ts`). */
+function serviceCpuMicros(roots: ServiceRoots): Record<keyof ServiceRoots, number> {
+  return { postgres: treeCpuMicros(roots.postgres), nats: treeCpuMicros(roots.nats), redis: treeCpuMicros(roots.redis) };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -278,6 +295,8 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
   const onSignal = (signal: NodeJS.Signals) => void cleanUp().finally(() => process.kill(process.pid, signal));
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  const usesServices = setups.some((setup) => setup !== 'sqlite-1');
+  const roots = await findServiceRoots(usesServices ? databaseUrl : undefined, usesServices ? redisUrl : undefined);
   try {
     for (const { fleet, setup } of fleets.flatMap((fleet) => setups.map((setup) => ({ fleet, setup })))) {
       const shape = SCALE_OUT_BENCH_FLEETS[fleet];
@@ -323,13 +342,13 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
       await load(urls, token, shape.firstSights ? benchVins(1000, '1SCWU') : vins, warmup);
       await drained(first, performance.now());
       const before = await Promise.all(servers.map((server) => server.ask('reset')));
-      const servicesBefore = serviceCpuMicros();
+      const servicesBefore = serviceCpuMicros(roots);
       const result = await load(urls, token, vins, duration);
       const loadEnded = performance.now();
       const depthAtLoadEnd = (await first.ask('state')).depth;
       const drainSeconds = await drained(first, loadEnded);
       const after = await Promise.all(servers.map((server) => server.ask('state')));
-      const servicesAfter = serviceCpuMicros();
+      const servicesAfter = serviceCpuMicros(roots);
 
       const accepted = result['2xx'] as number;
       const seconds = result.duration as number;
@@ -361,6 +380,9 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
         'pg q/202': perAccepted(roundTrips.postgres),
         'redis cmd/202': perAccepted(roundTrips.redis),
         'first sights': shape.firstSights ? Math.min(vins.length, result.requests.total as number) : 0,
+        // The machine's 1-minute load average as the row ends: on a machine other work shares, what
+        // its figures were measured beside (a CPU per payload moves with it).
+        'load 1m': round(loadavg()[0]!, 1),
       });
       // This setup's servers, schema and prefix go now, so the next setup has the machine to itself.
       await cleanUp();

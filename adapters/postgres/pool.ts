@@ -223,26 +223,33 @@ export async function writeOrExplain<T>(write: () => Promise<T>, explain: { conf
   }
 }
 
-/** A statement prepared once per connection under its name. */
+/**
+ * A statement prepared once per connection under its name. Without one, it is planned again for
+ * each call's values: for a lookup of a few keys in a table that grows while the server runs
+ * (`vin = ANY($1)` in trailers), whose plan cached while the table was small — a scan of the whole
+ * table, each row compared with the keys — would be kept as the table grows (issue 41: 3–4 ms a
+ * call at 3,500 trailers on the new-VIN fleet, the owners' lookup PostgreSQL's costliest statement).
+ * Not for hundreds of keys: planned with them, a lookup chooses the scan of the whole table.
+ */
 export interface Statement {
-  name: string;
+  name?: string;
   text: string;
 }
 
 /** What a statement runs on: the pool, or a client holding a transaction. */
 export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
 
-/** Runs a named statement (prepared once per connection) and answers its rows. */
+/** Runs a statement (prepared once per connection when named) and answers its rows. */
 export async function queryRows<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R[]> {
   return (await on.query<R>({ name: statement.name, text: statement.text, values })).rows;
 }
 
-/** Runs a named statement and answers its first row, if any. */
+/** Runs a statement and answers its first row, if any. */
 export async function queryRow<R extends pg.QueryResultRow>(on: Queryable, statement: Statement, values: unknown[]): Promise<R | undefined> {
   return (await queryRows<R>(on, statement, values))[0];
 }
 
-/** Runs a named statement and answers how many rows it touched. */
+/** Runs a statement and answers how many rows it touched. */
 export async function queryRun(on: Queryable, statement: Statement, values: unknown[]): Promise<number> {
   return (await on.query({ name: statement.name, text: statement.text, values })).rowCount ?? 0;
 }

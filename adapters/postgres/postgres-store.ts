@@ -824,8 +824,9 @@ export function storeStatements(schema: string) {
   };
   // Named per statement: `pg` prepares each once per connection and reuses it. A name must always
   // carry the same text on a connection, so other modules sharing the pool use their own prefix.
+  // The owners' lookup is planned for each call's VINs (see `Statement`).
   return Object.fromEntries(
-    Object.entries(statements).map(([key, text]) => [key, { name: `trailwire_store_${key}`, text }]),
+    Object.entries(statements).map(([key, text]) => [key, key === 'vinOwners' ? { text } : { name: `trailwire_store_${key}`, text }]),
   ) as Record<keyof typeof statements, Statement>;
 }
 

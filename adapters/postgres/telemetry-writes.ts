@@ -3,12 +3,14 @@
  * canonical records of many payloads, of many VINs, in one transaction with a fixed number of
  * set-based statements whatever the batch's size — one `unnest` upsert per kind of record, one
  * `UPDATE … FROM unnest(…)` per kind of latest state, and one per batch for the trailers (their
- * latest fix and their status, recomputed once per trailer). What applying the items one after
- * another would leave is worked out in memory first (`reduceLatest`), so each row is written once.
+ * latest fix and their status, recomputed once per trailer; a trailer the batch creates is inserted
+ * with its latest fix). What applying the items one after another would leave is worked out in
+ * memory first (`reduceLatest`), so each row is written once.
  *
  * Locking, and why batches never deadlock: the batch first inserts its unknown VINs' trailers in VIN
  * order (a racing insert of the same VIN waits for the other transaction, then does nothing), then
- * locks all its trailers in id order (`FOR NO KEY UPDATE`). Everything written after that belongs to
+ * locks its other trailers in id order (`FOR NO KEY UPDATE`; the ones it inserted no other
+ * transaction sees before it commits). Everything written after that belongs to
  * those trailers, so two batches only ever wait for each other in one order. Every other writer of a
  * trailer's devices or units (`setDeviceActive`, `assignTrailer`) locks the trailer first too.
  */
@@ -30,18 +32,17 @@ export async function writeTelemetryBatch(
   items: readonly TelemetryBatch[],
   knownVins: KnownVins,
 ): Promise<Map<string, AppliedTelemetry>> {
-  const trailers = await lockTrailers(client, sql, ids, items, knownVins);
+  // Each VIN's latest fix, worked out first: a trailer the batch creates is inserted with it.
+  const latestFix = new Map<string, GpsFix>();
+  for (const { vin, at, telemetry } of items) for (const fix of telemetry.gps) reduceLatest(latestFix, vin, fix, at);
+  const trailers = await lockTrailers(client, sql, ids, items, knownVins, latestFix);
   const trailerOf = (vin: string) => trailers.get(vin)!;
 
-  // --- GPS fixes: stored (last received wins at one instant), and each trailer's latest fix.
+  // --- GPS fixes: stored (last received wins at one instant).
   const fixes = new LastWins<{ trailerId: string; fix: GpsFix }>();
-  const latestFix = new Map<string, GpsFix>();
-  for (const { vin, at, telemetry } of items) {
+  for (const { vin, telemetry } of items) {
     const { row } = trailerOf(vin);
-    for (const fix of telemetry.gps) {
-      fixes.set(`${row.id}\u0000${fix.timestamp}`, { trailerId: row.id, fix });
-      reduceLatest(latestFix, row.id, fix, at);
-    }
+    for (const fix of telemetry.gps) fixes.set(`${row.id}\u0000${fix.timestamp}`, { trailerId: row.id, fix });
   }
   if (fixes.size > 0) {
     const rows = fixes.values();
@@ -121,36 +122,45 @@ export async function writeTelemetryBatch(
     if (latest.size > 0) await queryRun(client, sql.moveUnitsLatest, columns([...latest.entries()]));
   }
 
-  // --- The trailers: latest fix and status, in one statement; answered with their fleets.
+  // --- The trailers: latest fix and status, in one statement; answered with their fleets. A trailer
+  // the batch created holds its latest fix already: only a status recount writes it again.
   const touched = [...trailers.values()];
   const statuses = await recountStatuses(client, sql, touched.filter((trailer) => trailer.recount));
-  const after = await queryRows<TrailerAfterRow>(client, sql.updateTrailers, [
-    touched.map((t) => t.row.id),
-    touched.map((t) => latestFix.get(t.row.id)?.timestamp ?? null),
-    touched.map((t) => latestFix.get(t.row.id)?.lat ?? null),
-    touched.map((t) => latestFix.get(t.row.id)?.long ?? null),
-    touched.map((t) => latestFix.get(t.row.id)?.speed ?? null),
-    touched.map((t) => latestFix.get(t.row.id)?.heading ?? null),
-    touched.map((t) => statuses.get(t.row.id)?.statusName ?? null),
-    touched.map((t) => statuses.get(t.row.id)?.statusDate ?? null),
-    touched.map((t) => statuses.get(t.row.id)?.faultedDevices ?? null),
-    touched.map((t) => statuses.get(t.row.id)?.warningDevices ?? null),
-  ]);
+  const rewritten = touched.filter((trailer) => trailer.createdRow === undefined || trailer.recount);
+  const after =
+    rewritten.length === 0
+      ? []
+      : await queryRows<TrailerAfterRow>(client, sql.updateTrailers, [
+          rewritten.map((t) => t.row.id),
+          rewritten.map((t) => latestFix.get(t.row.vin)?.timestamp ?? null),
+          rewritten.map((t) => latestFix.get(t.row.vin)?.lat ?? null),
+          rewritten.map((t) => latestFix.get(t.row.vin)?.long ?? null),
+          rewritten.map((t) => latestFix.get(t.row.vin)?.speed ?? null),
+          rewritten.map((t) => latestFix.get(t.row.vin)?.heading ?? null),
+          rewritten.map((t) => statuses.get(t.row.id)?.statusName ?? null),
+          rewritten.map((t) => statuses.get(t.row.id)?.statusDate ?? null),
+          rewritten.map((t) => statuses.get(t.row.id)?.faultedDevices ?? null),
+          rewritten.map((t) => statuses.get(t.row.id)?.warningDevices ?? null),
+        ]);
   const byId = new Map(after.map((row) => [row.id, row]));
   const applied = new Map<string, AppliedTelemetry>();
   for (const [vin, trailer] of trailers) {
-    const row = byId.get(trailer.row.id);
+    const row = byId.get(trailer.row.id) ?? trailer.createdRow;
     if (row === undefined) throw new TrailwireError('internal', `trailer ${vin} vanished while it was locked`);
     const fleet = row.fleet_id === null ? null : toFleet({ id: row.fleet_id, customer_id: row.f_customer_id!, name: row.f_name!, created_at: row.f_created_at! });
     const status = statuses.get(trailer.row.id);
-    applied.set(vin, { trailer: toTrailer(row), fleet, createdTrailer: trailer.created, statusChanged: status !== undefined && status.statusName !== trailer.row.status_name });
+    applied.set(vin, { trailer: toTrailer(row), fleet, createdTrailer: trailer.createdRow !== undefined, statusChanged: status !== undefined && status.statusName !== trailer.row.status_name });
   }
   return applied;
 }
 
+/** What the batch needs of a locked trailer; its whole row comes back from the update (`updateTrailers`). */
+type LockedTrailerRow = Pick<TrailerRow, 'id' | 'vin' | 'fleet_id' | 'status_name' | 'status_date'>;
+
 interface LockedTrailer {
-  row: TrailerRow;
-  created: boolean;
+  row: LockedTrailerRow;
+  /** The whole row, as inserted, of a trailer this batch created (no other transaction sees it: it is not locked). */
+  createdRow: TrailerAfterRow | undefined;
   /** Its devices changed: recount its status. */
   recount: boolean;
   /** The `at` of its last item: the status date if its status changes. */
@@ -175,13 +185,19 @@ export class KnownVins {
   }
 }
 
-/** Creates the unknown VINs' trailers (in VIN order), then locks every trailer of the batch (in id order). */
+/**
+ * Creates the unknown VINs' trailers (in VIN order) with their latest fix, then locks every other
+ * trailer of the batch (in id order). A trailer inserted with its state is written once: inserted
+ * and then updated, the first sights' trailers cost a second row version each, and their pages,
+ * filled by the inserts, had room for few of them in place (issue 41).
+ */
 async function lockTrailers(
   client: pg.PoolClient,
   sql: TelemetryStatements,
   ids: IdGenerator,
   items: readonly TelemetryBatch[],
   knownVins: KnownVins,
+  latestFix: ReadonlyMap<string, GpsFix>,
 ): Promise<Map<string, LockedTrailer>> {
   const firstAt = new Map<string, number>();
   const lastAt = new Map<string, number>();
@@ -191,19 +207,31 @@ async function lockTrailers(
   }
   const vins = [...firstAt.keys()].sort();
   const unknown = vins.filter((vin) => !knownVins.has(vin));
+  const fixOf = (vin: string) => latestFix.get(vin);
   const created =
     unknown.length === 0
       ? []
-      : await queryRows<{ vin: string }>(client, sql.createTrailers, [unknown.map(() => ids()), unknown, unknown.map((vin) => firstAt.get(vin)!)]);
-  const createdVins = new Set(created.map((row) => row.vin));
-  const rows = await queryRows<TrailerRow>(client, sql.lockTrailers, [vins]);
-  if (rows.length !== vins.length) throw new TrailwireError('internal', 'a trailer vanished while its telemetry was being written');
+      : await queryRows<TrailerAfterRow>(client, sql.createTrailers, [
+          unknown.map(() => ids()),
+          unknown,
+          unknown.map((vin) => firstAt.get(vin)!),
+          unknown.map((vin) => fixOf(vin)?.timestamp ?? null),
+          unknown.map((vin) => fixOf(vin)?.lat ?? null),
+          unknown.map((vin) => fixOf(vin)?.long ?? null),
+          unknown.map((vin) => fixOf(vin)?.speed ?? null),
+          unknown.map((vin) => fixOf(vin)?.heading ?? null),
+        ]);
+  const createdRows = new Map(created.map((row) => [row.vin, row]));
+  // A VIN another transaction created meanwhile is not ours: it is locked like any other.
+  const existing = vins.filter((vin) => !createdRows.has(vin));
+  const rows = existing.length === 0 ? [] : await queryRows<LockedTrailerRow>(client, sql.lockTrailers, [existing]);
+  if (rows.length !== existing.length) throw new TrailwireError('internal', 'a trailer vanished while its telemetry was being written');
   // Only once the batch commits would a created trailer be there for others; the caller adds them then.
-  knownVins.addAll(rows.filter((row) => !createdVins.has(row.vin)).map((row) => row.vin));
+  knownVins.addAll(rows.map((row) => row.vin));
   // Keyed in the batch's order of first appearance.
-  const byVin = new Map(rows.map((row) => [row.vin, row]));
+  const byVin = new Map<string, LockedTrailerRow>([...rows, ...created].map((row) => [row.vin, row]));
   return new Map(
-    [...firstAt.keys()].map((vin) => [vin, { row: byVin.get(vin)!, created: createdVins.has(vin), recount: false, at: lastAt.get(vin)! }]),
+    [...firstAt.keys()].map((vin) => [vin, { row: byVin.get(vin)!, createdRow: createdRows.get(vin), recount: false, at: lastAt.get(vin)! }]),
   );
 }
 
@@ -305,13 +333,21 @@ const moveFix = (column: string) =>
 export function telemetryStatements(schema: string) {
   const s = quoteSchema(schema);
   const statements = {
-    createTrailers: `INSERT INTO ${s}.trailers (id, fleet_id, unit_id, vin, status_name, status_date, created_at)
-      SELECT n.id, NULL, NULL, n.vin, 'OK', n.at, n.at
-      FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS n (id, vin, at, position)
+    // With its latest fix (null columns without one), answered whole, as the update answers a row
+    // (a new trailer is in no fleet): the batch writes it no more unless its status is recounted.
+    createTrailers: `INSERT INTO ${s}.trailers AS t (id, fleet_id, unit_id, vin, status_name, status_date, created_at,
+        gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading)
+      SELECT n.id, NULL, NULL, n.vin, 'OK', n.at, n.at, n.gps_timestamp, n.gps_lat, n.gps_long, n.gps_speed, n.gps_heading
+      FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::float8[], $6::float8[], $7::float8[], $8::text[])
+        WITH ORDINALITY AS n (id, vin, at, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, position)
       ORDER BY n.position
-      ON CONFLICT (vin) DO NOTHING RETURNING vin`,
+      ON CONFLICT (vin) DO NOTHING
+      RETURNING ${TRAILER_COLUMNS}, NULL::text AS f_customer_id, NULL::text AS f_name, NULL::bigint AS f_created_at`,
     // FOR NO KEY UPDATE: the write changes no key, so it does not block inserts that merely reference a trailer.
-    lockTrailers: `SELECT ${TRAILER_COLUMNS} FROM ${s}.trailers t WHERE t.vin = ANY($1::text[]) ORDER BY t.id FOR NO KEY UPDATE`,
+    // Only the columns the batch reads before its update, which answers the whole rows (a third of
+    // the columns: the driver parses every field of every row, issue 41).
+    lockTrailers: `SELECT t.id, t.vin, t.fleet_id, t.status_name, t.status_date FROM ${s}.trailers t
+      WHERE t.vin = ANY($1::text[]) ORDER BY t.id FOR NO KEY UPDATE`,
     // One row per (trailer, timestamp) (see LastWins); an identical repeat writes nothing and keeps its seq.
     upsertFixes: `INSERT INTO ${s}.gps_fixes (trailer_id, timestamp, lat, long, speed, heading)
       SELECT f.trailer_id, f.timestamp, f.lat, f.long, f.speed, f.heading
@@ -384,21 +420,26 @@ export function telemetryStatements(schema: string) {
         AS m (id, timestamp, door_open, load_percent, temperature_c, humidity_percent)
       WHERE u.id = m.id AND (u.last_seen_at IS NULL OR u.last_seen_at <= m.timestamp)`,
     // Every trailer of the batch, once: its latest fix (a null candidate keeps it) and its status
-    // (null: not recounted), answered with its fleet.
-    updateTrailers: `UPDATE ${s}.trailers t SET
-        gps_timestamp = ${moveFix('gps_timestamp')}, gps_lat = ${moveFix('gps_lat')}, gps_long = ${moveFix('gps_long')},
-        gps_speed = ${moveFix('gps_speed')}, gps_heading = ${moveFix('gps_heading')},
-        status_name = coalesce(m.status_name, t.status_name), status_date = coalesce(m.status_date, t.status_date),
-        faulted_devices = coalesce(m.faulted_devices, t.faulted_devices), warning_devices = coalesce(m.warning_devices, t.warning_devices)
-      FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::text[], $7::text[], $8::bigint[], $9::integer[], $10::integer[])
-        AS m (id, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, status_name, status_date, faulted_devices, warning_devices)
-      WHERE t.id = m.id
-      RETURNING ${TRAILER_COLUMNS},
-        (SELECT f.customer_id FROM ${s}.fleets f WHERE f.id = t.fleet_id) AS f_customer_id,
-        (SELECT f.name FROM ${s}.fleets f WHERE f.id = t.fleet_id) AS f_name,
-        (SELECT f.created_at FROM ${s}.fleets f WHERE f.id = t.fleet_id) AS f_created_at`,
+    // (null: not recounted), answered with its fleet — joined once, not a subquery per column and
+    // row (issue 41: three index reads a trailer of a customer's fleet, about a third of the statement).
+    updateTrailers: `WITH updated AS (
+        UPDATE ${s}.trailers t SET
+          gps_timestamp = ${moveFix('gps_timestamp')}, gps_lat = ${moveFix('gps_lat')}, gps_long = ${moveFix('gps_long')},
+          gps_speed = ${moveFix('gps_speed')}, gps_heading = ${moveFix('gps_heading')},
+          status_name = coalesce(m.status_name, t.status_name), status_date = coalesce(m.status_date, t.status_date),
+          faulted_devices = coalesce(m.faulted_devices, t.faulted_devices), warning_devices = coalesce(m.warning_devices, t.warning_devices)
+        FROM unnest($1::text[], $2::bigint[], $3::float8[], $4::float8[], $5::float8[], $6::text[], $7::text[], $8::bigint[], $9::integer[], $10::integer[])
+          AS m (id, gps_timestamp, gps_lat, gps_long, gps_speed, gps_heading, status_name, status_date, faulted_devices, warning_devices)
+        WHERE t.id = m.id
+        RETURNING ${TRAILER_COLUMNS}
+      )
+      SELECT ${TRAILER_COLUMNS}, f.customer_id AS f_customer_id, f.name AS f_name, f.created_at AS f_created_at
+      FROM updated t LEFT JOIN ${s}.fleets f ON f.id = t.fleet_id`,
   };
   // Prefixed apart from the store's other statements, with which they share the pool's connections.
+  // The lock stays prepared, unlike the owners' lookup (`Statement`): planned for a batch's hundreds
+  // of VINs, it scanned the whole table (1.3 ms at 14,800 trailers, growing with the fleet), where the
+  // prepared plan reads the index.
   return Object.fromEntries(
     Object.entries(statements).map(([key, text]) => [key, { name: `trailwire_telemetry_${key}`, text }]),
   ) as Record<keyof typeof statements, Statement>;

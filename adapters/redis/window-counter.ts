@@ -26,17 +26,18 @@ export const DEFAULT_REDIS_WINDOW_COUNTER_OPTIONS = {
 } as const satisfies Omit<Required<RedisWindowCounterOptions>, 'redis'>;
 
 /**
- * For each key in order, INCR, and on the first count PEXPIREAT at the end of its window (the ARGV of
- * the same position): the window's key then disappears by itself once the window is over. Later
- * increments leave the expiry alone (the limiter always passes the same end for the same key). A key
- * given twice counts twice. Answers the new counts, in order.
+ * For each key in order, INCRBY its count of the turn (the ARGV at 2i - 1), and on the key's first
+ * count PEXPIREAT at the end of its window (the ARGV at 2i): the window's key then disappears by
+ * itself once the window is over. Later increments leave the expiry alone (the limiter always passes
+ * the same end for the same key). Answers the new counts, in order.
  */
 const INCREMENT_SCRIPT = `
 local counts = {}
 for i, key in ipairs(KEYS) do
-  local count = redis.call('INCR', key)
-  if count == 1 then
-    redis.call('PEXPIREAT', key, ARGV[i])
+  local by = tonumber(ARGV[2 * i - 1])
+  local count = redis.call('INCRBY', key, by)
+  if count == by then
+    redis.call('PEXPIREAT', key, ARGV[2 * i])
   end
   counts[i] = count
 end
@@ -82,25 +83,41 @@ export class RedisWindowCounter implements WindowCounter {
     });
   }
 
-  /** One script call for every increment asked for since the last one. */
+  /**
+   * One script call for every increment asked for since the last one. A key asked for several times
+   * (every request of a turn counts in its partner's budget, one key) goes once, raised by how many
+   * times, and each caller gets its own count, in the order asked: one Redis call per key and turn,
+   * not per request (issue 41: half of the INCRs of a partner's turn of 23 requests).
+   */
   private async sendPending(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
-    const keysThenExpiries: (string | number)[] = [...batch.map((item) => item.key), ...batch.map((item) => item.expiresAt)];
+    const byKey = new Map<string, { expiresAt: number; items: PendingIncrement[] }>();
+    for (const item of batch) {
+      const group = byKey.get(item.key);
+      if (group) group.items.push(item);
+      else byKey.set(item.key, { expiresAt: item.expiresAt, items: [item] });
+    }
+    const groups = [...byKey.values()];
+    const keysThenArgs: (string | number)[] = [...byKey.keys(), ...groups.flatMap((group) => [group.items.length, group.expiresAt])];
     let counts: unknown;
     try {
       try {
-        counts = await this.redis.evalsha(INCREMENT_SHA, batch.length, ...keysThenExpiries);
+        counts = await this.redis.evalsha(INCREMENT_SHA, groups.length, ...keysThenArgs);
       } catch (error) {
         // The server's script cache is empty (a restart, SCRIPT FLUSH, another node): EVAL loads it again.
         if (!(error instanceof Error && error.message.startsWith('NOSCRIPT'))) throw error;
-        counts = await this.redis.eval(INCREMENT_SCRIPT, batch.length, ...keysThenExpiries);
+        counts = await this.redis.eval(INCREMENT_SCRIPT, groups.length, ...keysThenArgs);
       }
     } catch (error) {
       for (const item of batch) item.reject(error);
       return;
     }
-    batch.forEach((item, i) => item.resolve(Number((counts as unknown[])[i])));
+    groups.forEach((group, i) => {
+      // The key's count before this turn's increments, then one more for each caller in turn.
+      const before = Number((counts as unknown[])[i]) - group.items.length;
+      group.items.forEach((item, j) => item.resolve(before + j + 1));
+    });
   }
 
   /** The current count of `key` (0 when absent or expired) without changing it. */

@@ -993,21 +993,28 @@ const STORE_CASES: StoreCase[] = [
     async run(store) {
       const { customer, trailer } = await customerWithTrailer(store);
       const unknownVin = vin();
+      const gpsOnlyVin = vin();
       const item = (vinOf: string, parts: Partial<CanonicalTelemetry>) => ({ vin: vinOf, at: T0 + HOUR, telemetry: telemetry(parts) });
       const applied = await store.applyTelemetryBatch([
         item(trailer.vin, { gps: [fix(T0 + MINUTE, 1)] }),
+        item(gpsOnlyVin, { gps: [fix(T0 + 2 * MINUTE, 8)] }),
         item(unknownVin, { gps: [fix(T0 + MINUTE, 5)] }),
+        item(gpsOnlyVin, { gps: [fix(T0 + MINUTE, 9)] }),
         item(trailer.vin, { gps: [fix(T0 + 2 * MINUTE, 2)], devices: [tire('A', T0 + 2 * MINUTE, WARNING)] }),
         item(trailer.vin, { gps: [fix(T0 + 2 * MINUTE, 3)] }),
         item(unknownVin, { devices: [tire('B', T0, FAULT)] }),
       ]);
-      assert.deepEqual([...applied.keys()].sort(), [trailer.vin, unknownVin].sort(), 'one answer per VIN');
+      assert.deepEqual([...applied.keys()].sort(), [trailer.vin, unknownVin, gpsOnlyVin].sort(), 'one answer per VIN');
       const known = applied.get(trailer.vin)!;
       assert.deepEqual([known.createdTrailer, known.trailer.telemetry, known.trailer.statusName, known.fleet?.id], [false, fix(T0 + 2 * MINUTE, 3), 'Warning', trailer.fleetId]);
       const created = applied.get(unknownVin)!;
       assert.deepEqual([created.createdTrailer, created.fleet, created.trailer.telemetry?.lat, created.trailer.statusName], [true, null, 5, 'Faulted']);
       assert.deepEqual((await store.listGps(customer.id, trailer.id, { ...ALL_TIME, limit: 10 })).map((row) => row.record.lat), [1, 3]);
       assert.deepEqual(await store.findTrailerByVin(unknownVin), created.trailer);
+      // A trailer created with fixes alone: its newest fix, whatever the order they came in.
+      const gpsOnly = applied.get(gpsOnlyVin)!;
+      assert.deepEqual([gpsOnly.createdTrailer, gpsOnly.fleet, gpsOnly.trailer.telemetry, gpsOnly.trailer.statusName], [true, null, fix(T0 + 2 * MINUTE, 8), 'OK']);
+      assert.deepEqual(await store.findTrailerByVin(gpsOnlyVin), gpsOnly.trailer);
       assert.deepEqual(await store.applyTelemetryBatch([]), new Map());
 
       // All or nothing: an item that cannot be written fails the batch, and nothing of it stays.

@@ -109,6 +109,28 @@ describe('RedisWindowCounter', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST
     assert.deepEqual(sent, ['evalsha'], "one round trip for a turn's increments");
   });
 
+  it("counts a key a turn asks for several times with one increment of the key, each caller answered its own count (issue 41)", async () => {
+    const keys: number[] = [];
+    const spied = connect();
+    const send = spied.sendCommand.bind(spied);
+    spied.sendCommand = ((command: Parameters<Redis['sendCommand']>[0], stream?: Parameters<Redis['sendCommand']>[1]) => {
+      // EVALSHA / EVAL: the script, then how many keys it is given.
+      if (command.name === 'evalsha' || command.name === 'eval') keys.push(Number(command.args[1]));
+      return send(command, stream);
+    }) as Redis['sendCommand'];
+    const counter = new RedisWindowCounter({ redis: spied, keyPrefix });
+    const expiresAt = Date.now() + 60_000;
+    const budget = `budget-${randomBytes(4).toString('hex')}`;
+    const vins = Array.from({ length: 20 }, (_, i) => `vin-${i}-${budget}`);
+    // A partner's turn of 20 requests: its budget's key and each request's own key.
+    const counts = await Promise.all(vins.flatMap((vin) => [counter.increment(budget, expiresAt), counter.increment(vin, expiresAt)]));
+    assert.deepEqual(counts.filter((_, i) => i % 2 === 0), Array.from({ length: 20 }, (_, i) => i + 1), 'the budget counted once per request, in order');
+    assert.deepEqual(counts.filter((_, i) => i % 2 === 1), Array(20).fill(1));
+    assert.equal(keys.at(-1), 21, 'the script is given each key once');
+    assert.equal(await redis.get(`${keyPrefix}${budget}`), '20');
+    assert.equal(await redis.pexpiretime(`${keyPrefix}${budget}`), expiresAt, 'the expiry set on the first count');
+  });
+
   it("reads a turn's peeks in one command (issue 41)", async () => {
     const { spied, sent } = spiedConnection();
     await spied.ping();

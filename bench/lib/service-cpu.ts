@@ -1,0 +1,92 @@
+/**
+ * The CPU time a service's processes have used, read from /proc (Linux), for the benchmarks that
+ * give each service's CPU per payload beside Trailwire's own (`bench/scale-out.ts`).
+ *
+ * A service is a process tree: PostgreSQL's postmaster forks a backend per connection and an
+ * autovacuum worker now and then, and they exit when the connection closes or the work is done.
+ * Summing only the processes alive at each sample loses the CPU of every child that exited between
+ * two samples, which made the PostgreSQL figure come out negative (issue 41: -46.3 µs a payload,
+ * when the pool's connections that had worked during the load were gone by the second sample). The
+ * kernel adds a child's CPU to its parent's `cutime`/`cstime` (fields 16 and 17 of
+ * /proc/<pid>/stat) when the parent reaps it, and the postmaster reaps its children, so a tree's
+ * total — the root's own time, its reaped children's, and each live child's own — only grows, and
+ * the difference of two samples is what the tree used between them, exited children included.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** USER_HZ: the unit of /proc/<pid>/stat's times, 100 a second on Linux. */
+const MICROS_PER_TICK = 1_000_000 / 100;
+
+interface ProcessTimes {
+  pid: number;
+  name: string;
+  ppid: number;
+  /** utime + stime of the process (all its threads), in µs. */
+  own: number;
+  /** cutime + cstime: the CPU of its children that it has reaped, in µs. */
+  reaped: number;
+}
+
+/** One process's times, or undefined when it is gone or /proc cannot be read. */
+function timesOf(pid: number): ProcessTimes | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The name is in parentheses and may hold spaces: the fields are counted after its closing one.
+  const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[0] is field 3 of proc(5) (state): ppid is field 4, utime..cstime fields 14..17.
+  const tick = (i: number) => Number(fields[i]) * MICROS_PER_TICK;
+  return { pid, name, ppid: Number(fields[1]), own: tick(11) + tick(12), reaped: tick(13) + tick(14) };
+}
+
+/** Every process of the machine, or none where /proc cannot be read. */
+function allProcesses(): ProcessTimes[] {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc').filter((entry) => /^\d+$/.test(entry));
+  } catch {
+    return [];
+  }
+  return entries.map((entry) => timesOf(Number(entry))).filter((times) => times !== undefined);
+}
+
+/**
+ * The CPU (µs) used so far by each tree rooted at one of `roots` (pids): each root's own time and its
+ * reaped children's, plus each live child's own. A root that is not a local process counts 0.
+ */
+export function treeCpuMicros(roots: readonly number[]): number {
+  if (roots.length === 0) return 0;
+  const rootSet = new Set(roots);
+  let total = 0;
+  for (const each of allProcesses()) {
+    if (rootSet.has(each.pid)) total += each.own + each.reaped;
+    else if (rootSet.has(each.ppid)) total += each.own;
+  }
+  return total;
+}
+
+/** The roots of the machine's trees of processes named `name` (those whose parent has another name). */
+export function treeRootsNamed(name: string): number[] {
+  const processes = allProcesses();
+  const names = new Map(processes.map((each) => [each.pid, each.name]));
+  return processes.filter((each) => each.name === name && names.get(each.ppid) !== name).map((each) => each.pid);
+}
+
+/**
+ * The local process that is PostgreSQL's postmaster for a backend pid (`SELECT pg_backend_pid()`):
+ * the backend's parent, when both are local `postgres` processes; else undefined (a remote server).
+ */
+export function postmasterOfBackend(backendPid: number): number | undefined {
+  const backend = timesOf(backendPid);
+  if (backend?.name !== 'postgres') return undefined;
+  return timesOf(backend.ppid)?.name === 'postgres' ? backend.ppid : undefined;
+}
+
+/** The local process of a pid a service reported about itself (Redis's `process_id`), when it has `name`. */
+export function localProcessNamed(pid: number, name: string): number | undefined {
+  return timesOf(pid)?.name === name ? pid : undefined;
+}

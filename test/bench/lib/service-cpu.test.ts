@@ -1,0 +1,26 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { it } from 'node:test';
+import { localProcessNamed, postmasterOfBackend, treeCpuMicros } from '../../../bench/lib/service-cpu.ts';
+
+// The scale-out bench's service figures: a child's CPU must still count once it has exited, as a
+// PostgreSQL backend's does when its pool connection closes between two samples (issue 41).
+it('a tree keeps counting the CPU of a child that exited between two samples', { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
+  const before = treeCpuMicros([process.pid]);
+  const selfBefore = process.cpuUsage();
+  // About 300 ms of CPU in a child that is gone (and reaped) by the second sample.
+  const child = spawn(process.execPath, ['-e', 'const end = Date.now() + 300; while (Date.now() < end);']);
+  await once(child, 'exit');
+  const self = process.cpuUsage(selfBefore);
+  const used = treeCpuMicros([process.pid]) - before - (self.user + self.system);
+  // The child's busy loop and its start, less a tick of rounding on each of the two samples.
+  assert.ok(used >= 250_000, `the exited child's CPU counts: ${Math.round(used / 1000)} ms`);
+});
+
+it('names a local process only when it is the service asked for', { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
+  assert.equal(localProcessNamed(process.pid, 'redis-server'), undefined);
+  assert.equal(localProcessNamed(process.pid, 'node'), process.pid);
+  // This process is no PostgreSQL backend, so it has no postmaster.
+  assert.equal(postmasterOfBackend(process.pid), undefined);
+});
