@@ -244,7 +244,9 @@ describe('one trailwire serve riding through Redis and PostgreSQL outages under 
       assert.ok(share202(afterBack) >= 0.9, `≥ 90 % 202 once Redis is back: ${summary(afterBack)}`);
       const warnings = stderr.filter((line) => line.includes('redis is down'));
       assert.equal(warnings.length, 1, 'one warning for the outage, not one per request');
-      assert.ok(stderr.some((line) => line.includes('redis is back')), 'and one line when it is back');
+      // The gauge and the log line come from the same recovery, but the line crosses the child's stderr
+      // pipe: on a loaded machine it may land after the requests above were answered.
+      await until(() => stderr.some((line) => line.includes('redis is back')), 'one line when Redis is back', PHASE_MS);
     } finally {
       controller.abort();
       await reading;
