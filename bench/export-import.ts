@@ -8,19 +8,19 @@
  * - import: `trailwire trailers import` of a 10,000-trailer CSV file, process start included, then
  *   the same file again (nothing changes). Target: < 10 s.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { openSqliteStore } from '../dist/adapters/sqlite/index.js';
 import { ManualClock } from '../dist/core/clock.js';
 import type { GpsFix } from '../dist/core/model.js';
 import { createTrailwire } from '../dist/core/trailwire.js';
 import { withCheckDigit } from '../dist/core/vin.js';
-import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+import { printTable, round, writeResults } from './lib/results.ts';
+import { startServe, stopServe } from './lib/serve-process.ts';
 
 const BIN = fileURLToPath(new URL('../dist/bin/trailwire.js', import.meta.url));
 
@@ -101,19 +101,19 @@ async function measureExports(db: string, seeded: Seeded) {
     ['csv', 'text/csv'],
     ['ndjson', 'application/x-ndjson'],
   ] as const) {
-    const server = await startServe(db);
+    const server = await startServe(BIN, ['--db', db, '--log-level', 'warn']);
     try {
-      const auth = await fetch(`${server.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': seeded.apiKey } });
+      const auth = await fetch(`${server.printed.url}/api/v1/customers/authenticate`, { method: 'POST', headers: { 'x-api-key': seeded.apiKey } });
       const token = ((await auth.json()) as { access_token: string }).access_token;
       const path = `/api/v1/trailers/telemetry/gps/${seeded.trailerId}`;
       const range = (from: number, to: number) => `?from=${new Date(from).toISOString()}&to=${new Date(to).toISOString()}`;
       // A warm-up export of an hour: the route, the statements and the stream are in place before the baseline.
-      await download(`${server.url}${path}${range(seeded.from, seeded.from + 3_600_000)}`, token, accept);
+      await download(`${server.printed.url}${path}${range(seeded.from, seeded.from + 3_600_000)}`, token, accept);
       const before = rssMB(server.child.pid!);
       let peak = before;
       const sampler = setInterval(() => (peak = Math.max(peak, rssMB(server.child.pid!))), 50);
       const began = performance.now();
-      const { lines, bytes } = await download(`${server.url}${path}${range(seeded.from, seeded.to)}`, token, accept);
+      const { lines, bytes } = await download(`${server.printed.url}${path}${range(seeded.from, seeded.to)}`, token, accept);
       const seconds = (performance.now() - began) / 1000;
       clearInterval(sampler);
       const records = format === 'csv' ? lines - 1 : lines;
@@ -129,7 +129,7 @@ async function measureExports(db: string, seeded: Seeded) {
         rssGrowthMB: round(peak - before, 1),
       });
     } finally {
-      await stop(server.child);
+      await stopServe(server.child);
     }
   }
   return rows;
@@ -182,23 +182,6 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
-}
-
-/** `trailwire serve` on the bench's file, on free ports, at log level warn; answers once it listens. */
-async function startServe(db: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    [...SERVER_NODE_FLAGS, BIN, 'serve', '--db', db, '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'warn', '--json'],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  for await (const line of createInterface({ input: child.stdout! })) return { child, url: (JSON.parse(line) as { url: string }).url };
-  throw new Error('serve printed nothing');
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
 }
 
 /** A process's resident set size in MB, from /proc. */

@@ -14,14 +14,15 @@
  * against that build too, alternating, so a change is compared in the same conditions.
  * Run alone with `npm run bench -- flood`.
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { floodFromAnotherProcess } from './lib/body-flood.ts';
 import { probeHealthzUntil, scrapeMetric } from './lib/healthz-probe.ts';
-import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+import { percentile, printTable, round, writeResults } from './lib/results.ts';
+import { startServe, stopServe } from './lib/serve-process.ts';
 
 const THIS_BIN = fileURLToPath(new URL('../dist/bin/trailwire.js', import.meta.url));
 
@@ -54,37 +55,14 @@ interface FloodRun {
   failed: number;
 }
 
-async function startServe(bin: string, db: string, budget: string): Promise<{ child: ChildProcess; url: URL }> {
-  const child = spawn(
-    process.execPath,
-    [...SERVER_NODE_FLAGS, bin, 'serve', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--json', '--log-level', 'silent', '--db', db, '--partner-intake-limit', budget],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  const line = await new Promise<string>((resolve, reject) => {
-    let buffered = '';
-    child.stdout!.on('data', (chunk) => {
-      buffered += chunk;
-      if (buffered.includes('\n')) resolve(buffered.slice(0, buffered.indexOf('\n')));
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited with ${code}`)));
-  });
-  return { child, url: new URL(JSON.parse(line).url) };
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.on('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
-
 async function floodOnce(bin: string, build: string, budget: string, options: Required<Omit<FloodBenchOptions, 'baselineBin'>>): Promise<FloodRun> {
   const directory = mkdtempSync(join(tmpdir(), 'trailwire-bench-flood-'));
   const db = join(directory, 'trailwire.db');
   const created = spawnSync(process.execPath, [bin, 'partners', 'create', '--name', 'Flooder', '--product', 'gps-basic', '--db', db, '--json'], { encoding: 'utf8' });
   if (created.status !== 0) throw new Error(`partners create: ${created.stderr}`);
   const { apiKey } = JSON.parse(created.stdout);
-  const { child, url } = await startServe(bin, db, budget);
+  const { child, printed } = await startServe(bin, ['--log-level', 'silent', '--db', db, '--partner-intake-limit', budget]);
+  const url = new URL(printed.url);
   try {
     const authenticated = await fetch(new URL('/api/v1/partners/authenticate', url), { method: 'POST', headers: { 'x-api-key': apiKey } });
     const token = ((await authenticated.json()) as { access_token: string }).access_token;
@@ -118,7 +96,7 @@ async function floodOnce(bin: string, build: string, budget: string, options: Re
       failed: result.failed,
     };
   } finally {
-    await stop(child);
+    await stopServe(child);
     rmSync(directory, { recursive: true, force: true });
   }
 }

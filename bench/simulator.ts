@@ -7,14 +7,14 @@
  * so the achieved rate and p99 are what a QA run on the same box sees, not the simulator alone.
  * Three rounds; the median is the figure. Run alone with `npm run bench -- simulator`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { simulate } from '../simulator/simulate.ts';
 import type { DemoPrincipal } from '../simulator/demo-seed.ts';
-import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+import { percentile, printTable, round, writeResults } from './lib/results.ts';
+import { startServe, stopServe } from './lib/serve-process.ts';
 
 const BIN = fileURLToPath(new URL('../dist/bin/trailwire.js', import.meta.url));
 const ROOMY = ['gps-basic', 'tpms', 'cargosafe'].map((product) => `${product}=1000000/60`);
@@ -31,18 +31,12 @@ export interface SimulatorBenchOptions {
 export async function runSimulatorBench(options: SimulatorBenchOptions = {}): Promise<void> {
   const { rate = 300, durationS = 10, rounds = 3 } = options;
   const directory = mkdtempSync(join(tmpdir(), 'trailwire-bench-simulator-'));
-  const serve = spawn(
-    process.execPath,
-    [
-      ...SERVER_NODE_FLAGS, BIN, 'serve', '--demo', '--json', '--port', '0', '--grpc-port', '0', '--host', '127.0.0.1', '--log-level', 'silent',
-      '--db', join(directory, 'serve.db'), '--heartbeat-ms', '1000', '--read-limit', '1000000/60', '--partner-intake-limit', '100000000/60',
-      ...ROOMY.flatMap((limit) => ['--product-limit', limit]),
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const { child: serve, printed } = await startServe<{ url: string; grpc: string; demo: { principals: DemoPrincipal[] } }>(BIN, [
+    '--demo', '--log-level', 'silent', '--db', join(directory, 'serve.db'), '--heartbeat-ms', '1000', '--read-limit', '1000000/60',
+    '--partner-intake-limit', '100000000/60', ...ROOMY.flatMap((limit) => ['--product-limit', limit]),
+  ]);
   try {
-    const started = await firstLine(serve);
-    const { url, grpc, demo } = JSON.parse(started) as { url: string; grpc: string; demo: { principals: DemoPrincipal[] } };
+    const { url, grpc, demo } = printed;
     const partnerKeys = Object.fromEntries(demo.principals.filter((p) => p.audience === 'partners').map((p) => [p.product!, p.apiKey]));
     const customerKeys = demo.principals.filter((p) => p.audience === 'customers').map((p) => p.apiKey);
     const rows = [];
@@ -79,18 +73,7 @@ export async function runSimulatorBench(options: SimulatorBenchOptions = {}): Pr
     console.log(`simulator ceiling (median of ${rounds}): ${median} requests/s per core while checking, at ${rate}/s asked`);
     console.log(`results: ${writeResults('simulator', { rate, durationS, rows, medianCeilingPerCoreS: median })}`);
   } finally {
-    serve.kill('SIGKILL');
+    await stopServe(serve);
     rmSync(directory, { recursive: true, force: true });
   }
-}
-
-function firstLine(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffered = '';
-    child.stdout!.on('data', (chunk) => {
-      buffered += chunk;
-      if (buffered.includes('\n')) resolve(buffered.slice(0, buffered.indexOf('\n')));
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited with ${code}`)));
-  });
 }

@@ -41,7 +41,8 @@ import { openSqliteStore } from '../dist/adapters/sqlite/index.js';
 import { createTrailwire } from '../dist/core/trailwire.js';
 import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { scrapeMetric } from './lib/healthz-probe.ts';
-import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
+import { percentile, printTable, round, writeResults } from './lib/results.ts';
+import { startServe as startServeProcess, stopServe } from './lib/serve-process.ts';
 
 const THIS_BIN = fileURLToPath(new URL('../dist/bin/trailwire.js', import.meta.url));
 const RECEIVERS = fileURLToPath(new URL('./lib/webhook-receivers.ts', import.meta.url));
@@ -138,50 +139,22 @@ interface Serve {
 
 /** `trailwire serve` on the file, as an operator runs it with local receivers allowed; the partner's token. */
 async function startServe(bin: string, db: string, partnerKey: string): Promise<Serve> {
-  const child = spawn(
-    process.execPath,
-    [
-      ...SERVER_NODE_FLAGS,
-      bin,
-      'serve',
-      '--db',
-      db,
-      '--port',
-      '0',
-      '--grpc-port',
-      '0',
-      '--host',
-      '127.0.0.1',
-      '--log-level',
-      'warn',
-      '--json',
-      '--webhook-allow-http',
-      '--webhook-allow-private',
-      // The bench measures webhooks, not the limiter.
-      '--partner-intake-limit',
-      '1000000000/60',
-      '--product-limit',
-      'gps-basic=1000000000/60',
-    ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  let line: string | undefined;
-  for await (const printed of createInterface({ input: child.stdout! })) {
-    line = printed;
-    break;
-  }
-  const printed = line === undefined ? undefined : (JSON.parse(line) as { url?: string });
-  if (printed?.url === undefined) throw new Error(`serve did not start: ${line ?? 'it printed nothing'}`);
+  const { child, printed } = await startServeProcess(bin, [
+    '--db',
+    db,
+    '--log-level',
+    'warn',
+    '--webhook-allow-http',
+    '--webhook-allow-private',
+    // The bench measures webhooks, not the limiter.
+    '--partner-intake-limit',
+    '1000000000/60',
+    '--product-limit',
+    'gps-basic=1000000000/60',
+  ]);
   const url = new URL(printed.url);
   const answer = await fetch(new URL('/api/v1/partners/authenticate', url), { method: 'POST', headers: { 'x-api-key': partnerKey } });
   return { child, url, token: ((await answer.json()) as { access_token: string }).access_token };
-}
-
-async function stop(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
 }
 
 /** CPU time in ms of a process and of its main thread, from /proc (Linux). */
@@ -318,7 +291,7 @@ async function measureLatency(dir: string, receivers: Receivers, build: string, 
       'main µs/update': round(((cpuAfter.main - cpuBefore.main) * 1000) / Math.max(1, measured.size), 1),
     };
   } finally {
-    await stop(server.child);
+    await stopServe(server.child);
   }
 }
 
@@ -470,7 +443,7 @@ async function measureIntake(dir: string, receivers: Receivers, duration: number
     } finally {
       for (const server of running.values()) {
         server.close();
-        await stop(server.child);
+        await stopServe(server.child);
       }
     }
   }
