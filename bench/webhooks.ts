@@ -27,7 +27,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,6 +43,7 @@ import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { scrapeMetric } from './lib/healthz-probe.ts';
 import { percentile, printTable, round, writeResults } from './lib/results.ts';
 import { startServe as startServeProcess, stopServe } from './lib/serve-process.ts';
+import { cpuMsOfStat } from './lib/service-cpu.ts';
 
 const THIS_BIN = fileURLToPath(new URL('../dist/bin/trailwire.js', import.meta.url));
 const RECEIVERS = fileURLToPath(new URL('./lib/webhook-receivers.ts', import.meta.url));
@@ -159,13 +160,12 @@ async function startServe(bin: string, db: string, partnerKey: string): Promise<
 
 /** CPU time in ms of a process and of its main thread, from /proc (Linux). */
 function cpuOf(pid: number): { process: number; main: number } {
-  const ticks = (path: string) => {
-    const stat = readFileSync(path, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime, in clock ticks: 100 a second on Linux.
-    return (Number(fields[11]) + Number(fields[12])) * 10;
+  const read = (path: string) => {
+    const ms = cpuMsOfStat(path);
+    if (ms === undefined) throw new Error(`cannot read ${path}: the bench needs Linux's /proc`);
+    return ms;
   };
-  return { process: ticks(`/proc/${pid}/stat`), main: ticks(`/proc/${pid}/task/${pid}/stat`) };
+  return { process: read(`/proc/${pid}/stat`), main: read(`/proc/${pid}/task/${pid}/stat`) };
 }
 
 // --- the receivers ----------------------------------------------------------------------------------

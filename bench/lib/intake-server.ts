@@ -14,7 +14,7 @@
  * to drain (when something processes it) and prints the queue figures and its own CPU time (the
  * whole process's, and its main thread's).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -27,6 +27,7 @@ import { startServer } from '../../dist/adapters/server/index.js';
 import type { SqliteDurability } from '../../dist/adapters/sqlite/index.js';
 import { type BarePayload, openBarePayloadTable } from './bare-payload-table.ts';
 import { readJson } from './read-json.ts';
+import { cpuMsOfStat } from './service-cpu.ts';
 
 const mode = process.argv[2] ?? '';
 const commands = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
@@ -40,16 +41,7 @@ const cpuMs = () => {
  * accounting: the rest of the process is the processing thread, libuv's pool and V8's helpers.
  * Null where /proc does not say (another OS).
  */
-const mainThreadCpuMs = (): number | null => {
-  try {
-    const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime, in clock ticks: 100 a second on Linux.
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return null;
-  }
-};
+const mainThreadCpuMs = (): number | null => cpuMsOfStat(`/proc/self/task/${process.pid}/stat`) ?? null;
 
 function listen(handler: Parameters<typeof createServer>[1]): Promise<string> {
   const server = createServer(handler);

@@ -17,6 +17,22 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** USER_HZ: the unit of /proc/<pid>/stat's times, 100 a second on Linux. */
 const MICROS_PER_TICK = 1_000_000 / 100;
 
+/**
+ * utime + stime of the process or thread whose stat file is `statPath` (`/proc/<pid>/stat`, or
+ * `/proc/<pid>/task/<tid>/stat` for one thread), in ms; undefined where /proc cannot be read.
+ */
+export function cpuMsOfStat(statPath: string): number | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(statPath, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // The name is in parentheses and may hold spaces: the fields are counted after its closing one.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * MICROS_PER_TICK) / 1000;
+}
+
 interface ProcessTimes {
   pid: number;
   name: string;
