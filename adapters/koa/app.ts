@@ -15,7 +15,8 @@ import { createAuthRouter } from './auth-routes.ts';
 import { createHttpMetrics, registerIntakeMetrics, registerWebhookMetrics } from './metrics.ts';
 import { corsMiddleware, parseCorsOrigins } from './cors.ts';
 import { buildOpenApiDocument, intakeOpenApi, type OpenApiOptions } from './openapi.ts';
-import { createIntakeRouter, INTAKE_PATH } from './intake-routes.ts';
+import { createIntakePostRoute, createIntakeRouter } from './intake-routes.ts';
+import { createIntakeDoor, type IntakeDoor } from './intake-door.ts';
 import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
@@ -108,12 +109,30 @@ export type TrailwireMiddlewareOptions = Omit<TrailwireAppOptions, 'trustProxy' 
 /** The whole HTTP service as a Koa app: serve it with `http.createServer(app.callback())`. */
 export function createTrailwireApp(trailwire: Trailwire, options: TrailwireAppOptions = {}): Koa {
   const clientAddressOf = clientAddressResolver(options);
-  const app = new Koa({ proxy: clientAddressOf !== undefined });
+  const app = new TrailwireKoa({ proxy: clientAddressOf !== undefined });
   // Koa logs errors it sees itself; ours are all handled (and logged) by the edge layer.
   app.silent = true;
   // The app is all Trailwire's: nothing above it adds headers once a route has answered.
-  for (const middleware of buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf }).middleware) app.use(middleware);
+  const stack = buildStack(trailwire, options, { ownsTheApp: true, clientAddressOf });
+  for (const middleware of stack.middleware) app.use(middleware);
+  if (stack.intakeLayers) app.intakeDoor = createIntakeDoor(app, { prefix: stack.prefix, layers: stack.intakeLayers });
   return app;
+}
+
+/**
+ * Trailwire's Koa app: its request handler (`callback()`, which `listen()` serves too) lets the intake
+ * door take the intake POST (`intake-door.ts`) and hands every other request to Koa.
+ */
+class TrailwireKoa extends Koa {
+  intakeDoor: IntakeDoor | undefined;
+
+  override callback(): ReturnType<Koa['callback']> {
+    const answer = super.callback();
+    const door = this.intakeDoor;
+    if (!door) return answer;
+    // Koa's handler type admits HTTP/2 requests; Trailwire serves HTTP/1.1 (`node:http`).
+    return (req, res) => door.serve(req as IncomingMessage, res as ServerResponse) ?? answer(req, res);
+  }
 }
 
 /**
@@ -161,6 +180,8 @@ function buildStack(
   root: KoaRouter;
   prefix: string;
   servesPage: (path: string) => boolean;
+  /** The layers the stack runs for an intake POST, in order (the intake door's), when the app takes intake. */
+  intakeLayers: Middleware[] | undefined;
 } {
   const prefix = options.prefix ?? '';
   if (prefix !== '' && !PREFIX_PATTERN.test(prefix))
@@ -183,16 +204,17 @@ function buildStack(
   const accessLog = createAccessLog({ logger, level: options.accessLogLevel, clock: trailwire.clock });
   // The data API takes intake whenever the core has an intake queue.
   const withIntake = mountData && trailwire.intake !== undefined;
-  let intakeRouter: KoaRouter | undefined;
+  let intakePost: Middleware | undefined;
   if (withIntake) {
-    intakeRouter = createIntakeRouter(trailwire, {
+    const intakeOptions = {
       bodyLimitBytes: options.intakeBodyLimitBytes,
       refusalDelayMs: options.intakeRefusalDelayMs,
       pathPrefix: prefix,
       auditLogger: logger,
       writeAtOnce: ownsTheApp,
-    });
-    routers.push(intakeRouter);
+    };
+    intakePost = createIntakePostRoute(trailwire, intakeOptions);
+    routers.push(createIntakeRouter(trailwire, intakeOptions, intakePost));
     registerIntakeMetrics(metrics.registry, trailwire.intake!.queue);
   }
   const intakeDocs = withIntake ? intakeOpenApi(trailwire.products.list()) : {};
@@ -222,39 +244,16 @@ function buildStack(
   const pagesOptions = options.pages ?? (mountAuth && mountData ? {} : false);
   const pages = pagesOptions === false ? undefined : createPagesMiddleware({ ...pagesOptions, prefix });
   const edge = edgeMiddleware({ logger, metrics, clientAddressOf, accessLog });
+  const cors = options.corsOrigins?.length ? [corsMiddleware(parseCorsOrigins(options.corsOrigins), prefix)] : [];
   return {
     // The router's middleware types ask for its own context additions, which it adds itself.
-    middleware: [
-      ...(options.corsOrigins?.length ? [corsMiddleware(parseCorsOrigins(options.corsOrigins), prefix)] : []),
-      edge,
-      ...(pages ? [pages.middleware] : []),
-      ...(intakeRouter ? [routeByPathStart(intakeRouter, prefix, 'POST', `${INTAKE_PATH}/`)] : []),
-      root.routes() as Middleware,
-      root.allowedMethods() as Middleware,
-    ],
+    middleware: [...cors, edge, ...(pages ? [pages.middleware] : []), root.routes() as Middleware, root.allowedMethods() as Middleware],
     root,
     prefix,
     servesPage: pages?.serves ?? (() => false),
+    // What the stack runs for an intake POST: the pages pass it on, the router finds the intake route.
+    intakeLayers: intakePost && ownsTheApp ? [...cors, edge, intakePost] : undefined,
   };
-}
-
-/**
- * Hands requests of `method` whose path starts with `pathStart` (under `prefix`) to `router`'s routes
- * alone; what those do not answer, and every other request, goes on to the root router. For the
- * intake POST, the one route taken thousands of times a second: @koa/router tries every route's
- * pattern on every request, about forty here: about 6,000 of the ~61,000 instructions Trailwire
- * adds to bare Koa per 202 (`npm run bench -- accept-path` under callgrind, counted side by side
- * with and without this). The routes answer as they do under the root router: the same patterns,
- * params and `_matchedRoute` (the metrics' and access log's route), and a path or method they do not
- * take still gets the root's 404 or 405.
- */
-function routeByPathStart(router: KoaRouter, prefix: string, method: string, pathStart: string): Middleware {
-  // A router's routes can be mounted under several routers: each mount clones them.
-  const mounted = new KoaRouter(prefix ? { prefix } : {});
-  mounted.use(router.routes());
-  const routes = mounted.routes() as Middleware;
-  const start = `${prefix}${pathStart}`;
-  return (ctx, next) => (ctx.method === method && ctx.path.startsWith(start) ? routes(ctx, next) : next());
 }
 
 /** The queue answers, and the core's worker runs when it has one (a processing thread brings checks of its own). */

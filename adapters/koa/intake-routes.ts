@@ -14,7 +14,7 @@
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import Router from '@koa/router';
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import type { TrailwireLogger } from './logger.ts';
 import { OncePerWindow } from '../../core/audit.ts';
 import { HTTP_STATUS_BY_CODE, isTrailwireError, TrailwireError } from '../../core/errors.ts';
@@ -82,15 +82,17 @@ interface IntakeAccepted {
 /** Takes one intake POST: answers its 202, or throws the refusal (a `TrailwireError`) for the transport to answer. */
 type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
 
-/** The intake endpoints, for partner tokens: `POST .../intake/{VIN}`, `GET .../intake/status/{id}` and `GET .../intake/status?ids=…`. */
-export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOptions = {}): Router {
+/**
+ * The intake POST route (`POST .../intake/{VIN}`), as Koa middleware: the partner's bearer check, then
+ * the POST handler, answering the 202. One route, mounted twice over: in the intake router (and so in
+ * every app, under the 404/405 and OpenAPI the router gives) and behind the intake door of an app
+ * Trailwire owns (`intake-door.ts`), which serves the same request without Koa's routing.
+ */
+export function createIntakePostRoute(trailwire: Trailwire, options: IntakeRouteOptions = {}): Middleware {
   const takePost = createIntakePostHandler(trailwire, options);
   const writeAtOnce = options.writeAtOnce ?? false;
-  const intake = trailwire.intake!;
-  const router = new Router();
   const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
-
-  router.post(`${INTAKE_PATH}/:VIN`, partnerOnly, async (ctx) => {
+  const answer = async (ctx: Context) => {
     const accepted = await takePost({
       req: ctx.req,
       res: ctx.res,
@@ -102,7 +104,20 @@ export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOpt
       clientAddress: () => ctx.ip,
     });
     answerJson(ctx, 202, accepted.body, accepted.headers, writeAtOnce);
-  });
+  };
+  return (ctx) => partnerOnly(ctx, () => answer(ctx));
+}
+
+/**
+ * The intake endpoints, for partner tokens: `POST .../intake/{VIN}` (`postRoute`, by default one built
+ * with `options`), `GET .../intake/status/{id}` and `GET .../intake/status?ids=…`.
+ */
+export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOptions = {}, postRoute = createIntakePostRoute(trailwire, options)): Router {
+  const intake = trailwire.intake!;
+  const router = new Router();
+  const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
+
+  router.post(`${INTAKE_PATH}/:VIN`, postRoute);
 
   /**
    * Status polling counts against the same per-principal read limit as the customer read API: one
