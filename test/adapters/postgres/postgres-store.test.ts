@@ -2,9 +2,10 @@
  * The PostgreSQL store: the shared store conformance suite on a schema of its own, then what is
  * PostgreSQL's own — option validation, migrations raced by several stores and refusing unknown
  * history, several stores (processes, in effect) on one schema seeing each other's writes and taking
- * turns on one trailer, a batch of a hundred thousand fixes, and the query plan behind the promise
- * that a time page costs the same however deep it is. Needs `TRAILWIRE_TEST_DATABASE_URL`; every
- * schema it creates is named `tw_test_<random>` and dropped at the end.
+ * turns on one trailer, a batch of a hundred thousand fixes, and the query plans behind the promises
+ * that a time page costs the same however deep it is and that a batch's owners are read through the
+ * VIN index, statistics or not. Needs `TRAILWIRE_TEST_DATABASE_URL`; every schema it creates is
+ * named `tw_test_<random>` and dropped at the end.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -338,6 +339,32 @@ describe('PostgreSQL store', { skip: DATABASE_URL === undefined ? 'TRAILWIRE_TES
         assert.equal(queries, 2, `the grants of ${customerIds.length} customers in one statement`);
       } finally {
         store.pool.query = query as typeof store.pool.query;
+        await store.close();
+      }
+    });
+
+    it("the owners of a processing batch's hundreds of VINs are read through the VIN index, the table never analyzed (issue 41)", async () => {
+      const schema = newSchema();
+      const store = await open(schema);
+      const customer = await store.createCustomer({ id: randomUUID(), name: 'c', keyHash: randomUUID(), createdAt: T0 });
+      const fleet = await store.createFleet({ customerId: customer.id, name: 'f', createdAt: T0 });
+      // 5,000 trailers written at once and no ANALYZE: what a bulk import leaves before autovacuum.
+      await store.pool.query(
+        `INSERT INTO "${schema}".trailers (id, fleet_id, vin, status_name, status_date, created_at)
+         SELECT 'trailer-' || g, $1, 'VIN' || lpad(g::text, 14, '0'), 'OK', 0, 0 FROM generate_series(1, 5000) AS g`,
+        [fleet.id],
+      );
+      const vins = Array.from({ length: 300 }, (_, i) => `VIN${String(1 + i * 16).padStart(14, '0')}`);
+      try {
+        assert.deepEqual(new Set((await Promise.all(vins.map((vin) => store.vinOwner(vin)))).map((owner) => owner.customerId)), new Set([customer.id]));
+        const statement = storeStatements(schema).vinOwners;
+        const [{ 'QUERY PLAN': [plan] }] = (await store.pool.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${statement.text}`, [vins])).rows;
+        const scans = planNodes(plan.Plan).filter((node) => node['Relation Name'] === 'trailers');
+        assert.equal(scans.length, 1);
+        assert.match(scans[0]!['Node Type'], /Index|Bitmap Heap/, `the VIN index, got ${scans[0]!['Node Type']}`);
+        const rowsRead = scans[0]!['Actual Rows'] + (scans[0]!['Rows Removed by Filter'] ?? 0);
+        assert.ok(rowsRead <= 300, `300 VINs read ${rowsRead} trailers`);
+      } finally {
         await store.close();
       }
     });
