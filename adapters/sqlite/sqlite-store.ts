@@ -706,12 +706,24 @@ class SqliteTrailwireStore implements SqliteStore {
    * earlier one (`trailer-row-cache.ts`), or is read by key before the move: a plain read and a plain
    * UPDATE, not an `UPDATE … RETURNING`, which SQLite runs as a trigger writing a temporary table,
    * with a statement journal opened and closed around it in the batch's transaction.
+   *
+   * The row takes the fix in place rather than as a copy: the cached row of a trailer lives until its
+   * next payload, so a copy per payload survived two scavenges each and was promoted, to die in the old
+   * space (processing 20,000 VINs six times: scavenges 253 and 383 ms with copies, 144 and 181 in place,
+   * and 9.8–13.3 µs a payload instead of 10.5–14.1 after the first two passes). The row never leaves
+   * the store (`toTrailer` copies it), and its fix columns are never trusted from the cache anyway.
    */
   private moveLatestFix(trailer: TouchedTrailer, fix: GpsFix): void {
     const cached = trailer.row ?? (trailer.created ? undefined : this.trailerRows.get(trailer.key));
     const known = cached ?? trailerRowOf(this.sql.trailerValuesByKey.get(trailer.key)!);
-    if (this.sql.moveLatestFix.run(fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading, trailer.key, fix.timestamp).changes > 0)
-      trailer.row = { ...known, gps_timestamp: fix.timestamp, gps_lat: fix.lat, gps_long: fix.long, gps_speed: fix.speed, gps_heading: fix.heading };
+    if (this.sql.moveLatestFix.run(fix.timestamp, fix.lat, fix.long, fix.speed, fix.heading, trailer.key, fix.timestamp).changes > 0) {
+      known.gps_timestamp = fix.timestamp;
+      known.gps_lat = fix.lat;
+      known.gps_long = fix.long;
+      known.gps_speed = fix.speed;
+      known.gps_heading = fix.heading;
+      trailer.row = known;
+    }
     // Read in this transaction and left unchanged by the move: the row as it is.
     else if (cached === undefined) trailer.row = known;
   }
