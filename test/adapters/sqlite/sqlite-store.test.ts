@@ -350,6 +350,11 @@ describe('one SQLite file, several connections', () => {
       const late = await processing.applyTelemetry({ vin: VIN, at: T0 + 60_000, telemetry: { gps: [{ timestamp: T0, lat: 99, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] } });
       assert.equal(late.trailer.telemetry?.lat, 5, 'a late fix leaves the latest one, and the answer says so');
       assert.deepEqual(late.trailer, await operator.getTrailer('customer-1', trailer.id));
+      // A row not seen since another connection's change is read before the move, which here changes nothing.
+      await operator.assignTrailer(trailer.id, north.id, 'U-3');
+      const lateAfterAssign = await processing.applyTelemetry({ vin: VIN, at: T0 + 60_000, telemetry: { gps: [{ timestamp: T0, lat: 98, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] } });
+      assert.deepEqual([lateAfterAssign.trailer.fleetId, lateAfterAssign.trailer.unitId, lateAfterAssign.trailer.telemetry?.lat], [north.id, 'U-3', 5]);
+      assert.deepEqual(lateAfterAssign.trailer, await operator.getTrailer('customer-1', trailer.id));
     } finally {
       await Promise.all([processing.close(), operator.close()]);
     }
