@@ -1,7 +1,7 @@
 /**
  * The trailer rows an SQLite store's batch writes have seen, so that moving a trailer's latest fix
  * need not read its row back: the new row is the row seen before with the new fix in it. Reading it
- * back (an `UPDATE … RETURNING`, which SQLite answers through a temporary table) took a third of
+ * back (then an `UPDATE … RETURNING`, which SQLite answers through a temporary table) took a third of
  * processing a fix (issue 13, `npm run bench -- intake-processing`).
  *
  * What the cache keeps is trusted for every column but the latest fix's, which the caller always
