@@ -31,7 +31,9 @@ class FailingCounter extends MemoryWindowCounter {
 
 const quick = { seed: 7, vins: 6, rate: 30, windowSeconds: 1, customers: 2 } as const;
 
-describe('simulate against faulty servers', () => {
+// Each case starts its own embedded server and asserts that a fault is caught, which a busier event
+// loop does not hide: they run side by side.
+describe('simulate against faulty servers', { concurrency: true }, () => {
   it('catches a bigger limit than assumed, updates sent to the wrong customer, and heartbeats slower than assumed', async () => {
     const progress: SimulationProgress[] = [];
     const { report } = await simulate({
@@ -118,7 +120,11 @@ describe('simulate as a load tool', () => {
   });
 
   it('holds SSE subscribers beside gRPC ones to the same delivery, order and heartbeat invariants', async () => {
-    const { report, record } = await simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 2, sseSubscribers: 2, heartbeatMs: 500 });
+    // The slow SSE reader's run (checked below) has its own embedded server: both run at once.
+    const [{ report, record }, slow] = await Promise.all([
+      simulate({ ...quick, scenario: 'steady', durationS: 3, subscribers: 2, sseSubscribers: 2, heartbeatMs: 500 }),
+      simulate({ ...quick, scenario: 'slow-subscriber', durationS: 3, subscribers: 0, sseSubscribers: 4 }),
+    ]);
     assert.deepEqual(report.violations, []);
     assert.equal(report.live.sseSubscribers, 2);
     for (const subscriber of record.subscribers) {
@@ -133,17 +139,19 @@ describe('simulate as a load tool', () => {
     const measured = report.histograms.liveLatency.reduce((sum, [, count]) => sum + count, 0);
     assert.equal(measured, report.live.updates, 'the live latency of every update, SSE ones too');
     // A slow SSE reader (its body left unread) is held to the latest state of each trailer.
-    const slow = await simulate({ ...quick, scenario: 'slow-subscriber', durationS: 3, subscribers: 0, sseSubscribers: 4 });
     assert.deepEqual(slow.report.violations, []);
     assert.equal(slow.report.live.slowSubscribers, 2);
   });
 
   it('catches updates sent to the wrong customer on the SSE stream, and an SSE stream rotated away ends UNAUTHENTICATED and resubscribes', async () => {
-    const misrouted = await simulate({ ...quick, scenario: 'steady', durationS: 2, subscribers: 0, sseSubscribers: 2, embeddedServer: { core: { live: { bus: new MisroutingBus() } } } });
+    // Two embedded servers, two runs at once.
+    const [misrouted, rotated] = await Promise.all([
+      simulate({ ...quick, scenario: 'steady', durationS: 2, subscribers: 0, sseSubscribers: 2, embeddedServer: { core: { live: { bus: new MisroutingBus() } } } }),
+      simulate({ ...quick, scenario: 'rotation', durationS: 3, subscribers: 0, sseSubscribers: 2 }),
+    ]);
     const violations = misrouted.report.violations.join('\n');
     assert.match(violations, /SSE subscriber \d \(customer \d\) received \d+ update\(s\) of trailers that are not its customer's/);
     assert.match(violations, /SSE subscriber \d \(customer \d\) missed \d+ of \d+ update\(s\)/);
-    const rotated = await simulate({ ...quick, scenario: 'rotation', durationS: 3, subscribers: 0, sseSubscribers: 2 });
     assert.deepEqual(rotated.report.violations, []);
     assert.equal(rotated.report.rotations.length, 2);
     assert.ok(rotated.report.live.reconnects >= 1);

@@ -58,7 +58,9 @@ describe('serve settings defaults', () => {
   });
 });
 
-describe('serve with a bad setting', () => {
+// Each case is its own `trailwire serve` child on its own (never created) database file that exits at
+// once on the bad value: they share nothing, so they run side by side rather than one after another.
+describe('serve with a bad setting', { concurrency: 4 }, () => {
   const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
     [['--read-limit', '600/0'], {}, /^trailwire: --read-limit 600\/0: window must be ≥ 1 s$/],
     [[], { TRAILWIRE_READ_LIMIT: '600/0' }, /^trailwire: --read-limit 600\/0: window must be ≥ 1 s$/],
