@@ -76,7 +76,7 @@ describe('an intake journal left by an earlier version', () => {
     // The second record's last byte damaged: its CRC fails, and the third, after it, is not read either.
     const firstEnd = 8 + 20 + bytes.readUInt32LE(8);
     const secondEnd = firstEnd + 20 + bytes.readUInt32LE(firstEnd);
-    bytes[secondEnd - 1] ^= 0xff;
+    bytes[secondEnd - 1] = bytes[secondEnd - 1]! ^ 0xff;
     writeFileSync(journalFiles(file).segments[0], bytes);
     const store = await openSqliteStore({ file });
     const intake = openSqliteIntake({ store });
