@@ -17,8 +17,9 @@
  * processed payload: the watermark (the greatest `last_seq` of `intake_batches`) says it. Only
  * retries, the payloads held behind them, and dead letters get a row in `intake_parked`.
  *
- * A server with a processing thread does not write here from the event loop at all: the thread is
- * the file's one intake writer (`intake-thread.ts`), so the two never contend for the lock.
+ * A server appends and processes on this one connection, on its event loop (`intake.ts`), as on
+ * PostgreSQL: the core's `IntakeWorker` runs the batches, and a turn's appends that arrive while a
+ * batch is open wait for it to end (`whenNoBatch`).
  */
 import type Database from 'better-sqlite3';
 import { type ErrorCode, isTrailwireError, TrailwireError } from '../../core/errors.ts';
@@ -165,6 +166,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
   /** Appends a group in one transaction: each item's outcome. */
   private readonly appendGroup: Database.Transaction<(items: readonly NewIntake[], skipExisting: boolean) => AppendOutcome[]>;
+  /** `probeWrite`'s transaction. */
+  private readonly probe: Database.Transaction<() => void>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
@@ -243,6 +246,13 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
     this.appendGroup = db.transaction((items: readonly NewIntake[], skipExisting: boolean) => items.map((item) => this.appendOne(item, skipExisting)));
+    // A row no reader sees (the watermark is the greatest last_seq), written and deleted: the commit writes its page.
+    const probeRow = db.prepare('INSERT INTO intake_batches (last_seq, processed_at) VALUES (-1, 0)');
+    const probeGone = db.prepare('DELETE FROM intake_batches WHERE last_seq = -1');
+    this.probe = db.transaction(() => {
+      probeRow.run();
+      probeGone.run();
+    });
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -272,9 +282,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
     if (this.openBatch || this.db.inTransaction) return null;
     for (;;) {
-      const begin = () => this.sql.begin.run();
-      if (this.options.mayWaitForLock) begin();
-      else if (this.withoutWaiting(begin) === 'locked') return null;
+      if (this.withoutWaiting(() => this.sql.begin.run()) === 'locked') return null;
       let batch: SqliteBatch;
       try {
         batch = this.readBatch(limit, now);
@@ -303,9 +311,12 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       const lastLogSeq = open.plan.positions.get(0);
       if (lastLogSeq !== undefined) this.sql.addBatch.run(lastLogSeq, now);
       this.sql.commit.run();
+      this.options.onWrite?.(null);
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
-      throw storageFaultError(error, 'the intake log') ?? error;
+      const fault = storageFaultError(error, 'the intake log');
+      if (fault) this.options.onWrite?.(fault);
+      throw fault ?? error;
     } finally {
       this.batchEnded();
     }
@@ -368,14 +379,13 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
   /**
    * Writes a group of appends at once, waiting for the write lock as long as the connection's busy
-   * timeout allows: for a connection whose thread may block (the processing thread), or for a replay
-   * of the intake journal. Answers each item's outcome. A storage fault refuses the whole group
+   * timeout allows: for the read-back of a journal an earlier version left, before the server takes
+   * intake. Answers each item's outcome. A storage fault refuses the whole group
    * (`store_unavailable`: nothing of it is stored); any other error is one item's alone, which is
    * refused while its neighbours are stored.
    *
-   * `skipExisting` is for groups that may have been appended already (a journal replayed, a group
-   * sent again to a restarted processing thread): an item whose id the log holds is not appended
-   * again, and answers `appended`.
+   * `skipExisting` is for groups that may have been appended already (a journal read back): an item
+   * whose id the log holds is not appended again, and answers `appended`.
    */
   enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): AppendOutcome[] {
     try {
@@ -425,8 +435,37 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       outcomes = this.outcomesAfterFailure(error, items, false);
     }
     if (outcomes === 'locked') return this.turn.putBack(group, LOCKED_RETRY_MS);
+    this.reportWrite(outcomes);
     group.forEach((entry, i) => answerEnqueue(entry, outcomes[i]!));
     if (outcomes.some((outcome) => outcome.kind === 'appended')) this.options.onEnqueued?.();
+  }
+
+  /** Tells `onWrite` whether the store took the group (a refusal of it whole is a storage fault). */
+  private reportWrite(outcomes: readonly AppendOutcome[]): void {
+    const refusal = outcomes.find((outcome) => outcome.kind === 'refused' && outcome.code === 'store_unavailable');
+    if (refusal?.kind === 'refused') this.options.onWrite?.(new TrailwireError(refusal.code, refusal.message, { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS }));
+    else this.options.onWrite?.(null);
+  }
+
+  /**
+   * Writes a page and takes it back, in one committed transaction of its own (once no batch is
+   * open): whether the store takes writes again after a fault, with nothing left behind. Throws the
+   * fault's `store_unavailable` while it does not.
+   */
+  probeWrite(): Promise<void> {
+    return new Promise((resolve, reject) =>
+      this.whenNoBatch(() => {
+        try {
+          this.probe.immediate();
+          this.options.onWrite?.(null);
+          resolve();
+        } catch (error) {
+          const fault = storageFaultError(error, 'the intake log');
+          if (fault) this.options.onWrite?.(fault);
+          reject(fault ?? error);
+        }
+      }),
+    );
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
@@ -475,7 +514,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
 /**
  * What became of one item of a group written to the log — the one shape from the log to the waiting
- * enqueue, on both sides of the processing thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
+ * enqueue: appended (its record is the item's `queuedRecord`, which the
  * sender holds, so nothing large comes back), replayed (its idempotency key was used before: the
  * earlier record), or refused with the code and message of the error a client is to get.
  */
@@ -507,11 +546,10 @@ export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
   /**
-   * Whether `nextBatch` may wait (the connection's busy timeout) for another connection's write
-   * lock: for a connection whose thread may block, the processing thread. Default false: a held
-   * lock answers "no batch now" at once, since waiting would block the event loop.
+   * Told of each write of the log the store refused for a storage fault (its `store_unavailable`),
+   * and of each write that succeeded (`null`): the intake's fault state for `/readyz`. Default: nobody.
    */
-  mayWaitForLock?: boolean;
+  onWrite?: (fault: TrailwireError | null) => void;
 }
 
 /** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */
