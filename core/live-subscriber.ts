@@ -127,6 +127,13 @@ export class Subscriber implements LiveSubscription {
   private held: boolean;
   /** The newest position written (or skipped as covered): the client has everything up to it. */
   private cursor: string | null = null;
+  /**
+   * What `start`'s backlog covers: an update at or before it that arrives later is not written again.
+   * A replay is read from the window on another connection than the bus's messages, so it can hold
+   * updates whose message has not reached this process yet (Redis: the stream entry is readable
+   * before the PUBLISH of the same script call is delivered).
+   */
+  private coveredThrough: string | null = null;
   private readonly fleetIds: ReadonlySet<number> | null;
   private readonly trailerIds: ReadonlySet<string> | null;
 
@@ -164,6 +171,7 @@ export class Subscriber implements LiveSubscription {
 
   offer(event: LiveTrailerEvent): void {
     if (this.fleetIds !== null || this.trailerIds !== null) if (!this.matches(event)) return;
+    if (this.coveredThrough !== null && event.position !== undefined && comparePositions(event.position, this.coveredThrough) <= 0) return;
     if (this.writable && this.pending.size === 0 && !this.held && this.backlogAt === this.backlog.length) {
       this.write(event);
       return;
@@ -188,6 +196,7 @@ export class Subscriber implements LiveSubscription {
     this.backlogAt = 0;
     if (dropThrough !== null) {
       this.cursor = dropThrough;
+      this.coveredThrough = dropThrough;
       for (const [trailerId, event] of this.pending)
         if (event.position !== undefined && comparePositions(event.position, dropThrough) <= 0) this.pending.delete(trailerId);
     }

@@ -49,6 +49,24 @@ function eventFor(customerId: string, trailer: string, ts: number): LiveTrailerE
 const described = (events: LiveTrailerEvent[]) => events.map((event) => `${event.trailer.id}@${event.ts}`);
 
 describe('LiveHub fan-out', () => {
+  it('does not write again an update a resume\'s replay held that arrives after the stream started (the window read before the message)', async () => {
+    const bus = new MemoryLiveBus();
+    const hub = new LiveHub({ bus });
+    const earlier = new FakeSink();
+    hub.subscribe('customer-a', earlier);
+    await hub.publish(eventFor('customer-a', 't1', 1));
+    await hub.publish(eventFor('customer-a', 't2', 2));
+    const [first, second] = earlier.written as [LiveTrailerEvent, LiveTrailerEvent];
+    const resumed = new FakeSink();
+    const subscription = hub.subscribe('customer-a', resumed, { held: true });
+    // The replay after `first` holds `second`; its bus message reaches this hub only after start.
+    subscription.start([second], second.position!);
+    (subscription as unknown as { offer(event: LiveTrailerEvent): void }).offer(second);
+    await hub.publish(eventFor('customer-a', 't3', 3));
+    assert.deepEqual(described(resumed.written), ['t2@2', 't3@3']);
+    assert.ok(comparePositions(first.position!, second.position!) < 0);
+  });
+
   it('delivers an event only to the subscribers of its customer, the same object to each', async () => {
     const hub = new LiveHub();
     const a1 = new FakeSink();
