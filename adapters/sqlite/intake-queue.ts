@@ -527,7 +527,7 @@ const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 
 /** A log row as the batch plan sees it: the file's one partition. */
 /** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
-export function refusedOutcome(error: unknown): AppendOutcome {
+function refusedOutcome(error: unknown): AppendOutcome {
   if (isTrailwireError(error)) return { kind: 'refused', code: error.code, message: error.message };
   return { kind: 'refused', code: 'internal', message: `the payload could not be stored: ${error instanceof Error ? error.message : String(error)}` };
 }
@@ -536,7 +536,7 @@ export function refusedOutcome(error: unknown): AppendOutcome {
  * Answers a waiting enqueue with its item's outcome: the item's queued record when appended, the
  * earlier record when its key was used before, or the refusal as the error its client gets.
  */
-export function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
+function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
   if (outcome.kind === 'appended') pending.resolve({ record: queuedRecord(pending.item), created: true });
   else if (outcome.kind === 'replayed') pending.resolve({ record: outcome.record, created: false });
   else pending.reject(new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {}));

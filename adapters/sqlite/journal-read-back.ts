@@ -54,7 +54,7 @@ export function readBackJournal(databaseFile: string, log: Pick<SqliteIntakeQueu
 }
 
 /** The records of a file's current cycle, in file order (see the top). */
-export function readRecords(bytes: Buffer): Array<{ number: number; group: Buffer }> {
+function readRecords(bytes: Buffer): Array<{ number: number; group: Buffer }> {
   if (bytes.length < FILE_HEADER_BYTES || bytes.readUInt32LE(0) !== FILE_MAGIC) return [];
   const salt = bytes.readUInt32LE(4);
   const records: Array<{ number: number; group: Buffer }> = [];
