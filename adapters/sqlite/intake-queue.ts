@@ -315,7 +315,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
       const fault = storageFaultError(error, 'the intake log');
-      if (fault) this.options.onWrite?.(fault);
+      if (fault) this.options.onWrite?.(fault.message);
       throw fault ?? error;
     } finally {
       this.batchEnded();
@@ -443,8 +443,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   /** Tells `onWrite` whether the store took the group (a refusal of it whole is a storage fault). */
   private reportWrite(outcomes: readonly AppendOutcome[]): void {
     const refusal = outcomes.find((outcome) => outcome.kind === 'refused' && outcome.code === 'store_unavailable');
-    if (refusal?.kind === 'refused') this.options.onWrite?.(new TrailwireError(refusal.code, refusal.message, { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS }));
-    else this.options.onWrite?.(null);
+    this.options.onWrite?.(refusal?.kind === 'refused' ? refusal.message : null);
   }
 
   /**
@@ -461,7 +460,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
           resolve();
         } catch (error) {
           const fault = storageFaultError(error, 'the intake log');
-          if (fault) this.options.onWrite?.(fault);
+          if (fault) this.options.onWrite?.(fault.message);
           reject(fault ?? error);
         }
       }),
@@ -546,10 +545,10 @@ export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
   /**
-   * Told of each write of the log the store refused for a storage fault (its `store_unavailable`),
-   * and of each write that succeeded (`null`): the intake's fault state for `/readyz`. Default: nobody.
+   * Told of each write of the log the store refused for a storage fault (what its `store_unavailable`
+   * says), and of each write that succeeded (`null`): the intake's fault state for `/readyz`. Default: nobody.
    */
-  onWrite?: (fault: TrailwireError | null) => void;
+  onWrite?: (fault: string | null) => void;
 }
 
 /** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */

@@ -17,7 +17,6 @@
  * states and what a client gets in each are in docs/intake-path.md.
  */
 import type Database from 'better-sqlite3';
-import type { TrailwireError } from '../../core/errors.ts';
 import type { IntakeBackend } from '../../core/intake-queue.ts';
 import { type FaultLogEntry, RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { openSqliteIntakeQueue, type SqliteIntakeQueue } from './intake-queue.ts';
@@ -50,7 +49,8 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   const { store } = options;
   const log: SqliteIntakeLog = options.log ?? (() => {});
   const faults = new RepeatingFaultLog({ write: log });
-  let storeFault: TrailwireError | undefined;
+  /** What the store's last refused write said, until a write succeeds. */
+  let storeFault: string | undefined;
   const queue = openSqliteIntakeQueue(store.db, {
     onWrite: (fault) => {
       if (fault === null) {
@@ -60,7 +60,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         return;
       }
       storeFault = fault;
-      faults.failed('store', { level: 'error', message: `the store refuses writes: ${fault.message}`, reason: fault.message });
+      faults.failed('store', { level: 'error', message: `the store refuses writes: ${fault}` });
     },
   });
   const lock = (options.process ?? true) && store.file !== ':memory:' ? openServerFile(store.file, queue, log) : undefined;
