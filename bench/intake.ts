@@ -4,10 +4,11 @@
  * the same, and that Koa app storing each payload durably in SQLite first (one table, one commit per
  * event-loop turn: the ceiling of any Koa service that acknowledges durably), all in the same run,
  * each server in its own process (`lib/intake-server.ts`) so that the load generator does not share
- * its event loop. Besides the process's CPU per 202 it reports its main thread's (on Linux), and the
- * load generator's CPU per request, which the server does not have on a small machine. Trailwire runs
- * in both durability modes, processing on its event loop as `serve` does, and — to show what the
- * accept path alone costs — accepting only, with no worker (as `serve --no-intake-worker`).
+ * its event loop. Besides the process's CPU per 202 it reports its main thread's (on Linux): with a
+ * processing thread, the difference is what processing costs; and the load generator's CPU per
+ * request, which the server does not have on a small machine. Trailwire runs in both durability modes with
+ * processing in its worker thread (the default), and — to show what the thread is worth and what
+ * the accept path alone costs — with processing on the event loop and with no processing at all.
  * For each Trailwire row it reports the queue: how far behind processing was when the load ended,
  * the deepest it got, and the drain rate (payloads processed per second, catching up included).
  *
@@ -34,16 +35,17 @@ import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from '
 
 const SERVER = new URL('./lib/intake-server.ts', import.meta.url).pathname;
 
-/** Issue 27's target: Trailwire's 202/s with its processing keeping up, over bare node:http's. */
+/** Issue 27's target: Trailwire's 202/s with its processing thread keeping up, over bare node:http's. */
 const INTAKE_TARGET = 0.45;
 
 export const INTAKE_BENCH_SERVERS = [
   'node-http',
   'koa',
   'koa-sqlite',
-  'trailwire-process',
-  'trailwire-power',
-  'trailwire-accept-only',
+  'trailwire-process-thread',
+  'trailwire-power-thread',
+  'trailwire-process-inline',
+  'trailwire-process-none',
 ] as const;
 
 export interface IntakeBenchOptions {
@@ -65,7 +67,7 @@ export interface IntakeBenchOptions {
 
 interface Figures {
   cpuMs: number;
-  /** The main thread's CPU (null off Linux): the rest is the runtime's own threads (GC, I/O). */
+  /** The main thread's CPU (null off Linux): with a processing thread, the rest is processing. */
   mainCpuMs: number | null;
   cpuMsWithDrain?: number;
   processed?: number;
@@ -271,7 +273,7 @@ function medianRows(roundsRows: Row[][]): Row[] {
 /**
  * The intake targets, each with the ratio of every round, the median round's, and whether that one
  * met it: 202/s against bare node:http with processing keeping up (in every round), `power` against
- * `process`, and the CPU per 202 of accepting alone against Koa storing the payload in SQLite.
+ * `process`, and the HTTP thread's CPU per 202 against Koa storing the payload in SQLite.
  */
 function targetLines(roundsRows: Row[][]): string[] {
   const lines: string[] = [];
@@ -287,71 +289,76 @@ function targetLines(roundsRows: Row[][]): string[] {
     const middle = percentile(ratios, 50);
     return { middle, text: ratios.length === 1 ? `${round(middle, 3)} x` : `${round(middle, 3)} x (rounds: ${ratios.map((ratio) => round(ratio, 3)).join(', ')})` };
   };
-  const overBare = perRound('trailwire-process', 'node-http', '202/s');
+  const overBare = perRound('trailwire-process-thread', 'node-http', '202/s');
   if (overBare) {
-    const processRows = roundsRows.map((rows) => rows.find((row) => row.server === 'trailwire-process')!);
+    const processRows = roundsRows.map((rows) => rows.find((row) => row.server === 'trailwire-process-thread')!);
     const keepsUp = processRows.every((row) => typeof row['behind at end'] === 'number' && row['behind at end'] <= (row['202/s'] as number) && (row['catch-up s'] as number) < 5);
     const { middle, text } = told(overBare);
     const lags = processRows.map((row) => row['behind at end']).join(', ');
     lines.push(`target 202/s >= ${INTAKE_TARGET} x node:http, processing keeping up: ${text}, ${lags} behind at load end (${verdict(middle >= INTAKE_TARGET && keepsUp)})`);
   }
-  const powerOverProcess = perRound('trailwire-power', 'trailwire-process', '202/s');
+  const powerOverProcess = perRound('trailwire-power-thread', 'trailwire-process-thread', '202/s');
   if (powerOverProcess) {
     const { middle, text } = told(powerOverProcess);
     lines.push(`target power >= 0.8 x process: ${text} (${verdict(middle >= 0.8)})${middle >= 0.8 ? '' : powerCost(medianRows(roundsRows))}`);
   }
-  const accepting = perRound('trailwire-accept-only', 'koa-sqlite', 'cpu µs/202');
-  if (accepting) {
-    const { middle, text } = told(accepting);
-    lines.push(`target accepting <= 1.5 x koa-sqlite's CPU per 202: ${text} (${verdict(middle <= 1.5)})${middle <= 1.5 ? '' : acceptCost(medianRows(roundsRows))}`);
+  const httpThread = perRound('trailwire-process-thread', 'koa-sqlite', 'main µs/202');
+  if (httpThread) {
+    const { middle, text } = told(httpThread);
+    lines.push(`target HTTP thread <= 1.5 x koa-sqlite: ${text} (${verdict(middle <= 1.5)})${middle <= 1.5 ? '' : httpThreadCost(medianRows(roundsRows))}`);
   }
   return lines;
 }
 
 /**
- * Why `power` falls short of `process`, from the run's figures: what a 202 costs more when its
- * turn's commit waits for an fsync (`synchronous = FULL`), and how much longer it waits.
+ * Why `power` falls short of `process`, from the run's figures: what a 202 costs more when it waits
+ * for the journal's fdatasync — on the HTTP thread (which runs the syncs itself, in the turn that
+ * wrote the group) and in all (besides, the processing thread's commits at `synchronous = FULL`)
+ * — and how much longer it waits.
  */
 function powerCost(rows: Row[]): string {
-  const [power, processOnly] = ['trailwire-power', 'trailwire-process'].map((server) => rows.find((row) => row.server === server));
+  const [power, processOnly] = ['trailwire-power-thread', 'trailwire-process-thread'].map((server) => rows.find((row) => row.server === server));
   if (!power || !processOnly) return '';
   const more = (column: string) =>
     typeof power[column] === 'number' && typeof processOnly[column] === 'number' ? `${round((power[column] as number) - (processOnly[column] as number), 1)} µs` : '?';
   return (
-    `; a power 202 waits for its turn's commit to be synced (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU`
+    `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
+    ` ${more('main µs/202')} of it on the HTTP thread (the journal's syncs, run there), the rest mostly the processing thread's FULL commits`
   );
 }
 
 /**
- * Why Trailwire's accepting costs more than Koa + SQLite's, from the run's figures: what it spends
+ * Why Trailwire's HTTP thread costs more than Koa + SQLite's, from the run's figures: what it spends
  * beyond it per 202, and bare Koa's figure beside it — Koa + SQLite's requests wait for its write and
  * so gather into fewer event-loop turns, which can make it cheaper per request than Koa alone, so
  * the baseline moves with how requests happen to group.
  */
-function acceptCost(rows: Row[]): string {
-  const [trailwire, koaSqlite, koa] = ['trailwire-accept-only', 'koa-sqlite', 'koa'].map((server) => rows.find((row) => row.server === server)?.['cpu µs/202']);
+function httpThreadCost(rows: Row[]): string {
+  const [trailwire, koaSqlite, koa] = ['trailwire-process-thread', 'koa-sqlite', 'koa'].map((server) => rows.find((row) => row.server === server)?.['main µs/202']);
   if (typeof trailwire !== 'number' || typeof koaSqlite !== 'number') return '';
   // Said only where it shows: bare Koa dearer per request than Koa + SQLite.
   const bareKoa = typeof koa === 'number' && koa > koaSqlite ? ` (bare Koa's ${koa} µs: its requests do not wait for a write, and gather into more, smaller turns)` : '';
   return (
-    `; accepting spent ${trailwire} µs per 202 against Koa + SQLite's ${koaSqlite}${bareKoa}: ${round(trailwire - koaSqlite, 1)} µs more for` +
-    ' the accept path (auth, limits, validation, ids: `npm run bench -- accept-path` counts it alone)'
+    `; the HTTP thread spent ${trailwire} µs per 202 against Koa + SQLite's ${koaSqlite}${bareKoa}: ${round(trailwire - koaSqlite, 1)} µs more for` +
+    ' the accept path (auth, limit, validation, ids: `npm run bench -- accept-path` counts it alone) and each turn\'s hand-over to the journal and the processing thread'
   );
 }
 
 /**
  * The CPU the issue's target (`INTAKE_TARGET` × node:http) takes with processing keeping up, at the CPU per
- * request each side spent in this run: the server's and the load generator's, which share the
- * machine's cores.
+ * request each side spent in this run: the server's (both threads) and the load generator's, which
+ * share the machine. With the intake journal nothing waits for SQLite's lock on the accept path, so
+ * this is what bounds the rate: the cores the three busy threads (HTTP, processing, load generator)
+ * share.
  */
 function cpuBudget(rows: Row[], bare: number | undefined): string | undefined {
-  const row = rows.find((candidate) => candidate.server === 'trailwire-process');
+  const row = rows.find((candidate) => candidate.server === 'trailwire-process-thread');
   if (!bare || !row) return undefined;
   const rate = Math.round(INTAKE_TARGET * bare);
   const cores = (rate * ((row['cpu µs/202'] as number) + (row['client µs/req'] as number))) / 1e6;
-  const acceptOnly = rows.find((candidate) => candidate.server === 'trailwire-accept-only');
-  const why = acceptOnly ? ` Accepting only (no worker) reached ${round((acceptOnly['202/s'] as number) / bare, 2)} × node:http.` : '';
-  return `At ${INTAKE_TARGET} × node:http (${rate} 202/s), trailwire-process (${row['cpu µs/202']} µs per 202, ${row['main µs/202']} of them on its main thread) and its load generator (${row['client µs/req']} µs) would need ${round(cores, 2)} of this machine's ${cpus().length} cores.${why}`;
+  const acceptOnly = rows.find((candidate) => candidate.server === 'trailwire-process-none');
+  const why = acceptOnly ? ` Accepting only (no processing thread) reached ${round((acceptOnly['202/s'] as number) / bare, 2)} × node:http.` : '';
+  return `At ${INTAKE_TARGET} × node:http (${rate} 202/s), trailwire-process-thread (${row['cpu µs/202']} µs per 202, ${row['main µs/202']} of them on the HTTP thread) and its load generator (${row['client µs/req']} µs) would need ${round(cores, 2)} of this machine's ${cpus().length} cores.${why}`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await runIntakeBench({ durationSeconds: Number(process.env.BENCH_SECONDS ?? 10), rounds: Number(process.env.BENCH_ROUNDS ?? 3) });

@@ -27,6 +27,7 @@
  * compose, by `PartitionedIntakeQueue`, into a queue that passes this one — as NATS JetStream's log
  * does beside PostgreSQL's index.
  */
+import type { WebhookDeliveryStore } from './store.ts';
 
 export const INTAKE_STATUSES = ['queued', 'processing', 'processed', 'failed'] as const;
 export type IntakeStatus = (typeof INTAKE_STATUSES)[number];
@@ -167,7 +168,10 @@ export interface IntakeProcessing {
   purgeProcessed(before: number, limit: number): Promise<number>;
 }
 
-/** The queue the core takes intake into: accept and operate. A `ProcessableIntakeQueue` is also processed by the core's worker. */
+/**
+ * The queue the core takes intake into: accept and operate. Its processing is the backend's (SQLite's
+ * processing thread) or, for a `ProcessableIntakeQueue`, the core's worker.
+ */
 export interface IntakeQueue extends IntakeAcceptor, IntakeOperations {}
 
 /** A queue in every role: one the core's worker processes (SQLite's log, PostgreSQL's, the partitioned queue). */
@@ -180,8 +184,9 @@ export function isProcessable(queue: IntakeQueue): queue is ProcessableIntakeQue
 
 /**
  * An intake as a storage backend's front door opens it (`openSqliteIntake`, `openPostgresIntake`): the
- * queue the core takes intake into (processed by the core's worker), and the backend's own part of
- * intake (a session that hears other processes' enqueues, the file's server lock).
+ * queue the core takes intake into, and the backend's own part of intake (a processing thread, a
+ * session that hears other processes' enqueues). A queue that offers the process role
+ * (`ProcessableIntakeQueue`) is processed by the core's worker; one that does not, by the backend.
  */
 export interface IntakeBackend {
   /** The queue the core takes intake into. */
@@ -192,4 +197,9 @@ export interface IntakeBackend {
   stop(): Promise<void>;
   /** `/readyz` checks of the intake path, by name, each throwing (its message names the fault) while its part cannot take intake. */
   readonly readinessChecks: Readonly<Record<string, () => Promise<void>>>;
+  /**
+   * Where the webhook deliverer's writes go when the backend's processing owns the writes of the
+   * store (SQLite's thread): they run there, between its batches. Default: none (the store's own).
+   */
+  readonly webhookDeliveryStore?: WebhookDeliveryStore;
 }

@@ -523,5 +523,8 @@ export interface WebhookStore {
   purgeWebhookDeliveries(before: number, limit: number): Promise<number>;
 }
 
-/** Where the deliverer leases endpoints, forms deliveries and records their outcomes: the calls of `WebhookStore` it makes. */
-export type WebhookDeliveryStore = Pick<WebhookStore, 'claimWebhookEndpoints' | 'takeWebhookDelivery' | 'settleWebhookDelivery' | 'releaseWebhookEndpoint' | 'purgeWebhookDeliveries'>;
+/** The calls of `WebhookStore` the deliverer makes: what a backend may run elsewhere (SQLite: on its processing thread). */
+export const WEBHOOK_DELIVERY_CALLS = ['claimWebhookEndpoints', 'takeWebhookDelivery', 'settleWebhookDelivery', 'releaseWebhookEndpoint', 'purgeWebhookDeliveries'] as const;
+
+/** Where the deliverer leases endpoints, forms deliveries and records their outcomes. */
+export type WebhookDeliveryStore = Pick<WebhookStore, (typeof WEBHOOK_DELIVERY_CALLS)[number]>;

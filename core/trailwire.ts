@@ -13,12 +13,12 @@ import { CursorCodec } from './paging.ts';
 import { ReadService, type ReadServiceOptions } from './read-service.ts';
 import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './rate-limit.ts';
 import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
-import type { TrailwireStore } from './store.ts';
+import type { TrailwireStore, WebhookDeliveryStore } from './store.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
 import { type IntakeQueue, isProcessable } from './intake-queue.ts';
 import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
-import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions } from './intake-worker.ts';
+import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
 import { storeLiveSnapshot } from './live-snapshot.ts';
 import type { LiveConnectLimits } from './live-streams.ts';
@@ -104,17 +104,16 @@ export interface TrailwireOptions {
   partnerIntake?: PartnerIntakeOptions;
   /**
    * The durable intake queue; without one the service takes no intake. With a worker (the default)
-   * it must offer the process role too (`ProcessableIntakeQueue`), as every backend's queue does.
+   * it must offer the process role too (`ProcessableIntakeQueue`); a queue whose backend processes
+   * it (`openSqliteIntake`'s) comes with `worker: false`.
    */
   intakeQueue?: IntakeQueue;
   /**
    * The intake worker this core builds to process its queue (batch size, retries, retention), or
-   * `false` when other processes sharing the queue process it, so that no worker is built that
-   * nobody starts. Default: a worker with default settings.
+   * `false` when something else processes it — a processing thread, or other processes sharing the
+   * queue — so that no worker is built that nobody starts. Default: a worker with default settings.
    */
   worker?: IntakeWorkerOptions | false;
-  /** Told of the worker's failed attempts (a retry or a dead letter) and failed batches, for the log. Default: nobody. */
-  intakeEvents?: Pick<IntakeWorkerDependencies, 'onAttemptFailed' | 'onRoundFailed'>;
   /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
   intakeIds?: IdGenerator;
   /**
@@ -150,6 +149,12 @@ export interface WebhookOptions {
   timeoutMs?: number;
   /** The deliverer's batching, concurrency, leases and retries (`WebhookDelivererOptions`). */
   deliverer?: WebhookDelivererOptions;
+  /**
+   * Where the deliverer leases endpoints, forms deliveries and records their outcomes. Default: the
+   * store's own (`store.webhooks`). `startServer` on SQLite gives its processing thread's, so that
+   * these writes never wait on the serving thread for the thread's batches (docs/webhooks.md).
+   */
+  deliveryStore?: WebhookDeliveryStore;
 }
 
 export interface SigningKeysOptions {
@@ -286,7 +291,7 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
     }),
     deliverer: new WebhookDeliverer(
       // The lease owner names this process (and this core, of several in one process).
-      { store: store.webhooks, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
+      { store: options.webhooks?.deliveryStore ?? store.webhooks, sender: webhookSender, clock, owner: `${hostname()}:${process.pid}:${randomBytes(6).toString('hex')}`, newId: () => WEBHOOK_ID_PREFIX + deliveryIds() },
       options.webhooks?.deliverer,
     ),
     async stop() {
@@ -309,8 +314,6 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
           clock,
           grants,
           publish: (event) => live.publish(event),
-          onAttemptFailed: options.intakeEvents?.onAttemptFailed,
-          onRoundFailed: options.intakeEvents?.onRoundFailed,
           // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
           onRound: ({ processed }) => {
             if (processed > 0) webhooks.deliverer.notify();

@@ -41,10 +41,11 @@ export interface StoreBackendOptions {
 }
 
 /**
- * How this process takes part in intake, for whichever front door the backend is: whether it
- * processes (`process`, both) and where SQLite's intake says its faults (`log`).
+ * How this process takes part in intake, for whichever front door the backend is: SQLite's
+ * (`SqliteIntakeOptions`: processing, its thread, product modules, worker tuning, live updates and
+ * round counts, the log) or PostgreSQL's (`PostgresIntakeOptions`: `process`).
  */
-export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store'> & Omit<PostgresIntakeOptions, 'store' | 'log'>;
+export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store' | 'journalFileCalls'> & Omit<PostgresIntakeOptions, 'store' | 'log'>;
 
 /** The intake of a backend, as the server uses it. */
 export interface BackendIntake extends IntakeBackend {
@@ -90,7 +91,7 @@ async function openSqliteBackend(url: string, options: StoreBackendOptions): Pro
   const file = url.slice('sqlite:'.length);
   const store = await openSqliteStore({ file, durability: options.durability });
   try {
-    // The file's one server is this process: an intake-only process beside it (a CLI command) is found by the worker's idle poll.
+    // The file's one intake writer is this process: no other process enqueues for it to hear of.
     const intake = Object.assign(openSqliteIntake({ store, ...options.intake }), { onEnqueuedElsewhere: () => {} });
     return {
       store,

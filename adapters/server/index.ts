@@ -1,8 +1,9 @@
 /**
  * The standalone Trailwire server: opens the backend the options name (`backends.ts`: a table keyed
  * by URL scheme, each backend through its adapter's front door), assembles the core, serves the Koa
- * app on one HTTP port and the gRPC LiveFeed on another, and processes intake with the core's worker
- * (on every backend). This is what `trailwire serve` runs and what `examples/standalone` embeds; an
+ * app on one HTTP port and the gRPC LiveFeed on another, and processes intake — with SQLite in the
+ * backend's processing thread, its live updates published on this process's hub; otherwise with the
+ * core's worker. This is what `trailwire serve` runs and what `examples/standalone` embeds; an
  * integrator with a server of their own mounts the adapters instead. It imports other adapters only
  * through their `index.ts`.
  */
@@ -14,6 +15,7 @@ import { pino, type Logger } from 'pino';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import { isProcessable } from '../../core/intake-queue.ts';
+import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
 import { createLiveEventsRoute, createTrailwireHandler, type LiveEventsRoute } from '../koa/index.ts';
@@ -82,6 +84,13 @@ export interface ServerOptions {
    * intake while others (sharing the store) process it.
    */
   intakeWorker?: boolean;
+  /**
+   * Process intake in a worker thread with its own connection (`adapters/sqlite/intake-thread.ts`),
+   * so that processing never takes turns with requests. Default true; it applies with the built-in
+   * products and `productModules` and the system clock (products given as objects in `core.products`,
+   * or an injected clock, keep processing on the event loop).
+   */
+  intakeThread?: boolean;
   /** Product modules installed besides the built-in products (`loadProductModule` specifiers, relative to the working directory). */
   productModules?: readonly string[];
   /**
@@ -142,27 +151,10 @@ export interface RunningServer {
   metricsUrl?: string;
   /** Where the state lives, as it may be printed: `sqlite <file>` or `postgres <url without password>`, and `+ redis <url>` when shared. */
   storeDescription: string;
-  /** Payloads processed and dead-lettered by this process since it started. */
+  /** Payloads processed and dead-lettered by this process since it started (thread or inline). */
   readonly intakeCounts: { processed: number; failed: number };
   /** Stops accepting, finishes in-flight requests and the intake round in hand, closes the store. */
   close(): Promise<void>;
-}
-
-/**
- * The worker's failed attempts, each a line (a payload's retry or dead letter is news); a failed
- * batch once, then once per interval with a count (its payloads stay queued and are taken again).
- */
-function intakeEventsLog(logger: Logger): NonNullable<TrailwireOptions['intakeEvents']> {
-  const rounds = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
-  return {
-    onAttemptFailed: (entry, attempt, error, deadLettered) =>
-      logger.warn(
-        { intakeId: entry.id, vin: entry.vin, product: entry.product, attempts: attempt, reason: error instanceof Error ? error.message : String(error) },
-        deadLettered ? 'intake payload dead-lettered' : 'intake payload failed; retrying later',
-      ),
-    onRoundFailed: (error) =>
-      rounds.failed('round', { level: 'error', message: 'an intake round failed; its payloads stay queued', err: error }),
-  };
 }
 
 /**
@@ -202,11 +194,30 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
       })
     : undefined;
   const runWorker = options.intakeWorker ?? true;
+  // Product objects cannot cross to a thread, and an injected clock would not reach it: those process inline.
+  const mayUseThread = (options.intakeThread ?? true) && options.core?.products === undefined && options.core?.clock === undefined;
+  let publish: (event: LiveTrailerEvent) => void = () => {};
+  let outboxWritten: () => void = () => {};
+  // What a backend's own processing (SQLite's thread) did; the core's worker counts its own.
+  const backendCounts = { processed: 0, failed: 0 };
   const backendOptions = {
     ...options,
     clock: options.core?.clock,
     intake: {
       process: runWorker,
+      thread: mayUseThread,
+      productModules,
+      worker: options.core?.worker || undefined,
+      requireGrants: options.core?.partnerIntake?.requireGrants ?? false,
+      onEvents: (events: LiveTrailerEvent[]) => {
+        events.forEach((event) => publish(event));
+        // The batch that changed these trailers wrote their webhook events with them: the deliverer looks at once rather than at its next poll.
+        outboxWritten();
+      },
+      onRound: ({ processed, failed }: { processed: number; failed: number }) => {
+        backendCounts.processed += processed;
+        backendCounts.failed += failed;
+      },
       log: ({ level, message, ...fields }: { level: 'info' | 'warn' | 'error'; message: string }) => logger[level](fields, message),
     },
   };
@@ -228,6 +239,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     // Merged rather than replaced: a caller tuning the hub or the rotation recheck keeps the shared bus and feed.
     live: { ...shared?.coreOptions.live, ...options.core?.live },
     rotations: { ...shared?.coreOptions.rotations, ...options.core?.rotations },
+    // A backend whose processing owns the store's writes (SQLite's thread) runs the deliverer's writes there too.
+    webhooks: { ...options.core?.webhooks, deliveryStore: options.core?.webhooks?.deliveryStore ?? intake.webhookDeliveryStore },
     operatorChanges: { onError: (error: unknown) => logger.warn({ err: error }, 'operator change feed not read'), ...options.core?.operatorChanges },
     signingKeys: {
       onError: (error: unknown) => logger.warn({ err: error }, 'signing keys not re-read; retrying at the next refresh'),
@@ -236,17 +249,19 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     },
     store: backend.store,
     intakeQueue: intake.queue,
-    intakeEvents: intakeEventsLog(logger),
-    // No worker in an intake-only process.
+    // The core builds a worker only for a queue in the process role (not one its backend processes, as SQLite's thread does), and not in an intake-only process.
     worker: isProcessable(intake.queue) && runWorker ? options.core?.worker : false,
   });
+  publish = (event) =>
+    void trailwire.live.publish(event).catch((error: unknown) => logger.warn({ err: error, trailerId: event.trailer.id }, 'live update not published'));
   // A rotation by `trailwire keys rotate` (another process) reaches this one at a key refresh: say so.
   trailwire.keys.onChange(() =>
     logger.info({ audit: true, event: 'signing-keys.changed', keys: trailwire.keys.list().map(({ kid, status }) => ({ kid, status })) }, 'signing keys changed'),
   );
   intake.onEnqueuedElsewhere(() => trailwire.intake?.worker?.notify());
   const closeCore = async () => {
-    // Processing ends first (the core's worker, then the backend's session or lock), before the live hub it publishes to and the store it reads.
+    // Processing ends first (the core's worker, then the backend's thread or session), before the live hub it publishes to and the store it reads;
+    // the deliverer before the backend's processing, through which it may write (SQLite's thread).
     await trailwire.intake?.worker?.stop();
     await trailwire.webhooks.stop();
     await intake.stop();
@@ -254,6 +269,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     await shared?.close();
   };
   const webhookDeliverer = trailwire.webhooks.deliverer;
+  outboxWritten = () => webhookDeliverer.notify();
   // The deliverer asks the store every poll: a store that is down is said once, then once per interval.
   const webhookFaults = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
   webhookDeliverer.onError((error) => webhookFaults.failed('store', { level: 'warn', message: 'webhook delivery: a store call failed; the work is taken again', err: error }));
@@ -356,7 +372,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     ...(metricsListener ? { metricsUrl: `http://${hostInUrl(options.metrics?.host ?? '127.0.0.1')}:${metricsListener.port}/metrics` } : {}),
     storeDescription: options.redisUrl ? `${backend.description} + redis ${redactUrl(options.redisUrl)}` : backend.description,
     get intakeCounts() {
-      return trailwire.intake?.worker?.counts ?? { processed: 0, failed: 0 };
+      return trailwire.intake?.worker?.counts ?? backendCounts;
     },
     async close() {
       await grpc.shutdown();

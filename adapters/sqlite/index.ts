@@ -4,10 +4,9 @@
  * file serves one process and any CLI commands beside it (WAL mode). To assemble it yourself:
  *
  *   const store = await openSqliteStore({ file: './data/trailwire.db' });
- *   const intake = openSqliteIntake({ store });
- *   const trailwire = await createTrailwire({ store, products, intakeQueue: intake.queue });
+ *   const intake = openSqliteIntake({ store, onEvents: (events) => events.forEach((e) => trailwire.live.publish(e)) });
+ *   const trailwire = await createTrailwire({ store, products, intakeQueue: intake.queue, worker: intake.processesItself ? false : undefined });
  *   await intake.start();
- *   await trailwire.intake!.worker!.start();
  */
 
 /**
@@ -26,8 +25,8 @@ export {
 } from './sqlite-store.ts';
 /**
  * `openSqliteIntake({ store, ... })`: the intake of the store's file behind one front door — the
- * queue the core takes intake into and its worker processes, `start`/`stop` (the file's server
- * lock) and the `intake-log` readiness check (`SqliteIntakeOptions`, `SqliteIntake`). What a server uses.
+ * queue the core takes intake into, its processing thread and journal, `start`/`stop`, counts and
+ * readiness checks (`SqliteIntakeOptions`, `SqliteIntake`). What a server uses.
  */
 export { openSqliteIntake, type SqliteIntake, type SqliteIntakeLog, type SqliteIntakeOptions } from './intake.ts';
 /**

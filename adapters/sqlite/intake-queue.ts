@@ -17,9 +17,8 @@
  * processed payload: the watermark (the greatest `last_seq` of `intake_batches`) says it. Only
  * retries, the payloads held behind them, and dead letters get a row in `intake_parked`.
  *
- * A server appends and processes on this one connection, on its event loop (`intake.ts`), as on
- * PostgreSQL: the core's `IntakeWorker` runs the batches, and a turn's appends that arrive while a
- * batch is open wait for it to end (`whenNoBatch`).
+ * A server with a processing thread does not write here from the event loop at all: the thread is
+ * the file's one intake writer (`intake-thread.ts`), so the two never contend for the lock.
  */
 import type Database from 'better-sqlite3';
 import { type ErrorCode, isTrailwireError, TrailwireError } from '../../core/errors.ts';
@@ -166,8 +165,6 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
   /** Appends a group in one transaction: each item's outcome. */
   private readonly appendGroup: Database.Transaction<(items: readonly NewIntake[], skipExisting: boolean) => AppendOutcome[]>;
-  /** `probeWrite`'s transaction. */
-  private readonly probe: Database.Transaction<() => void>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
@@ -246,13 +243,6 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
     this.appendGroup = db.transaction((items: readonly NewIntake[], skipExisting: boolean) => items.map((item) => this.appendOne(item, skipExisting)));
-    // A row no reader sees (the watermark is the greatest last_seq), written and deleted: the commit writes its page.
-    const probeRow = db.prepare('INSERT INTO intake_batches (last_seq, processed_at) VALUES (-1, 0)');
-    const probeGone = db.prepare('DELETE FROM intake_batches WHERE last_seq = -1');
-    this.probe = db.transaction(() => {
-      probeRow.run();
-      probeGone.run();
-    });
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -282,7 +272,9 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
     if (this.openBatch || this.db.inTransaction) return null;
     for (;;) {
-      if (this.withoutWaiting(() => this.sql.begin.run()) === 'locked') return null;
+      const begin = () => this.sql.begin.run();
+      if (this.options.mayWaitForLock) begin();
+      else if (this.withoutWaiting(begin) === 'locked') return null;
       let batch: SqliteBatch;
       try {
         batch = this.readBatch(limit, now);
@@ -311,12 +303,9 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       const lastLogSeq = open.plan.positions.get(0);
       if (lastLogSeq !== undefined) this.sql.addBatch.run(lastLogSeq, now);
       this.sql.commit.run();
-      this.options.onWrite?.(null);
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
-      const fault = storageFaultError(error, 'the intake log');
-      if (fault) this.options.onWrite?.(fault.message);
-      throw fault ?? error;
+      throw storageFaultError(error, 'the intake log') ?? error;
     } finally {
       this.batchEnded();
     }
@@ -379,13 +368,14 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
   /**
    * Writes a group of appends at once, waiting for the write lock as long as the connection's busy
-   * timeout allows: for the read-back of a journal an earlier version left, before the server takes
-   * intake. Answers each item's outcome. A storage fault refuses the whole group
+   * timeout allows: for a connection whose thread may block (the processing thread), or for a replay
+   * of the intake journal. Answers each item's outcome. A storage fault refuses the whole group
    * (`store_unavailable`: nothing of it is stored); any other error is one item's alone, which is
    * refused while its neighbours are stored.
    *
-   * `skipExisting` is for groups that may have been appended already (a journal read back): an item
-   * whose id the log holds is not appended again, and answers `appended`.
+   * `skipExisting` is for groups that may have been appended already (a journal replayed, a group
+   * sent again to a restarted processing thread): an item whose id the log holds is not appended
+   * again, and answers `appended`.
    */
   enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): AppendOutcome[] {
     try {
@@ -435,36 +425,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       outcomes = this.outcomesAfterFailure(error, items, false);
     }
     if (outcomes === 'locked') return this.turn.putBack(group, LOCKED_RETRY_MS);
-    this.reportWrite(outcomes);
     group.forEach((entry, i) => answerEnqueue(entry, outcomes[i]!));
     if (outcomes.some((outcome) => outcome.kind === 'appended')) this.options.onEnqueued?.();
-  }
-
-  /** Tells `onWrite` whether the store took the group (a refusal of it whole is a storage fault). */
-  private reportWrite(outcomes: readonly AppendOutcome[]): void {
-    const refusal = outcomes.find((outcome) => outcome.kind === 'refused' && outcome.code === 'store_unavailable');
-    this.options.onWrite?.(refusal?.kind === 'refused' ? refusal.message : null);
-  }
-
-  /**
-   * Writes a page and takes it back, in one committed transaction of its own (once no batch is
-   * open): whether the store takes writes again after a fault, with nothing left behind. Throws the
-   * fault's `store_unavailable` while it does not.
-   */
-  probeWrite(): Promise<void> {
-    return new Promise((resolve, reject) =>
-      this.whenNoBatch(() => {
-        try {
-          this.probe.immediate();
-          this.options.onWrite?.(null);
-          resolve();
-        } catch (error) {
-          const fault = storageFaultError(error, 'the intake log');
-          if (fault) this.options.onWrite?.(fault.message);
-          reject(fault ?? error);
-        }
-      }),
-    );
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
@@ -513,7 +475,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
 /**
  * What became of one item of a group written to the log — the one shape from the log to the waiting
- * enqueue: appended (its record is the item's `queuedRecord`, which the
+ * enqueue, on both sides of the processing thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
  * sender holds, so nothing large comes back), replayed (its idempotency key was used before: the
  * earlier record), or refused with the code and message of the error a client is to get.
  */
@@ -526,7 +488,7 @@ const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 
 /** A log row as the batch plan sees it: the file's one partition. */
 /** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
-function refusedOutcome(error: unknown): AppendOutcome {
+export function refusedOutcome(error: unknown): AppendOutcome {
   if (isTrailwireError(error)) return { kind: 'refused', code: error.code, message: error.message };
   return { kind: 'refused', code: 'internal', message: `the payload could not be stored: ${error instanceof Error ? error.message : String(error)}` };
 }
@@ -535,7 +497,7 @@ function refusedOutcome(error: unknown): AppendOutcome {
  * Answers a waiting enqueue with its item's outcome: the item's queued record when appended, the
  * earlier record when its key was used before, or the refusal as the error its client gets.
  */
-function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
+export function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
   if (outcome.kind === 'appended') pending.resolve({ record: queuedRecord(pending.item), created: true });
   else if (outcome.kind === 'replayed') pending.resolve({ record: outcome.record, created: false });
   else pending.reject(new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {}));
@@ -545,10 +507,11 @@ export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
   /**
-   * Told of each write of the log the store refused for a storage fault (what its `store_unavailable`
-   * says), and of each write that succeeded (`null`): the intake's fault state for `/readyz`. Default: nobody.
+   * Whether `nextBatch` may wait (the connection's busy timeout) for another connection's write
+   * lock: for a connection whose thread may block, the processing thread. Default false: a held
+   * lock answers "no batch now" at once, since waiting would block the event loop.
    */
-  onWrite?: (fault: string | null) => void;
+  mayWaitForLock?: boolean;
 }
 
 /** Opens the queue on an SQLite store's database (`store.db`), applying its migrations. */

@@ -2,9 +2,10 @@
  * The SQLite store's webhook tables (`WebhookStore`, contract 14): endpoints, the outbox the
  * telemetry write fills (`writeOutbox`, called inside that write's transaction), and deliveries. The
  * deliverer's steps (claim, take, settle, release) are each one immediate transaction, so several
- * processes sharing the file never lease one endpoint twice. A server runs them on the connection its
- * intake batches use, on the same event loop, so they never wait for a batch's write lock: a batch
- * begins and commits within one turn of the loop.
+ * processes sharing the file never lease one endpoint twice. They take the write lock the processing
+ * thread's batches take, so a server with a processing thread runs them on the thread's connection,
+ * between its batches (`webhook-delivery-calls.ts`); on the serving thread's connection each would
+ * wait in SQLite's busy handler, blocking that thread, for the batch in hand to commit.
  */
 import type Database from 'better-sqlite3';
 import type {

@@ -5,9 +5,9 @@
  * - `koa`: bare Koa + @koa/router doing the same (the framework's own ceiling);
  * - `koa-sqlite`: that Koa app storing each payload in one SQLite table before it answers, with a
  *   commit per event-loop turn (the ceiling of a Koa service that acknowledges durably);
- * - `trailwire-process`, `trailwire-power`: the real service (`startServer`) on a temporary SQLite
- *   file in that durability, processing as `serve` does; `trailwire-accept-only`: `process`
- *   durability with no worker (accepting only, as `serve --no-intake-worker`). gps-basic's per-VIN limit is
+ * - `trailwire-<durability>-<processing>`: the real service (`startServer`) on a temporary SQLite
+ *   file, durability `process` or `power`, processing `thread` (the default), `inline` (on the event
+ *   loop) or `none` (accepting only, as `serve --no-intake-worker`). gps-basic's per-VIN limit is
  *   raised so that the limiter never answers 429 during the run.
  *
  * Prints one JSON line `{url, token}` when ready. On a `report` line on stdin it waits for the queue
@@ -38,7 +38,7 @@ const cpuMs = () => {
 
 /**
  * CPU time of the main thread (the event loop serving HTTP) alone, from Linux's per-thread
- * accounting: the rest of the process is libuv's pool and V8's helpers.
+ * accounting: the rest of the process is the processing thread, libuv's pool and V8's helpers.
  * Null where /proc does not say (another OS).
  */
 const mainThreadCpuMs = (): number | null => cpuMsOfStat(`/proc/self/task/${process.pid}/stat`) ?? null;
@@ -125,9 +125,8 @@ if (mode === 'node-http') {
   table.close();
   rmSync(dir, { recursive: true, force: true });
   process.exit(0);
-} else if (/^trailwire-(process|power|accept-only)$/.test(mode)) {
-  const durability: SqliteDurability = mode === 'trailwire-power' ? 'power' : 'process';
-  const processing = mode !== 'trailwire-accept-only';
+} else if (/^trailwire-(process|power)-(thread|inline|none)$/.test(mode)) {
+  const [, durability, processing] = mode.split('-') as [string, SqliteDurability, 'thread' | 'inline' | 'none'];
   const dir = mkdtempSync(join(tmpdir(), 'trailwire-bench-intake-'));
   const server = await startServer({
     db: join(dir, 'bench.db'),
@@ -136,7 +135,8 @@ if (mode === 'node-http') {
     grpcPort: 0,
     host: '127.0.0.1',
     logger: pino({ level: 'warn' }, pino.destination(2)),
-    intakeWorker: processing,
+    intakeWorker: processing !== 'none',
+    intakeThread: processing === 'thread',
     // The bench measures intake, not the limiter: gps-basic's per-VIN limit and the partner's budget are raised.
     core: {
       productLimits: { 'gps-basic': { requests: 1_000_000_000, windowSeconds: 60 } },
@@ -160,7 +160,7 @@ if (mode === 'node-http') {
     const mainCpuAtLoadEnd = mainThreadCpuMs();
     const processedAtLoadEnd = server.intakeCounts.processed;
     const depthAtLoadEnd = await queue.depth();
-    if (processing) while ((await queue.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    if (processing !== 'none') while ((await queue.depth()) > 0) await new Promise((resolve) => setTimeout(resolve, 10));
     const figures = {
       cpuMs: cpuAtLoadEnd,
       mainCpuMs: mainCpuAtLoadEnd,
@@ -170,7 +170,7 @@ if (mode === 'node-http') {
       processedAtLoadEnd,
       depthAtLoadEnd,
       maxDepth,
-      drainSeconds: !processing ? null : (performance.now() - loadEnded) / 1000,
+      drainSeconds: processing === 'none' ? null : (performance.now() - loadEnded) / 1000,
     };
     maxDepth = 0;
     return figures;

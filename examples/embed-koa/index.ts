@@ -23,14 +23,12 @@ import { openSqliteIntake, openSqliteStore } from 'trailwire/sqlite';
 const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, pino.destination(2));
 const dispatchKey = process.env.DISPATCH_KEY ?? 'dispatch-dev-key';
 
-// 1. The Trailwire core over its store, with the same intake as `trailwire serve`: each turn's
-//    payloads appended to the log before their 202s, processed by the core's worker, which publishes
-//    the live updates.
+// 1. The Trailwire core over its store, with the same intake as `trailwire serve`: 202s from the
+//    intake journal, processing in a worker thread, its live updates published by the core.
 const store = await openSqliteStore({ file: process.env.TRAILWIRE_DB ?? './data/dispatch.db' });
-const intake = openSqliteIntake({ store });
-const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue });
+const intake = openSqliteIntake({ store, onEvents: (events) => events.forEach((event) => void trailwire.live.publish(event)) });
+const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue, worker: false });
 await intake.start();
-await trailwire.intake!.worker!.start();
 
 // 2. The app you already had: its timing header and its own error format.
 const app = new Koa();
