@@ -18,7 +18,7 @@ import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenService
 import { type IntakeQueue, isProcessable } from './intake-queue.ts';
 import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
-import { IntakeWorker, type IntakeWorkerOptions } from './intake-worker.ts';
+import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
 import { storeLiveSnapshot } from './live-snapshot.ts';
 import type { LiveConnectLimits } from './live-streams.ts';
@@ -114,6 +114,8 @@ export interface TrailwireOptions {
    * queue — so that no worker is built that nobody starts. Default: a worker with default settings.
    */
   worker?: IntakeWorkerOptions | false;
+  /** Told of the worker's failed attempts (a retry or a dead letter) and failed batches, for the log. Default: nobody. */
+  intakeEvents?: Pick<IntakeWorkerDependencies, 'onAttemptFailed' | 'onRoundFailed'>;
   /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
   intakeIds?: IdGenerator;
   /**
@@ -314,6 +316,8 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
           clock,
           grants,
           publish: (event) => live.publish(event),
+          onAttemptFailed: options.intakeEvents?.onAttemptFailed,
+          onRoundFailed: options.intakeEvents?.onRoundFailed,
           // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
           onRound: ({ processed }) => {
             if (processed > 0) webhooks.deliverer.notify();

@@ -158,6 +158,23 @@ export interface RunningServer {
 }
 
 /**
+ * The log lines of the core's worker, as SQLite's processing thread writes them for its own: each
+ * failed attempt (a retry or a dead letter is news), and a failed batch once, then once per interval
+ * with a count (its payloads stay queued and are taken again).
+ */
+function intakeEventsLog(logger: Logger): NonNullable<TrailwireOptions['intakeEvents']> {
+  const rounds = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
+  return {
+    onAttemptFailed: (entry, attempt, error, deadLettered) =>
+      logger.warn(
+        { intakeId: entry.id, vin: entry.vin, product: entry.product, attempts: attempt, reason: error instanceof Error ? error.message : String(error) },
+        deadLettered ? 'intake payload dead-lettered' : 'intake payload failed; retrying later',
+      ),
+    onRoundFailed: (error) => rounds.failed('round', { level: 'error', message: 'an intake round failed; its payloads stay queued', err: error }),
+  };
+}
+
+/**
  * The Node HTTP server's timeouts, set deliberately (docs/operations.md, "HTTP timeouts"): a client
  * must send its headers within 15 s and its whole request (by default at most a 256 KiB body) within 30 s, so a
  * slow-loris client cannot hold sockets open; an idle keep-alive connection is kept 65 s, longer than
@@ -249,6 +266,8 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
     },
     store: backend.store,
     intakeQueue: intake.queue,
+    // The core's worker (PostgreSQL, or SQLite without its thread) says what the thread's worker says of itself.
+    intakeEvents: intakeEventsLog(logger),
     // The core builds a worker only for a queue in the process role (not one its backend processes, as SQLite's thread does), and not in an intake-only process.
     worker: isProcessable(intake.queue) && runWorker ? options.core?.worker : false,
   });
