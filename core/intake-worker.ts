@@ -86,6 +86,26 @@ export interface RoundSummary {
   held: number;
 }
 
+/**
+ * The log line of a failed attempt (`onAttemptFailed`), the same wherever a worker runs (the
+ * server's event loop, SQLite's processing thread): a retry or a dead letter, with the payload's id,
+ * VIN, product, attempts and reason.
+ */
+export function failedAttemptLine(entry: IntakeEntry, attempt: number, error: unknown, deadLettered: boolean) {
+  return {
+    level: 'warn' as const,
+    message: deadLettered ? 'intake payload dead-lettered' : 'intake payload failed; retrying later',
+    intakeId: entry.id,
+    vin: entry.vin,
+    product: entry.product,
+    attempts: attempt,
+    reason: error instanceof Error ? error.message : String(error),
+  };
+}
+
+/** What the log says of a failed batch (`onRoundFailed`): its payloads are handed out again. */
+export const ROUND_FAILED_MESSAGE = 'an intake round failed; its payloads stay queued';
+
 export const DEFAULT_INTAKE_WORKER_OPTIONS: Required<IntakeWorkerOptions> = {
   batchSize: 512,
   maxAttempts: 5,

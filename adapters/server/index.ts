@@ -15,6 +15,7 @@ import { pino, type Logger } from 'pino';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import { isProcessable } from '../../core/intake-queue.ts';
+import { failedAttemptLine, ROUND_FAILED_MESSAGE } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
 import { createTrailwire, type Trailwire, type TrailwireOptions } from '../../core/trailwire.ts';
@@ -165,12 +166,11 @@ export interface RunningServer {
 function intakeEventsLog(logger: Logger): NonNullable<TrailwireOptions['intakeEvents']> {
   const rounds = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
   return {
-    onAttemptFailed: (entry, attempt, error, deadLettered) =>
-      logger.warn(
-        { intakeId: entry.id, vin: entry.vin, product: entry.product, attempts: attempt, reason: error instanceof Error ? error.message : String(error) },
-        deadLettered ? 'intake payload dead-lettered' : 'intake payload failed; retrying later',
-      ),
-    onRoundFailed: (error) => rounds.failed('round', { level: 'error', message: 'an intake round failed; its payloads stay queued', err: error }),
+    onAttemptFailed: (...failed) => {
+      const { level, message, ...fields } = failedAttemptLine(...failed);
+      logger[level](fields, message);
+    },
+    onRoundFailed: (error) => rounds.failed('round', { level: 'error', message: ROUND_FAILED_MESSAGE, err: error }),
   };
 }
 

@@ -17,7 +17,7 @@ import { Backoff } from '../../core/backoff.ts';
 import { systemClock } from '../../core/clock.ts';
 import { isTrailwireError } from '../../core/errors.ts';
 import type { NewIntake } from '../../core/intake-queue.ts';
-import { IntakeWorker } from '../../core/intake-worker.ts';
+import { failedAttemptLine, IntakeWorker, ROUND_FAILED_MESSAGE } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
@@ -102,19 +102,10 @@ const worker = new IntakeWorker(
       send({ type: 'round', events, processed, failed });
       events = [];
     },
-    onAttemptFailed: (entry, attempt, error, deadLettered) =>
-      log({
-        level: 'warn',
-        message: deadLettered ? 'intake payload dead-lettered' : 'intake payload failed; retrying later',
-        intakeId: entry.id,
-        vin: entry.vin,
-        product: entry.product,
-        attempts: attempt,
-        reason: error instanceof Error ? error.message : String(error),
-      }),
+    onAttemptFailed: (entry, attempt, error, deadLettered) => log(failedAttemptLine(entry, attempt, error, deadLettered)),
     onRoundFailed: (error) => {
       if (isTrailwireError(error) && error.code === 'store_unavailable') return storeFailed(error.message);
-      send({ type: 'fault', key: 'round', entry: { level: 'error', message: 'an intake round failed; its payloads stay queued', reason: String(error), stack: (error as Error)?.stack } });
+      send({ type: 'fault', key: 'round', entry: { level: 'error', message: ROUND_FAILED_MESSAGE, reason: String(error), stack: (error as Error)?.stack } });
     },
   },
   data.worker,
