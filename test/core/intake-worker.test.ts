@@ -14,28 +14,17 @@ import type { IntakeRecord, ProcessableIntakeQueue as IntakeQueue } from '../../
 import { MAX_READING_LEAD_MS } from '../../core/canonical.ts';
 import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions, LINGER_FULL_AT, lingerAfter } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
-import { defineProduct } from '../../core/products.ts';
 import type { TelemetryWriteStore } from '../../core/store.ts';
 import { createTrailwire, type Trailwire } from '../../core/trailwire.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { uniqueVin } from '../support/fixtures.ts';
+import { flakyProduct } from '../support/flaky-product.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const HOUR = 3_600_000;
 
-/** Fails for `n > 0` while `failing` is set: the dead-letter path. */
-const control = { failing: true };
-const flaky = defineProduct<{ n: number }>({
-  name: 'flaky',
-  description: 'A test product that fails on demand.',
-  schema: { type: 'object', additionalProperties: false, required: ['n'], properties: { n: { type: 'integer' } } },
-  limit: { requests: 100, windowSeconds: 60 },
-  examples: [{ n: 0 }],
-  transform(_vin, payload, receivedAt) {
-    if (control.failing && payload.n > 0) throw new Error(`flaky refuses ${payload.n}`);
-    return { gps: [{ timestamp: receivedAt + payload.n, lat: 1, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] };
-  },
-});
+/** Fails for `n > 0` while `control.failing` is set: the dead-letter path. */
+const { product: flaky, control } = flakyProduct();
 
 interface Setup {
   store: SqliteStore;

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { SqliteStore } from '../../../adapters/sqlite/index.ts';
-import { defineProduct } from '../../../core/products.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { assertProblem, uniqueVin } from '../../support/fixtures.ts';
+import { flakyProduct } from '../../support/flaky-product.ts';
 import { customerWithToken, partnerWithToken, startTestApp, type TestApp } from '../../support/test-app.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
@@ -16,19 +16,8 @@ function tpms(pressures: number[], at = '2026-06-01T12:00:00Z') {
   return { readAt: at, sensors: pressures.map((pressurePsi, i) => ({ sensorId: `S${i}`, wheel: `W${i}`, pressurePsi, temperatureC: 30 })) };
 }
 
-/** A product whose transform throws while `broken.on` is set: the dead-letter path. */
-const broken = { on: true };
-const flaky = defineProduct<{ n: number }>({
-  name: 'flaky',
-  description: 'A test product whose transform fails on demand.',
-  schema: { type: 'object', additionalProperties: false, required: ['n'], properties: { n: { type: 'integer' } } },
-  limit: { requests: 100, windowSeconds: 60 },
-  examples: [{ n: 0 }],
-  transform(_vin, payload, receivedAt) {
-    if (broken.on && payload.n > 0) throw new Error(`flaky refuses ${payload.n}`);
-    return { gps: [{ timestamp: receivedAt + payload.n, lat: 1, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] };
-  },
-});
+/** A product whose transform throws while `broken.failing` is set: the dead-letter path. */
+const { product: flaky, control: broken } = flakyProduct();
 
 describe('partner intake over HTTP', () => {
   let app: TestApp;
@@ -286,7 +275,7 @@ describe('partner intake over HTTP', () => {
 
   it('retries a failing payload with backoff, dead-letters it with the reason, never blocks the VIN, and re-queues on request', async () => {
     await at(32);
-    broken.on = true;
+    broken.failing = true;
     const vin = uniqueVin();
     const bad = await post(flakyPartner.token, vin, { n: 5 });
     const good = await post(flakyPartner.token, vin, { n: 0 });
@@ -308,7 +297,7 @@ describe('partner intake over HTTP', () => {
 
     const deadLetters = await app.trailwire.intake!.queue.listFailed(10);
     assert.ok(deadLetters.some((record) => record.id === bad.body.id));
-    broken.on = false;
+    broken.failing = false;
     assert.equal(await app.trailwire.intake!.queue.requeue(bad.body.id, app.clock.now()), true);
     await drain();
     assert.equal((await statusOf(bad.body.id)).status, 'processed');

@@ -7,49 +7,33 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { after, it } from 'node:test';
 import { pino } from 'pino';
 import { startServer } from '../../../adapters/server/index.ts';
-import { defineProduct } from '../../../core/products.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { uniqueVin } from '../../support/fixtures.ts';
+import { flakyProduct } from '../../support/flaky-product.ts';
+import { logLines } from '../../support/log-lines.ts';
 import { until } from '../../support/until.ts';
 
 const directory = mkdtempSync(join(tmpdir(), 'trailwire-worker-log-'));
 after(() => rmSync(directory, { recursive: true, force: true }));
 
-const refusing = defineProduct<{ n: number }>({
-  name: 'refusing',
-  description: 'A test product whose transform fails for every payload but its example.',
-  schema: { type: 'object', additionalProperties: false, required: ['n'], properties: { n: { type: 'integer' } } },
-  limit: { requests: 100, windowSeconds: 60 },
-  examples: [{ n: 0 }],
-  transform(_vin, payload, receivedAt) {
-    if (payload.n > 0) throw new Error(`refusing refuses ${payload.n}`);
-    return { gps: [{ timestamp: receivedAt, lat: 1, long: 2, speed: 3, heading: 'N' }], devices: [], cargosafe: [] };
-  },
-});
+const { product: flaky } = flakyProduct();
 
 it("logs a payload the core's worker dead-letters, with its id, VIN and reason", { timeout: 30_000 }, async () => {
-  const lines: Array<Record<string, unknown>> = [];
-  const sink = new Writable({
-    write(chunk, _encoding, done) {
-      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
+  const { lines, stream } = logLines();
   const server = await startServer({
     db: join(directory, 'worker-log.db'),
     port: 0,
     grpcPort: 0,
     host: '127.0.0.1',
-    logger: pino({ level: 'warn' }, sink),
+    logger: pino({ level: 'warn' }, stream),
     // Products given as objects are processed by the core's worker on the event loop.
-    core: { products: [...builtInProducts, refusing], worker: { maxAttempts: 1, lingerMs: 0 } },
+    core: { products: [...builtInProducts, flaky], worker: { maxAttempts: 1, lingerMs: 0 } },
   });
   try {
-    const partner = await server.trailwire.auth.createPartner({ name: 'Refusing Co', product: 'refusing' });
+    const partner = await server.trailwire.auth.createPartner({ name: 'Flaky Co', product: 'flaky' });
     const token = (await server.trailwire.auth.authenticate('partners', partner.apiKey, 'test')).token.accessToken;
     const vin = uniqueVin();
     const response = await fetch(`${server.url}/api/v1/telemetry/intake/${vin}`, {
@@ -63,8 +47,8 @@ it("logs a payload the core's worker dead-letters, with its id, VIN and reason",
     const line = lines.find((candidate) => candidate.msg === 'intake payload dead-lettered')!;
     assert.equal(line.intakeId, id);
     assert.equal(line.vin, vin);
-    assert.equal(line.product, 'refusing');
-    assert.match(String(line.reason), /refusing refuses 7/);
+    assert.equal(line.product, 'flaky');
+    assert.match(String(line.reason), /flaky refuses 7/);
   } finally {
     await server.close();
   }
