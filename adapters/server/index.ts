@@ -158,18 +158,23 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** A line as the core and the backends hand it over (`{ level, message, ...fields }`), written to pino. */
+type LogEntry = { level: 'info' | 'warn' | 'error'; message: string; [field: string]: unknown };
+const writeTo =
+  (logger: Logger) =>
+  ({ level, message, ...fields }: LogEntry): void =>
+    logger[level](fields, message);
+
 /**
  * The log lines of the core's worker, as SQLite's processing thread writes them for its own: each
  * failed attempt (a retry or a dead letter is news), and a failed batch once, then once per interval
  * with a count (its payloads stay queued and are taken again).
  */
 function intakeEventsLog(logger: Logger): NonNullable<TrailwireOptions['intakeEvents']> {
-  const rounds = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
+  const write = writeTo(logger);
+  const rounds = new RepeatingFaultLog({ write });
   return {
-    onAttemptFailed: (...failed) => {
-      const { level, message, ...fields } = failedAttemptLine(...failed);
-      logger[level](fields, message);
-    },
+    onAttemptFailed: (...failed) => write(failedAttemptLine(...failed)),
     onRoundFailed: (error) => rounds.failed('round', { level: 'error', message: ROUND_FAILED_MESSAGE, err: error }),
   };
 }
@@ -235,7 +240,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
         backendCounts.processed += processed;
         backendCounts.failed += failed;
       },
-      log: ({ level, message, ...fields }: { level: 'info' | 'warn' | 'error'; message: string }) => logger[level](fields, message),
+      log: writeTo(logger),
     },
   };
   let backend: StoreBackend;
@@ -290,7 +295,7 @@ export async function startServer(options: ServerOptions = {}): Promise<RunningS
   const webhookDeliverer = trailwire.webhooks.deliverer;
   outboxWritten = () => webhookDeliverer.notify();
   // The deliverer asks the store every poll: a store that is down is said once, then once per interval.
-  const webhookFaults = new RepeatingFaultLog({ write: ({ level, message, ...fields }) => logger[level](fields, message) });
+  const webhookFaults = new RepeatingFaultLog({ write: writeTo(logger) });
   webhookDeliverer.onError((error) => webhookFaults.failed('store', { level: 'warn', message: 'webhook delivery: a store call failed; the work is taken again', err: error }));
   webhookDeliverer.onAttempt(({ target, delivery, outcome }) => {
     webhookFaults.recovered('store', 'webhook delivery: the store answers again');
