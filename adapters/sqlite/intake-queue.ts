@@ -42,7 +42,7 @@ import {
 import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeRecord, toPlannedEntry } from '../sql/log-rows.ts';
-import { createOwnerOnly, restrictSidecars } from './file-modes.ts';
+import { createOwnerOnly, intakeLogFile, restrictSidecars } from './file-modes.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 import { STORAGE_FAULT_RETRY_AFTER_SECONDS, storageFaultError } from './storage-faults.ts';
 
@@ -155,15 +155,15 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
 /** The schema the log's file is attached as, on every connection that opens the queue. */
 export const INTAKE_LOG_SCHEMA = 'intake';
 
-/** The log's own file beside the store's (an in-memory store's log is in memory too). */
-export function intakeLogFile(storeFile: string): string {
-  return storeFile === ':memory:' ? ':memory:' : `${storeFile}-intake-log`;
-}
+export { intakeLogFile };
 
-/** The log file's tables, as migration 0003 made them in the store's file before the log had its own. */
+/**
+ * The log file's tables, as migration 0003 made them in the store's file before the log had its own,
+ * but for AUTOINCREMENT: the log's sequence is kept past the store's watermark (`keepSequencePastWatermark`).
+ */
 const LOG_FILE_SCHEMA = `
   CREATE TABLE IF NOT EXISTS intake.intake_log (
-    seq             INTEGER PRIMARY KEY,
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     id              TEXT NOT NULL,
     partner_id      TEXT NOT NULL,
     product         TEXT NOT NULL,
@@ -221,6 +221,23 @@ function moveLogOutOfStoreFile(db: Database.Database): void {
 }
 
 
+/**
+ * A payload at or below the store's watermark counts as processed, so the log must never number a
+ * new one there. Within one log file the newest row always stays (the purge keeps it); but a log
+ * file lost, or restored older than the store's, would start numbering again below the watermark,
+ * and every payload it took would be answered 202 and never processed. So the log's sequence is
+ * raised to the watermark at each open: new payloads follow it, whatever the file holds.
+ */
+function keepSequencePastWatermark(db: Database.Database): void {
+  const watermark = db.prepare<[], { w: number | null }>('SELECT max(last_seq) AS w FROM main.intake_batches').get()!.w;
+  if (watermark === null) return;
+  db.transaction(() => {
+    const raised = db.prepare("UPDATE intake.sqlite_sequence SET seq = ? WHERE name = 'intake_log' AND seq < ?").run(watermark, watermark).changes;
+    const known = db.prepare("SELECT 1 FROM intake.sqlite_sequence WHERE name = 'intake_log'").get() !== undefined;
+    if (raised === 0 && !known) db.prepare("INSERT INTO intake.sqlite_sequence (name, seq) VALUES ('intake_log', ?)").run(watermark);
+  })();
+}
+
 /** How long a group commit waits before trying again while another connection (another process) holds the write lock. */
 const LOCKED_RETRY_MS = 1;
 
@@ -257,6 +274,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     attachIntakeLog(db);
     applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS);
     moveLogOutOfStoreFile(db);
+    keepSequencePastWatermark(db);
     this.sql = {
       append: db.prepare<[string, string, string, string, string, number, string | null]>(
         `INSERT INTO intake_log (id, partner_id, product, vin, payload, received_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -296,12 +314,11 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
         `UPDATE intake_parked SET state = 'retry', attempts = 0, next_attempt_at = ?, processed_at = NULL
          WHERE state = 'failed' AND seq = (SELECT seq FROM intake_log WHERE id = ?)`,
       ),
-      // Payloads processed before the cut-off, oldest first; the log's newest row always stays, so
-      // that a new append is never given a seq at or below the watermark.
+      // Payloads processed before the cut-off, oldest first (the log's AUTOINCREMENT keeps new
+      // appends past the watermark however much is trimmed).
       trimmable: db.prepare<{ before: number; limit: number }, { seq: number }>(
         `SELECT l.seq FROM intake_log l LEFT JOIN intake_parked p ON p.seq = l.seq
          WHERE l.seq <= (SELECT coalesce(max(last_seq), 0) FROM intake_batches WHERE processed_at < :before)
-           AND l.seq < (SELECT max(seq) FROM intake_log)
            AND (p.seq IS NULL OR (p.state = 'done' AND p.processed_at < :before))
          ORDER BY l.seq LIMIT :limit`,
       ),
@@ -372,7 +389,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
         }
       } catch (error) {
         this.sql.rollback.run();
-        throw storageFaultError(error, 'the intake log') ?? error;
+        throw storageFaultError(error, 'the store') ?? error;
       }
       let batch: SqliteBatch;
       try {
@@ -404,7 +421,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       this.sql.commit.run();
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
-      throw storageFaultError(error, 'the intake log') ?? error;
+      throw storageFaultError(error, 'the store') ?? error;
     } finally {
       this.batchEnded();
     }

@@ -171,6 +171,26 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 
+  it("numbers new payloads past the store's watermark when the log's file was lost or restored older: none is taken for processed", async () => {
+    const file = freshFile();
+    let store = await openSqliteStore({ file });
+    let queue = openSqliteIntakeQueue(store.db);
+    for (let i = 0; i < 3; i++) await queue.enqueue(item());
+    const batch = await queue.nextBatch(10, T0);
+    await queue.commitBatch(batch!, new Map(batch!.entries.map((entry) => [entry.seq, { kind: 'processed' as const }])), T0);
+    await queue.purgeProcessed(T0 + 1, 100);
+    await store.close();
+    for (const lost of [intakeLogFile(file), `${intakeLogFile(file)}-wal`, `${intakeLogFile(file)}-shm`]) rmSync(lost, { force: true });
+
+    store = await openSqliteStore({ file });
+    queue = openSqliteIntakeQueue(store.db);
+    const { record } = await queue.enqueue(item());
+    assert.equal((await queue.get(record.id))?.status, 'queued', 'not below the watermark');
+    assert.equal(await queue.depth(), 1);
+    assert.deepEqual((await queue.nextBatch(10, T0))?.entries.map((entry) => entry.id), [record.id]);
+    await store.close();
+  });
+
   it("moves the log out of the store's file into its own (issue 38), once, even after a crash between the two files' commits", async () => {
     const file = freshFile();
     const db = new Database(file);
