@@ -123,6 +123,9 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
       (call) => thread?.callWebhooks(call) ?? Promise.reject(new TrailwireError('unavailable', 'The intake thread has not started; try again shortly.')),
     ),
     async start() {
+      // Checkpoints are the thread's, between its batches (`intake-thread-worker.ts`), for the log's
+      // file as for the store's: none on the event loop that answers partners.
+      store.db.pragma('wal_autocheckpoint = 0');
       thread = await IntakeThread.start({
         file: store.file,
         durability: store.durability,
