@@ -1,8 +1,8 @@
 /**
  * A server whose disk fills up, for real: its store on a small tmpfs that a filler file fills
  * while partners post (contract 6). Every refusal is a 503 problem+json `store_unavailable` with
- * Retry-After — never a 500 —, `/readyz` is 503 naming the failing check while nothing can be
- * stored (the intake log), the log says so a few times rather than once per request, and once space returns
+ * Retry-After — never a 500 —, `/readyz` is 503 naming the failing check while the disk is full
+ * (the intake log's, or processing's), the log says so a few times rather than once per request, and once space returns
  * the server recovers by itself: `/readyz` 200, 202s again, and every payload answered 202 before,
  * during and after is processed, without a restart.
  *
@@ -150,11 +150,13 @@ it('refuses intake with 503 while the intake log cannot be written, /readyz nami
       await drive.burst(40);
     }
     const whileFull = await drive.readyz();
-    assert.equal(whileFull.status, 503, '/readyz is not ready while nothing can be stored');
-    assert.match(whileFull.body.detail ?? '', /intake-log/);
-    const refusedBefore = drive.statuses.get(503) ?? 0;
+    assert.equal(whileFull.status, 503, '/readyz is not ready while the disk is full');
+    // The log's file and the store's share the disk: whichever write meets it first is named (the
+    // log's appends, or processing's batches while the log's WAL still has room for small groups).
+    assert.match(whileFull.body.detail ?? '', /intake-log|intake-processing/);
+    // Each answer while full is a 503, or a 202 for a group the log's WAL still had room for (durable,
+    // and processed once space returns): `post` checks every refusal, the end every 202.
     await drive.burst(80);
-    assert.ok((drive.statuses.get(503) ?? 0) - refusedBefore >= 80, `refused while the log cannot be written: ${JSON.stringify([...drive.statuses])}`);
-    assert.ok(drive.errorLines.some((line) => /intake log refuses writes/.test(line) && /disk is full/.test(line)), 'the log says what is wrong');
+    assert.ok(drive.errorLines.some((line) => /refuses writes/.test(line) && /disk is full/.test(line)), 'the log says what is wrong');
   }),
 );
