@@ -312,8 +312,8 @@ function targetLines(roundsRows: Row[][]): string[] {
 
 /**
  * Why `power` falls short of `process`, from the run's figures: what a 202 costs more when it waits
- * for the journal's fdatasync — on the HTTP thread (which runs the syncs itself, in the turn that
- * wrote the group) and in all (besides, the processing thread's commits at `synchronous = FULL`)
+ * for the intake log's fsync — on the HTTP thread (whose commit of the turn's group syncs the log's
+ * file) and in all (besides, the processing thread's commits at `synchronous = FULL`)
  * — and how much longer it waits.
  */
 function powerCost(rows: Row[]): string {
@@ -322,8 +322,8 @@ function powerCost(rows: Row[]): string {
   const more = (column: string) =>
     typeof power[column] === 'number' && typeof processOnly[column] === 'number' ? `${round((power[column] as number) - (processOnly[column] as number), 1)} µs` : '?';
   return (
-    `; a power 202 waits for an fdatasync of the journal (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
-    ` ${more('main µs/202')} of it on the HTTP thread (the journal's syncs, run there), the rest mostly the processing thread's FULL commits`
+    `; a power 202 waits for an fsync of the intake log's commit (p50 ${power['p50 ms']} ms against ${processOnly['p50 ms']}) and costs ${more('cpu µs/202')} more CPU,` +
+    ` ${more('main µs/202')} of it on the HTTP thread (the log's syncs, run there), the rest mostly the processing thread's FULL commits`
   );
 }
 
@@ -340,14 +340,14 @@ function httpThreadCost(rows: Row[]): string {
   const bareKoa = typeof koa === 'number' && koa > koaSqlite ? ` (bare Koa's ${koa} µs: its requests do not wait for a write, and gather into more, smaller turns)` : '';
   return (
     `; the HTTP thread spent ${trailwire} µs per 202 against Koa + SQLite's ${koaSqlite}${bareKoa}: ${round(trailwire - koaSqlite, 1)} µs more for` +
-    ' the accept path (auth, limit, validation, ids: `npm run bench -- accept-path` counts it alone) and each turn\'s hand-over to the journal and the processing thread'
+    ' the accept path (auth, limit, validation, ids: `npm run bench -- accept-path` counts it alone) and each turn\'s commit to the intake log'
   );
 }
 
 /**
  * The CPU the issue's target (`INTAKE_TARGET` × node:http) takes with processing keeping up, at the CPU per
  * request each side spent in this run: the server's (both threads) and the load generator's, which
- * share the machine. With the intake journal nothing waits for SQLite's lock on the accept path, so
+ * share the machine. The intake log has a file of its own, so the accept path never waits for a batch's lock, and
  * this is what bounds the rate: the cores the three busy threads (HTTP, processing, load generator)
  * share.
  */

@@ -72,8 +72,8 @@ export class TrailwireError extends Error {
 }
 
 /**
- * A refusal caused by a dependency — the disk or the database full or failing, the intake journal,
- * a processing thread (contract 6): 503 `store_unavailable` with `Retry-After`, never a 500. The
+ * A refusal caused by a dependency — the disk or the database full or failing, the intake log
+ * (contract 6): 503 `store_unavailable` with `Retry-After`, never a 500. The
  * message is shown to the client, so it names what failed in the operator's terms, not the error
  * itself (that goes in `cause`, for the log).
  */
@@ -134,7 +134,7 @@ export const ERROR_DESCRIPTIONS: Record<ErrorCode, string> = {
   rate_limited: 'A fixed-window rate limit is exhausted; retry after the number of seconds in Retry-After.',
   unavailable: 'The service is starting or shutting down, or not ready; retry after the seconds in Retry-After.',
   store_unavailable:
-    'A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check).',
+    'A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check).',
   body_already_read:
     "The server that mounts Trailwire read the request body before Trailwire could (a body parser such as express.json() above the mount, or a route of the host that parsed it): mount Trailwire above the parser. Nothing was stored.",
   internal: 'An unexpected error; the log has the details under the request id.',

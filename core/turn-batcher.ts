@@ -1,11 +1,10 @@
 /**
  * Collects what arrives within one event-loop turn and hands it over at once, at the turn's end
  * (`setImmediate`): the group commit of intake. Every concurrent request of a turn then shares one
- * commit (one fsync in `power` durability), one journal write and one message to the processing
- * thread, so that the cost of a commit is paid once per turn rather than once per request.
+ * commit (one fsync in `power` durability) and one wake-up of the processing thread, so that the
+ * cost of a commit is paid once per turn rather than once per request.
  *
- * The one place that writes "group this turn's appends"; the SQLite queue, the threaded queue and
- * the processing thread each own one batcher for their own job.
+ * The one place that writes "group this turn's appends"; each queue that appends owns one batcher.
  */
 export class TurnBatcher<T> {
   private items: T[] = [];

@@ -45,7 +45,7 @@ export interface StoreBackendOptions {
  * (`SqliteIntakeOptions`: processing, its thread, product modules, worker tuning, live updates and
  * round counts, the log) or PostgreSQL's (`PostgresIntakeOptions`: `process`).
  */
-export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store' | 'journalFileCalls'> & Omit<PostgresIntakeOptions, 'store' | 'log'>;
+export type BackendIntakeOptions = Omit<SqliteIntakeOptions, 'store'> & Omit<PostgresIntakeOptions, 'store' | 'log'>;
 
 /** The intake of a backend, as the server uses it. */
 export interface BackendIntake extends IntakeBackend {

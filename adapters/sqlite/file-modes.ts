@@ -18,6 +18,11 @@ export function sidecarFiles(file: string): string[] {
   return [`${file}-wal`, `${file}-shm`];
 }
 
+/** The intake log's own file beside the store's (`intake-queue.ts`); an in-memory store's log is in memory too. */
+export function intakeLogFile(storeFile: string): string {
+  return storeFile === ':memory:' ? ':memory:' : `${storeFile}-intake-log`;
+}
+
 /**
  * Creates the database's folder (`0700`, only the levels that do not exist) and an empty file
  * (`0600`) when there is none yet, before SQLite opens it: SQLite would create it with the umask's
@@ -33,10 +38,11 @@ export function restrictSidecars(file: string): void {
   for (const sidecar of sidecarFiles(file)) if (existsSync(sidecar)) chmodSync(sidecar, OWNER_ONLY_FILE);
 }
 
-/** The database file and sidecars that users other than the owner can read or write, with their modes (e.g. `0644`). */
+/** The database file, its intake log's and their sidecars that users other than the owner can read or write, with their modes (e.g. `0644`). */
 export function readableByOthers(file: string): { file: string; mode: string }[] {
   const found: { file: string; mode: string }[] = [];
-  for (const candidate of [file, ...sidecarFiles(file)]) {
+  const logFile = intakeLogFile(file);
+  for (const candidate of [file, ...sidecarFiles(file), logFile, ...sidecarFiles(logFile)]) {
     if (!existsSync(candidate)) continue;
     const mode = statSync(candidate).mode & 0o777;
     if ((mode & 0o077) !== 0) found.push({ file: candidate, mode: `0${mode.toString(8)}` });

@@ -1,11 +1,12 @@
 /**
  * `trailwire/sqlite`: the embedded SQLite backend of Trailwire — the store, the durable intake queue
- * that shares its file, and the migration runner that modules keeping tables in that file use. One
- * file serves one process and any CLI commands beside it (WAL mode). To assemble it yourself:
+ * (its log in a file of its own beside the store's, `<file>-intake-log`), and the migration runner
+ * that modules keeping tables in the store's file use. One file serves one server process and any CLI
+ * commands beside it (WAL mode). To assemble it as `trailwire serve` does (processing in a thread):
  *
  *   const store = await openSqliteStore({ file: './data/trailwire.db' });
  *   const intake = openSqliteIntake({ store, onEvents: (events) => events.forEach((e) => trailwire.live.publish(e)) });
- *   const trailwire = await createTrailwire({ store, products, intakeQueue: intake.queue, worker: intake.processesItself ? false : undefined });
+ *   const trailwire = await createTrailwire({ store, products, intakeQueue: intake.queue, worker: false });
  *   await intake.start();
  */
 
@@ -25,13 +26,14 @@ export {
 } from './sqlite-store.ts';
 /**
  * `openSqliteIntake({ store, ... })`: the intake of the store's file behind one front door — the
- * queue the core takes intake into, its processing thread and journal, `start`/`stop`, counts and
- * readiness checks (`SqliteIntakeOptions`, `SqliteIntake`). What a server uses.
+ * queue the core takes intake into, its processing thread, `start`/`stop` and readiness checks
+ * (`SqliteIntakeOptions`, `SqliteIntake`). What a server uses.
  */
 export { openSqliteIntake, type SqliteIntake, type SqliteIntakeLog, type SqliteIntakeOptions } from './intake.ts';
 /**
  * `openSqliteIntakeQueue(store.db, options?)` opens the durable intake queue (`SqliteIntakeQueue`,
- * an `IntakeQueue`) in the store's file; without a queue the core takes no intake.
+ * a `ProcessableIntakeQueue` the core's worker processes on the event loop) on the store's
+ * connection, its log's file attached; without a queue the core takes no intake.
  * `SqliteIntakeQueueOptions.onEnqueued` is told after each commit that stored payloads.
  */
 export { openSqliteIntakeQueue, SqliteIntakeQueue, type SqliteIntakeQueueOptions } from './intake-queue.ts';

@@ -17,9 +17,15 @@
  * processed payload: the watermark (the greatest `last_seq` of `intake_batches`) says it. Only
  * retries, the payloads held behind them, and dead letters get a row in `intake_parked`.
  *
- * A server with a processing thread does not write here from the event loop at all: the thread is
- * the file's one intake writer (`intake-thread.ts`), so the two never contend for the lock.
+ * The log (`intake_log`, with its idempotency keys) lives in a file of its own beside the store's,
+ * `<file>-intake-log`, attached to the connection as the schema `intake` (`attachIntakeLog`); the
+ * watermark and the parked payloads live in the store's file. So the two roles write different files
+ * and each has its own write lock: a server's event loop appends (a turn's group, one commit of the
+ * log's file) while its processing thread holds the store's lock for a batch (`intake-thread.ts`),
+ * and neither waits for the other. A batch takes the store's lock alone (`BEGIN IMMEDIATE` would
+ * take every attached file's), and reads the log as of its start.
  */
+import { existsSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { type ErrorCode, isTrailwireError, TrailwireError } from '../../core/errors.ts';
 import {
@@ -36,6 +42,7 @@ import {
 import { type BatchPlan, inOpenBatches, type PlannedEntry, planBatch, settleBatch, waitingKey } from '../../core/intake-batch-plan.ts';
 import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { LOG_COLUMNS, type LogRow, type LogStatusRow, PARKED_COLUMNS, toIntakeRecord, toPlannedEntry } from '../sql/log-rows.ts';
+import { createOwnerOnly, intakeLogFile, restrictSidecars } from './file-modes.ts';
 import { applyMigrations, type Migration } from './migrations.ts';
 import { STORAGE_FAULT_RETRY_AFTER_SECONDS, storageFaultError } from './storage-faults.ts';
 
@@ -145,6 +152,92 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
 ];
 
 
+/** The schema the log's file is attached as, on every connection that opens the queue. */
+export const INTAKE_LOG_SCHEMA = 'intake';
+
+export { intakeLogFile };
+
+/**
+ * The log file's tables, as migration 0003 made them in the store's file before the log had its own,
+ * but for AUTOINCREMENT: the log's sequence is kept past the store's watermark (`keepSequencePastWatermark`).
+ */
+const LOG_FILE_SCHEMA = `
+  CREATE TABLE IF NOT EXISTS intake.intake_log (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT NOT NULL,
+    partner_id      TEXT NOT NULL,
+    product         TEXT NOT NULL,
+    vin             TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    received_at     INTEGER NOT NULL,
+    idempotency_key TEXT
+  ) STRICT;
+  CREATE UNIQUE INDEX IF NOT EXISTS intake.intake_log_by_id ON intake_log (id);
+  CREATE TABLE IF NOT EXISTS intake.intake_idempotency (
+    partner_id      TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    seq             INTEGER NOT NULL,
+    received_at     INTEGER NOT NULL,
+    PRIMARY KEY (partner_id, idempotency_key)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS intake.intake_idempotency_by_age ON intake_idempotency (received_at);
+`;
+
+/**
+ * Attaches the log's file to a store's connection as the schema `intake` (once per connection),
+ * creating it owner-only, in WAL mode and with the store's synchronous setting (so `power` syncs its
+ * commits too), and moves into it what an earlier version kept in the store's file.
+ */
+export function attachIntakeLog(db: Database.Database): void {
+  const attached = db.prepare<[], { name: string }>('PRAGMA database_list').all().some((row) => row.name === INTAKE_LOG_SCHEMA);
+  if (attached) return;
+  const file = intakeLogFile(db.name);
+  const created = file !== ':memory:' && !existsSync(file);
+  if (created) createOwnerOnly(file);
+  db.prepare(`ATTACH ? AS ${INTAKE_LOG_SCHEMA}`).run(file);
+  if (file !== ':memory:') {
+    if (db.pragma(`${INTAKE_LOG_SCHEMA}.journal_mode`, { simple: true }) !== 'wal') db.pragma(`${INTAKE_LOG_SCHEMA}.journal_mode = WAL`);
+    if (created) restrictSidecars(file);
+  }
+  db.pragma(`${INTAKE_LOG_SCHEMA}.synchronous = ${Number(db.pragma('main.synchronous', { simple: true }))}`);
+  db.exec(LOG_FILE_SCHEMA);
+}
+
+/**
+ * Until issue 38's fifth session the log's tables were in the store's file (migration 0003). Their
+ * rows are copied into the log's file in one commit of that file, then the store's tables are
+ * dropped in one commit of the store's: two files commit apart, so a crash between the two leaves
+ * both copies, and the next start copies again (ignoring what is there) before dropping. A new
+ * store's empty tables go the same way.
+ */
+function moveLogOutOfStoreFile(db: Database.Database): void {
+  const inStore = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM main.sqlite_master WHERE type = 'table' AND name = 'intake_log'").get()!.n > 0;
+  if (!inStore) return;
+  db.transaction(() => {
+    db.exec('INSERT OR IGNORE INTO intake.intake_log SELECT * FROM main.intake_log');
+    db.exec('INSERT OR IGNORE INTO intake.intake_idempotency SELECT * FROM main.intake_idempotency');
+  })();
+  db.transaction(() => db.exec('DROP TABLE main.intake_log; DROP TABLE main.intake_idempotency'))();
+}
+
+
+/**
+ * A payload at or below the store's watermark counts as processed, so the log must never number a
+ * new one there. Within one log file the newest row always stays (the purge keeps it); but a log
+ * file lost, or restored older than the store's, would start numbering again below the watermark,
+ * and every payload it took would be answered 202 and never processed. So the log's sequence is
+ * raised to the watermark at each open: new payloads follow it, whatever the file holds.
+ */
+function keepSequencePastWatermark(db: Database.Database): void {
+  const watermark = db.prepare<[], { w: number | null }>('SELECT max(last_seq) AS w FROM main.intake_batches').get()!.w;
+  if (watermark === null) return;
+  db.transaction(() => {
+    const raised = db.prepare("UPDATE intake.sqlite_sequence SET seq = ? WHERE name = 'intake_log' AND seq < ?").run(watermark, watermark).changes;
+    const known = db.prepare("SELECT 1 FROM intake.sqlite_sequence WHERE name = 'intake_log'").get() !== undefined;
+    if (raised === 0 && !known) db.prepare("INSERT INTO intake.sqlite_sequence (name, seq) VALUES ('intake_log', ?)").run(watermark);
+  })();
+}
+
 /** How long a group commit waits before trying again while another connection (another process) holds the write lock. */
 const LOCKED_RETRY_MS = 1;
 
@@ -165,6 +258,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
   /** Appends a group in one transaction: each item's outcome. */
   private readonly appendGroup: Database.Transaction<(items: readonly NewIntake[], skipExisting: boolean) => AppendOutcome[]>;
+  /** `probeWrite`'s transaction. */
+  private readonly probe: Database.Transaction<() => void>;
   /** The connection's own busy timeout, restored after each attempt that must not wait. */
   private readonly busyTimeoutMs: number;
   private openBatch: SqliteBatch | null = null;
@@ -176,7 +271,10 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     private readonly db: Database.Database,
     private readonly options: SqliteIntakeQueueOptions = {},
   ) {
+    attachIntakeLog(db);
     applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS);
+    moveLogOutOfStoreFile(db);
+    keepSequencePastWatermark(db);
     this.sql = {
       append: db.prepare<[string, string, string, string, string, number, string | null]>(
         `INSERT INTO intake_log (id, partner_id, product, vin, payload, received_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -216,12 +314,11 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
         `UPDATE intake_parked SET state = 'retry', attempts = 0, next_attempt_at = ?, processed_at = NULL
          WHERE state = 'failed' AND seq = (SELECT seq FROM intake_log WHERE id = ?)`,
       ),
-      // Payloads processed before the cut-off, oldest first; the log's newest row always stays, so
-      // that a new append is never given a seq at or below the watermark.
+      // Payloads processed before the cut-off, oldest first (the log's AUTOINCREMENT keeps new
+      // appends past the watermark however much is trimmed).
       trimmable: db.prepare<{ before: number; limit: number }, { seq: number }>(
         `SELECT l.seq FROM intake_log l LEFT JOIN intake_parked p ON p.seq = l.seq
          WHERE l.seq <= (SELECT coalesce(max(last_seq), 0) FROM intake_batches WHERE processed_at < :before)
-           AND l.seq < (SELECT max(seq) FROM intake_log)
            AND (p.seq IS NULL OR (p.state = 'done' AND p.processed_at < :before))
          ORDER BY l.seq LIMIT :limit`,
       ),
@@ -237,12 +334,23 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
         `SELECT coalesce((SELECT max(seq) FROM intake_log), 0) - coalesce((SELECT max(last_seq) FROM intake_batches), 0)
               + (SELECT count(*) FROM intake_parked WHERE state = 'retry') AS n`,
       ),
-      begin: db.prepare('BEGIN IMMEDIATE'),
+      begin: db.prepare('BEGIN'),
+      // A write that changes nothing takes the store file's write lock, and only its: the batch's
+      // lock, with the log's file left to the appends (BEGIN IMMEDIATE would lock every attached file).
+      lockStore: db.prepare('DELETE FROM main.intake_batches WHERE last_seq < 0'),
       commit: db.prepare('COMMIT'),
       rollback: db.prepare('ROLLBACK'),
     };
     this.busyTimeoutMs = Number(db.pragma('busy_timeout', { simple: true }));
+    // Deferred: the group's first write takes the log file's lock alone, never the store's.
     this.appendGroup = db.transaction((items: readonly NewIntake[], skipExisting: boolean) => items.map((item) => this.appendOne(item, skipExisting)));
+    // A key no partner has, written and taken back in one commit of the log's file: its pages are written, nothing is left.
+    const probeRow = db.prepare("INSERT INTO intake.intake_idempotency (partner_id, idempotency_key, seq, received_at) VALUES ('', '', 0, 0)");
+    const probeGone = db.prepare("DELETE FROM intake.intake_idempotency WHERE partner_id = '' AND idempotency_key = ''");
+    this.probe = db.transaction(() => {
+      probeRow.run();
+      probeGone.run();
+    });
   }
 
   enqueue(item: NewIntake): Promise<EnqueueResult> {
@@ -272,9 +380,17 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   async nextBatch(limit: number, now: number): Promise<IntakeBatch | null> {
     if (this.openBatch || this.db.inTransaction) return null;
     for (;;) {
-      const begin = () => this.sql.begin.run();
-      if (this.options.mayWaitForLock) begin();
-      else if (this.withoutWaiting(begin) === 'locked') return null;
+      this.sql.begin.run();
+      try {
+        if (this.options.mayWaitForLock) this.sql.lockStore.run();
+        else if (this.withoutWaiting(() => this.sql.lockStore.run()) === 'locked') {
+          this.sql.rollback.run();
+          return null;
+        }
+      } catch (error) {
+        this.sql.rollback.run();
+        throw storageFaultError(error, 'the store') ?? error;
+      }
       let batch: SqliteBatch;
       try {
         batch = this.readBatch(limit, now);
@@ -305,7 +421,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
       this.sql.commit.run();
     } catch (error) {
       if (this.db.inTransaction) this.sql.rollback.run();
-      throw storageFaultError(error, 'the intake log') ?? error;
+      throw storageFaultError(error, 'the store') ?? error;
     } finally {
       this.batchEnded();
     }
@@ -368,18 +484,17 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
   /**
    * Writes a group of appends at once, waiting for the write lock as long as the connection's busy
-   * timeout allows: for a connection whose thread may block (the processing thread), or for a replay
-   * of the intake journal. Answers each item's outcome. A storage fault refuses the whole group
+   * timeout allows: for the read-back of a journal an earlier version left, before the server takes
+   * intake. Answers each item's outcome. A storage fault refuses the whole group
    * (`store_unavailable`: nothing of it is stored); any other error is one item's alone, which is
    * refused while its neighbours are stored.
    *
-   * `skipExisting` is for groups that may have been appended already (a journal replayed, a group
-   * sent again to a restarted processing thread): an item whose id the log holds is not appended
-   * again, and answers `appended`.
+   * `skipExisting` is for groups that may have been appended already (a journal read back): an item
+   * whose id the log holds is not appended again, and answers `appended`.
    */
   enqueueNow(items: readonly NewIntake[], { skipExisting = false }: { skipExisting?: boolean } = {}): AppendOutcome[] {
     try {
-      return this.appendGroup.immediate(items, skipExisting);
+      return this.appendGroup(items, skipExisting);
     } catch (error) {
       return this.outcomesAfterFailure(error, items, skipExisting);
     }
@@ -420,20 +535,48 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     const items = group.map((entry) => entry.item);
     let outcomes: AppendOutcome[] | 'locked';
     try {
-      outcomes = this.withoutWaiting(() => this.appendGroup.immediate(items, false));
+      outcomes = this.withoutWaiting(() => this.appendGroup(items, false));
     } catch (error) {
       outcomes = this.outcomesAfterFailure(error, items, false);
     }
     if (outcomes === 'locked') return this.turn.putBack(group, LOCKED_RETRY_MS);
+    this.reportWrite(outcomes);
     group.forEach((entry, i) => answerEnqueue(entry, outcomes[i]!));
     if (outcomes.some((outcome) => outcome.kind === 'appended')) this.options.onEnqueued?.();
+  }
+
+  /** Tells `onWrite` whether the log's file took the group (a refusal of it whole is a storage fault). */
+  private reportWrite(outcomes: readonly AppendOutcome[]): void {
+    const refusal = outcomes.find((outcome) => outcome.kind === 'refused' && outcome.code === 'store_unavailable');
+    this.options.onWrite?.(refusal?.kind === 'refused' ? refusal.message : null);
+  }
+
+  /**
+   * Writes a page of the log's file and takes it back, in one committed transaction of its own:
+   * whether the log takes appends again after a fault, with nothing left behind. Throws the fault's
+   * `store_unavailable` while it does not.
+   */
+  probeWrite(): Promise<void> {
+    return new Promise((resolve, reject) =>
+      this.whenNoBatch(() => {
+        try {
+          this.probe();
+          this.options.onWrite?.(null);
+          resolve();
+        } catch (error) {
+          const fault = storageFaultError(error, 'the intake log');
+          if (fault) this.options.onWrite?.(fault.message);
+          reject(fault ?? error);
+        }
+      }),
+    );
   }
 
   /** One bad row must not fail its neighbours: each item in a transaction of its own. */
   private enqueueOneByOne(items: readonly NewIntake[], skipExisting: boolean): AppendOutcome[] {
     return items.map((item) => {
       try {
-        return this.appendGroup.immediate([item], skipExisting)[0]!;
+        return this.appendGroup([item], skipExisting)[0]!;
       } catch (error) {
         return refusedOutcome(storageFaultError(error, 'the intake log') ?? error);
       }
@@ -450,7 +593,8 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     try {
       return write();
     } catch (error) {
-      if ((error as { code?: string }).code === 'SQLITE_BUSY') return 'locked';
+      // SQLITE_BUSY, or SQLITE_BUSY_SNAPSHOT: a deferred group read the log before another connection wrote it.
+      if ((error as { code?: string }).code?.startsWith('SQLITE_BUSY')) return 'locked';
       throw error;
     } finally {
       this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
@@ -475,7 +619,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
 
 /**
  * What became of one item of a group written to the log — the one shape from the log to the waiting
- * enqueue, on both sides of the processing thread (it crosses as it is): appended (its record is the item's `queuedRecord`, which the
+ * enqueue: appended (its record is the item's `queuedRecord`, which the
  * sender holds, so nothing large comes back), replayed (its idempotency key was used before: the
  * earlier record), or refused with the code and message of the error a client is to get.
  */
@@ -488,7 +632,7 @@ const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 
 /** A log row as the batch plan sees it: the file's one partition. */
 /** The refusal of an item that met `error`: its code when it is a Trailwire error (a storage fault), else `internal`. */
-export function refusedOutcome(error: unknown): AppendOutcome {
+function refusedOutcome(error: unknown): AppendOutcome {
   if (isTrailwireError(error)) return { kind: 'refused', code: error.code, message: error.message };
   return { kind: 'refused', code: 'internal', message: `the payload could not be stored: ${error instanceof Error ? error.message : String(error)}` };
 }
@@ -497,7 +641,7 @@ export function refusedOutcome(error: unknown): AppendOutcome {
  * Answers a waiting enqueue with its item's outcome: the item's queued record when appended, the
  * earlier record when its key was used before, or the refusal as the error its client gets.
  */
-export function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
+function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
   if (outcome.kind === 'appended') pending.resolve({ record: queuedRecord(pending.item), created: true });
   else if (outcome.kind === 'replayed') pending.resolve({ record: outcome.record, created: false });
   else pending.reject(new TrailwireError(outcome.code, outcome.message, outcome.code === 'store_unavailable' ? { retryAfterSeconds: STORAGE_FAULT_RETRY_AFTER_SECONDS } : {}));
@@ -507,9 +651,14 @@ export interface SqliteIntakeQueueOptions {
   /** Called after each commit that stored new payloads (to wake a worker). */
   onEnqueued?: () => void;
   /**
+   * Told of each append the log's file refused for a storage fault (what its `store_unavailable`
+   * says), and of each that succeeded (`null`): the intake's fault state for `/readyz`. Default: nobody.
+   */
+  onWrite?: (fault: string | null) => void;
+  /**
    * Whether `nextBatch` may wait (the connection's busy timeout) for another connection's write
-   * lock: for a connection whose thread may block, the processing thread. Default false: a held
-   * lock answers "no batch now" at once, since waiting would block the event loop.
+   * lock on the store's file: for a connection whose thread may block, the processing thread.
+   * Default false: a held lock answers "no batch now" at once, since waiting would block the event loop.
    */
   mayWaitForLock?: boolean;
 }

@@ -1,29 +1,24 @@
 /**
  * The body of the intake processing thread (`intake-thread.ts` starts it): its own connection to
- * the SQLite file, the products loaded by module, the groups of payloads the main thread accepted
- * (each turn's groups written in one commit, then answered), and the core's `IntakeWorker` reading
- * the log in batches, each batch one transaction of this connection. Only this code writes intake on
- * the connection, so no other write ever joins a batch's transaction, and the event loop that serves
- * requests never waits for the write lock. Live updates and counts go back to the main thread once
- * per batch, after the commit. The thread runs a little below the HTTP thread's priority.
+ * the SQLite file (the intake log's file attached, `intake-queue.ts`), the products loaded by
+ * module, and the core's `IntakeWorker` reading the log in batches, each batch one transaction of
+ * the store's file. The main thread appends to the log's file meanwhile, and wakes this one after
+ * each commit; the two files' locks keep the two apart. Live updates and counts go back to the main
+ * thread once per batch, after the commit. The thread runs a little below the HTTP thread's priority.
  *
- * When the store refuses a write (a full or failing disk), the groups that could not be appended are
- * held, in order, with every group that arrives after them, and tried again with a backoff; the main
- * thread is told of each refused write and of the first write after them, and keeps the state and
- * the one fault log of the intake (said once, then once per interval with a count).
+ * When the store refuses a batch's writes (a full or failing disk), the batch is abandoned whole and
+ * tried again by the worker; the main thread is told of each refused batch and of the first commit
+ * after them, and keeps the state and the one fault log of the intake (said once, then once per
+ * interval with a count).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { Backoff } from '../../core/backoff.ts';
 import { systemClock } from '../../core/clock.ts';
 import { isTrailwireError } from '../../core/errors.ts';
-import type { NewIntake } from '../../core/intake-queue.ts';
 import { failedAttemptLine, IntakeWorker, ROUND_FAILED_MESSAGE } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { createProductRegistry, loadProductModule } from '../../core/products.ts';
-import { TurnBatcher } from '../../core/turn-batcher.ts';
 import { builtInProducts } from '../../products/index.ts';
-import { decodeIntakeGroup } from './intake-journal.ts';
-import { openSqliteIntakeQueue } from './intake-queue.ts';
+import { INTAKE_LOG_SCHEMA, openSqliteIntakeQueue } from './intake-queue.ts';
 import {
   type IntakeThreadCommand,
   type IntakeThreadData,
@@ -36,10 +31,6 @@ import {
 import { openSqliteStore } from './sqlite-store.ts';
 import { runWebhookDeliveryCall, type WebhookDeliveryCall } from './webhook-delivery-calls.ts';
 
-/** Held groups are tried again after this long, doubling up to `MAX_RETRY_MS`. */
-const FIRST_RETRY_MS = 250;
-const MAX_RETRY_MS = 5000;
-
 lowerThisThreadPriority(PROCESSING_THREAD_NICENESS);
 const port = parentPort!;
 const data = workerData as IntakeThreadData;
@@ -47,6 +38,14 @@ const send = (message: IntakeThreadMessage) => port.postMessage(message);
 const log = (entry: IntakeThreadLog) => send({ type: 'log', entry });
 
 const store = await openSqliteStore({ file: data.file, durability: data.durability });
+/**
+ * The webhook deliverer's calls run on a connection of their own, which never attaches the log's
+ * file: each is an immediate transaction (`webhook-tables.ts`), and SQLite's BEGIN IMMEDIATE takes
+ * every attached file's write lock, so on the batches' connection each would hold the log's too,
+ * and the HTTP thread's appends would wait for it (with 100 endpoints delivering, the HTTP thread's
+ * CPU per 202 rose by a fifth). They still run between batches, so they never wait for a batch's lock.
+ */
+const deliveries = await openSqliteStore({ file: data.file, durability: data.durability });
 store.db.pragma(`wal_autocheckpoint = ${PROCESSING_WAL_AUTOCHECKPOINT_PAGES}`);
 const queue = openSqliteIntakeQueue(store.db, { mayWaitForLock: true });
 const products = createProductRegistry([
@@ -83,6 +82,17 @@ function storeWrote(): void {
   send({ type: 'store', fault: null });
 }
 
+/**
+ * Copies the log file's WAL back into its file between batches, when no batch of this connection
+ * reads it. The HTTP thread's connection, which appends, does not checkpoint (`intake.ts`): there a
+ * checkpoint would run on the event loop after a commit, and while this thread's batches read the
+ * log it could never finish, so it would be tried again after every commit as the WAL grew (the
+ * HTTP thread's CPU per 202 rose by a third). Here it finishes, and the next append starts the WAL over.
+ */
+function checkpointLog(): void {
+  store.db.pragma(`${INTAKE_LOG_SCHEMA}.wal_checkpoint(PASSIVE)`);
+}
+
 // --- processing -----------------------------------------------------------------------------------
 
 let events: LiveTrailerEvent[] = [];
@@ -101,6 +111,7 @@ const worker = new IntakeWorker(
       storeWrote();
       send({ type: 'round', events, processed, failed });
       events = [];
+      checkpointLog();
     },
     onAttemptFailed: (entry, attempt, error, deadLettered) => log(failedAttemptLine(entry, attempt, error, deadLettered)),
     onRoundFailed: (error) => {
@@ -111,67 +122,10 @@ const worker = new IntakeWorker(
   data.worker,
 );
 
-// --- appends ----------------------------------------------------------------------------------------
-
-interface ReceivedGroup {
-  requestId: number;
-  items: NewIntake[];
-  skipExisting: boolean;
-}
-
-/** Groups that arrive together (the port delivers what is waiting at once) share a commit. */
-const received = new TurnBatcher<ReceivedGroup>((groups) => appendOrHold(groups));
-/** Groups the store refused, in order, with those that came after them: tried again until written. */
-let held: ReceivedGroup[] = [];
-const retryDelay = new Backoff(FIRST_RETRY_MS, MAX_RETRY_MS);
-let retryTimer: NodeJS.Timeout | undefined;
-
-function appendOrHold(groups: ReceivedGroup[]): void {
-  queue.whenNoBatch(() => {
-    // Behind held groups: a VIN's payloads reach the log in arrival order.
-    if (held.length > 0) held.push(...groups);
-    else append(groups);
-  });
-}
-
-/** Appends groups in one commit and answers them; when the store refuses, holds them and tries again later. */
-function append(groups: ReceivedGroup[]): void {
-  const items = groups.flatMap((group) => group.items);
-  const outcomes = queue.enqueueNow(items, { skipExisting: groups.some((group) => group.skipExisting) });
-  const refusal = outcomes.find((outcome) => outcome.kind === 'refused' && outcome.code === 'store_unavailable');
-  if (refusal && refusal.kind === 'refused') {
-    held = groups;
-    storeFailed(refusal.message);
-    retryTimer = setTimeout(retryHeld, retryDelay.next());
-    return;
-  }
-  retryDelay.reset();
-  storeWrote();
-  let offset = 0;
-  const answers = groups.map(({ requestId, items: groupItems }) => ({ requestId, value: outcomes.slice(offset, (offset += groupItems.length)) }));
-  send({ type: 'answers', answers });
-  worker.notify();
-}
-
-function retryHeld(): void {
-  retryTimer = undefined;
-  queue.whenNoBatch(() => {
-    const groups = held;
-    held = [];
-    append(groups);
-  });
-}
-
-/** The log's depth once every group received before the request is appended (after the batch in hand, if any). */
-function answerDepth(requestId: number): void {
-  received.flushNow();
-  queue.whenNoBatch(() => void queue.depth().then((depth) => send({ type: 'answers', answers: [{ requestId, value: depth }] })));
-}
-
 /** A call of the webhook deliverer's store, between batches: on this connection it waits for no lock. */
 function runWebhookCall(requestId: number, call: WebhookDeliveryCall): void {
   queue.whenNoBatch(() =>
-    void runWebhookDeliveryCall(store.webhooks, call).then(
+    void runWebhookDeliveryCall(deliveries.webhooks, call).then(
       (value) => send({ type: 'answers', answers: [{ requestId, value }] }),
       (error: unknown) => send({ type: 'answers', answers: [{ requestId, error: error instanceof Error ? error.message : String(error) }] }),
     ),
@@ -181,16 +135,12 @@ function runWebhookCall(requestId: number, call: WebhookDeliveryCall): void {
 port.on('message', (command: IntakeThreadCommand) => {
   if (command.type === 'wake') worker.notify();
   else if (command.type === 'webhooks') runWebhookCall(command.requestId, command.call);
-  else if (command.type === 'append') received.push({ requestId: command.requestId, items: decodeIntakeGroup(command.group), skipExisting: command.skipExisting });
-  else if (command.type === 'depth') answerDepth(command.requestId);
   else if (command.type === 'stop') void stop();
 });
 
 async function stop(): Promise<void> {
   await worker.stop();
-  // Groups that came before the stop are appended, to be processed by the next start; held ones stay in the journal.
-  if (held.length === 0) received.flushNow();
-  clearTimeout(retryTimer);
+  await deliveries.close();
   await store.close();
   send({ type: 'stopped' });
   port.close();

@@ -1,17 +1,15 @@
 /**
  * Intake processing in a worker thread, for the embedded SQLite store, as the main thread sees it.
  * better-sqlite3 is synchronous: processing on the event loop would take turns with HTTP requests
- * for one core. The thread opens its own connection to the file and is the file's one intake
- * writer: the main thread only accepts (authenticates, validates, limits, journals) and hands each
- * turn's accepted payloads to the thread (`append`), which writes them to the intake log and
- * answers, then processes what is queued with the core's `IntakeWorker`, each batch one transaction
- * (`intake-thread-worker.ts`). Live updates come back here and are handed to `onEvents` in order.
+ * for one core. The thread opens its own connection to the file and processes the intake log with
+ * the core's `IntakeWorker`, each batch one transaction of the store's file
+ * (`intake-thread-worker.ts`); the main thread appends to the log (the log's own file) and wakes the
+ * thread after each commit (`notify`). Live updates come back here and are handed to `onEvents` in order.
  *
- * Faults. When the store refuses the thread's writes (a full or failing disk), the thread keeps the
- * groups it could not append and tries them again, in order, and says so once (`onStoreFault`); when
- * a write succeeds again it says that too. A thread that dies (an exception, `kill`) is started
- * again with a backoff (1 s, doubling to 30 s), its appends not answered are rejected so that the
- * caller sends them again to the new thread (`onReady`), and `isRunning` is false in between.
+ * Faults. When the store refuses the thread's batches (a full or failing disk), the thread says so
+ * once (`onStoreFault`), and again when a batch commits. A thread that dies (an exception, `kill`)
+ * is started again with a backoff (1 s, doubling to 30 s), and `isRunning` is false in between:
+ * what it had not committed is still in the log, and the new thread reads it from the watermark.
  *
  * The thread loads products by module specifier (the built-in products, and any others named), since
  * product objects cannot cross threads; a server given product objects processes inline instead.
@@ -25,7 +23,6 @@ import { type Clock, systemClock } from '../../core/clock.ts';
 import { TrailwireError } from '../../core/errors.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
-import type { AppendOutcome } from './intake-queue.ts';
 import type { SqliteDurability } from './sqlite-store.ts';
 import type { WebhookDeliveryCall } from './webhook-delivery-calls.ts';
 
@@ -72,8 +69,6 @@ export interface IntakeThreadOptions {
   onRound?: (counts: { processed: number; failed: number }) => void;
   /** Receives what the thread has to say (failed attempts and restarts). */
   onLog?: (entry: IntakeThreadLog) => void;
-  /** Told each time a thread is ready: at the start (before `start` resolves), and after each restart. */
-  onReady?: (thread: IntakeThread) => void;
   /** Told when the store stops taking the thread's writes (the reason) and when it takes them again (null). */
   onStoreFault?: (fault: string | null) => void;
   /** Told of each fault that may repeat (a failed round), by key, to be said once and then once per interval. */
@@ -107,10 +102,7 @@ export type IntakeThreadMessage =
   | { type: 'log'; entry: IntakeThreadLog }
   /** A fault that may repeat (a failed round): said once, then once per interval, by the main thread. */
   | { type: 'fault'; key: string; entry: IntakeThreadLog & { level: 'error' } }
-  /**
-   * Answers to requests (`append`: each group's outcome per item once committed; `depth`: the count;
-   * `webhooks`: the store call's result, or the message of its error), several at once.
-   */
+  /** Answers to requests (`webhooks`: the store call's result, or the message of its error). */
   | { type: 'answers'; answers: Array<{ requestId: number; value?: unknown; error?: string }> }
   | { type: 'store'; fault: string | null }
   | { type: 'stopped' };
@@ -118,8 +110,6 @@ export type IntakeThreadMessage =
 /** Messages to the thread. */
 export type IntakeThreadCommand =
   | { type: 'wake' }
-  | { type: 'append'; requestId: number; group: Uint8Array; skipExisting: boolean }
-  | { type: 'depth'; requestId: number }
   /** A call of the webhook deliverer's store, run on the thread's connection between batches (`webhook-delivery-calls.ts`). */
   | { type: 'webhooks'; requestId: number; call: WebhookDeliveryCall }
   | { type: 'stop' };
@@ -164,7 +154,7 @@ export class IntakeThread {
     return thread;
   }
 
-  /** Tells the thread that payloads are queued (re-queued dead letters); several calls in one turn send one message. */
+  /** Tells the thread that payloads are queued (appended, or dead letters re-queued); several calls in one turn send one message. */
   notify(): void {
     if (this.wakePending || !this.worker) return;
     this.wakePending = true;
@@ -174,23 +164,7 @@ export class IntakeThread {
     });
   }
 
-  /**
-   * Has the thread append a group of payloads (`encodeIntakeGroup`) in one commit; resolves once it
-   * is durable in the log, with each item's outcome. While the store
-   * refuses writes the thread holds the group and answers once it is written. Rejects with
-   * `unavailable` when the thread is not running or ends before it answers (the group may or may
-   * not have been appended: send it again with `skipExisting`).
-   */
-  append(group: Uint8Array, skipExisting = false): Promise<AppendOutcome[]> {
-    return this.request((requestId) => ({ type: 'append', requestId, group, skipExisting })) as Promise<AppendOutcome[]>;
-  }
-
-  /** Payloads of the log queued or being processed, counted by the thread once every group sent before this call is appended. */
-  depth(): Promise<number> {
-    return this.request((requestId) => ({ type: 'depth', requestId })) as Promise<number>;
-  }
-
-  /** Has the thread run a call of the webhook deliverer's store; rejects with `unavailable` as `append` does, or with the store's error. */
+  /** Has the thread run a call of the webhook deliverer's store; rejects with `unavailable` when the thread is not running or ends before it answers, or with the store's error. */
   callWebhooks(call: WebhookDeliveryCall): Promise<unknown> {
     return this.request((requestId) => ({ type: 'webhooks', requestId, call }));
   }
@@ -199,7 +173,7 @@ export class IntakeThread {
     return this.worker !== undefined && !this.stopping;
   }
 
-  /** Finishes the round in hand, appends what it was sent, closes the thread's connection and ends the thread. */
+  /** Finishes the round in hand, closes the thread's connection and ends the thread. */
   async stop(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.restartTimer);
@@ -261,7 +235,6 @@ export class IntakeThread {
     worker.on('exit', (code) => this.exited(code));
     this.worker = worker;
     this.startedAt = this.clock.now();
-    this.options.onReady?.(this);
   }
 
   private receive(message: IntakeThreadMessage): void {
@@ -286,7 +259,7 @@ export class IntakeThread {
     for (const request of this.pending.values()) request.reject(ended);
     this.pending.clear();
     if (this.stopping) return;
-    // Queued payloads are durable, and the caller sends again what was not answered: a restart loses nothing.
+    // Queued payloads are in the log, and the next thread reads on from the watermark: a restart loses nothing.
     if (this.clock.now() - this.startedAt >= STABLE_RUN_MS) this.restartDelay.reset();
     const delay = this.restartDelay.next();
     this.log({ level: 'error', message: `the intake thread exited (code ${code}); restarting in ${delay} ms` });

@@ -2,9 +2,9 @@
  * What a failing disk looks like to the SQLite backend, and what a client is told of it. SQLite
  * reports a full disk (or a database past `max_page_count`) as SQLITE_FULL, a failing disk as one of
  * the SQLITE_IOERR_* codes, a file it may no longer write as SQLITE_READONLY_*, a file it cannot open
- * as SQLITE_CANTOPEN; the journal's own file calls report ENOSPC, EIO, EROFS, EDQUOT. None of them
- * is the request's fault, and each passes once the operator frees space or mends the disk: they
- * become `store_unavailable` (503 with Retry-After, contract 6), never a 500.
+ * as SQLITE_CANTOPEN. None of them is the request's fault, and each passes once the operator frees
+ * space or mends the disk: they become `store_unavailable` (503 with Retry-After, contract 6), never
+ * a 500.
  */
 import { storeUnavailable, type TrailwireError } from '../../core/errors.ts';
 
@@ -16,27 +16,18 @@ const SQLITE_FAULTS: ReadonlyArray<[prefix: string, says: string]> = [
   ['SQLITE_NOMEM', 'the database ran out of memory'],
 ];
 
-const FILE_FAULTS: Readonly<Record<string, string>> = {
-  ENOSPC: 'the disk is full',
-  EDQUOT: 'the disk quota is exhausted',
-  EIO: 'the disk failed an I/O operation',
-  EROFS: 'the file system is read-only',
-  EACCES: 'the file may not be written',
-  EPERM: 'the file may not be written',
-};
-
 /** Seconds a client is told to wait after a storage fault: space is freed by a person, not in a moment. */
 export const STORAGE_FAULT_RETRY_AFTER_SECONDS = 5;
 
 /** What the fault says, in the operator's words, or undefined when the error is no storage fault (a bug, a constraint). */
-export function describeStorageFault(error: unknown): string | undefined {
+function describeStorageFault(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return undefined;
   for (const [prefix, says] of SQLITE_FAULTS) if (code.startsWith(prefix)) return says;
-  return FILE_FAULTS[code];
+  return undefined;
 }
 
-/** The `store_unavailable` error of a storage fault (`what` failed: "the intake journal", "the intake log"), or undefined when `error` is none. */
+/** The `store_unavailable` error of a storage fault (`what` failed: "the store", "the intake log"), or undefined when `error` is none. */
 export function storageFaultError(error: unknown, what: string): TrailwireError | undefined {
   const says = describeStorageFault(error);
   if (says === undefined) return undefined;

@@ -23,8 +23,9 @@ import { openSqliteIntake, openSqliteStore } from 'trailwire/sqlite';
 const logger = pino({ level: process.env.LOG_LEVEL ?? 'info' }, pino.destination(2));
 const dispatchKey = process.env.DISPATCH_KEY ?? 'dispatch-dev-key';
 
-// 1. The Trailwire core over its store, with the same intake as `trailwire serve`: 202s from the
-//    intake journal, processing in a worker thread, its live updates published by the core.
+// 1. The Trailwire core over its store, with the same intake as `trailwire serve`: 202s once a turn's
+//    payloads are committed to the intake log (its own file beside the store's, `<db>-intake-log`),
+//    processing in a worker thread, its live updates published by the core.
 const store = await openSqliteStore({ file: process.env.TRAILWIRE_DB ?? './data/dispatch.db' });
 const intake = openSqliteIntake({ store, onEvents: (events) => events.forEach((event) => void trailwire.live.publish(event)) });
 const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: intake.queue, worker: false });
@@ -101,7 +102,7 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const)
     liveEvents.endAllStreams(); // ends /fleet-api/api/v1/live streams (event: error, unavailable); server.close() would wait for them
     server.closeIdleConnections();
     await new Promise((resolve) => server.close(resolve));
-    await intake.stop(); // finishes the processing round in hand, ends the thread, closes the journal
+    await intake.stop(); // finishes the processing round in hand, ends the thread, lets go of the file's server lock
     await trailwire.close(); // then the live hub and the store
     process.exit(0);
   });

@@ -1063,7 +1063,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1137,7 +1137,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1202,7 +1202,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1276,7 +1276,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1399,7 +1399,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1494,7 +1494,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1600,7 +1600,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1712,7 +1712,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1824,7 +1824,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -1930,7 +1930,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2025,7 +2025,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2137,7 +2137,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2238,7 +2238,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2333,7 +2333,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2445,7 +2445,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2549,7 +2549,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2641,7 +2641,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2757,7 +2757,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2843,7 +2843,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -2927,7 +2927,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -3031,7 +3031,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -3117,7 +3117,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -3239,7 +3239,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -3325,7 +3325,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -3411,7 +3411,7 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -3466,7 +3466,7 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["InternalError"];
-            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake journal or processing thread is down. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
+            /** @description `unavailable`: The service is starting or shutting down, or not ready; retry after the seconds in Retry-After. `store_unavailable`: A dependency cannot take the request now: the disk or database is full or failing, or the intake log cannot be written. Nothing was stored; retry after the seconds in Retry-After (`/readyz` names the failing check). */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */

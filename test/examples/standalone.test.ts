@@ -25,7 +25,7 @@ it('examples/standalone starts, prints its URLs, answers as its README says and 
     assert.equal(example.lines[3], `  docs  ${http}/openapi.json`);
 
     assert.deepEqual((await call(`${http}/healthz`)).body, { status: 'ok' });
-    assert.deepEqual((await call(`${http}/readyz`)).body, { status: 'ready', checks: ['intake-backlog', 'intake-journal', 'intake-log', 'intake-thread', 'queue', 'store'] });
+    assert.deepEqual((await call(`${http}/readyz`)).body, { status: 'ready', checks: ['intake-log', 'intake-processing', 'intake-thread', 'queue', 'store'] });
     assert.equal((await call(`${http}/openapi.json`)).body.openapi, '3.1.0');
 
     // `npx trailwire customers create --db <file> --json` while the example runs on the file.

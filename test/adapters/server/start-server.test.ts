@@ -41,15 +41,15 @@ it('a port out of range rejects, and the process then ends by itself', { timeout
   }
 });
 
-it('a second server with a processing thread on the same SQLite file is refused with the reason, and the file serves again once the first has closed', { timeout: 30_000 }, async () => {
+it('a second processing server on the same SQLite file is refused with the reason, and the file serves again once the first has closed', { timeout: 30_000 }, async () => {
   const { startServer } = await import('../../../adapters/server/index.ts');
   const { pino } = await import('pino');
   const options = { db: join(directory, 'one-server.db'), port: 0, grpcPort: 0, logger: pino({ level: 'silent' }) };
   const first = await startServer(options);
   try {
     await assert.rejects(startServer(options), /another Trailwire server is using .*one-server\.db .*for several, use PostgreSQL and Redis/);
-    // A server that writes its intake to the log itself (no processing thread, no journal) may run beside it, as before.
-    const beside = await startServer({ ...options, intakeThread: false, intakeWorker: false });
+    // A server that only takes intake (no worker: it holds no server lock) may run beside it, as before.
+    const beside = await startServer({ ...options, intakeWorker: false });
     await beside.close();
   } finally {
     await first.close();

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { applyMigrations, openSqliteStore } from '../../../adapters/sqlite/index.ts';
-import { openSqliteIntakeQueue, QUEUE_COMPONENT, QUEUE_MIGRATIONS } from '../../../adapters/sqlite/intake-queue.ts';
+import { attachIntakeLog, intakeLogFile, openSqliteIntakeQueue, QUEUE_COMPONENT, QUEUE_MIGRATIONS } from '../../../adapters/sqlite/intake-queue.ts';
 import type { NewIntake } from '../../../core/intake-queue.ts';
 import { INTAKE_TIME, newIntake } from '../../support/fixtures.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
@@ -52,9 +52,9 @@ describe('SQLite intake queue', () => {
     const queue = openSqliteIntakeQueue(store.db, { onEnqueued: () => wakes++ });
     const groups: number[] = [];
     // White box: count the group transactions the queue runs.
-    const internals = queue as unknown as { appendGroup: { immediate(items: NewIntake[], skipExisting: boolean): unknown } };
+    const internals = queue as unknown as { appendGroup: (items: NewIntake[], skipExisting: boolean) => unknown };
     const group = internals.appendGroup;
-    internals.appendGroup = { immediate: (items: NewIntake[], skipExisting: boolean) => (groups.push(items.length), group.immediate(items, skipExisting)) };
+    internals.appendGroup = (items: NewIntake[], skipExisting: boolean) => (groups.push(items.length), group(items, skipExisting));
     const items = Array.from({ length: 20 }, (_, i) => item({ vin: i % 2 ? '1HGCM82633A004352' : '1M8GDM9AXKP042788' }));
     await Promise.all(items.map((entry) => queue.enqueue(entry)));
     assert.deepEqual(groups, [20]);
@@ -72,11 +72,11 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 
-  it('resolves an enqueue only once committed, and keeps the event loop free while another connection holds the write lock', async () => {
+  it("resolves an enqueue only once committed, and keeps the event loop free while another connection holds the log file's write lock", async () => {
     const file = freshFile();
     const store = await openSqliteStore({ file });
     const queue = openSqliteIntakeQueue(store.db);
-    const other = new Database(file);
+    const other = new Database(intakeLogFile(file));
     other.exec('BEGIN IMMEDIATE');
     let resolved = false;
     const pending = queue.enqueue(item()).then((result) => ((resolved = true), result));
@@ -168,6 +168,52 @@ describe('SQLite intake queue', () => {
     const appended = item({ vin: B });
     await queue.enqueue(appended);
     assert.equal((await queue.get(appended.id))?.status, 'queued', 'a new append lands past the watermark');
+    await store.close();
+  });
+
+  it("numbers new payloads past the store's watermark when the log's file was lost or restored older: none is taken for processed", async () => {
+    const file = freshFile();
+    let store = await openSqliteStore({ file });
+    let queue = openSqliteIntakeQueue(store.db);
+    for (let i = 0; i < 3; i++) await queue.enqueue(item());
+    const batch = await queue.nextBatch(10, T0);
+    await queue.commitBatch(batch!, new Map(batch!.entries.map((entry) => [entry.seq, { kind: 'processed' as const }])), T0);
+    await queue.purgeProcessed(T0 + 1, 100);
+    await store.close();
+    for (const lost of [intakeLogFile(file), `${intakeLogFile(file)}-wal`, `${intakeLogFile(file)}-shm`]) rmSync(lost, { force: true });
+
+    store = await openSqliteStore({ file });
+    queue = openSqliteIntakeQueue(store.db);
+    const { record } = await queue.enqueue(item());
+    assert.equal((await queue.get(record.id))?.status, 'queued', 'not below the watermark');
+    assert.equal(await queue.depth(), 1);
+    assert.deepEqual((await queue.nextBatch(10, T0))?.entries.map((entry) => entry.id), [record.id]);
+    await store.close();
+  });
+
+  it("moves the log out of the store's file into its own (issue 38), once, even after a crash between the two files' commits", async () => {
+    const file = freshFile();
+    const db = new Database(file);
+    applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS);
+    const insert = db.prepare(`INSERT INTO intake_log (seq, id, partner_id, product, vin, payload, received_at, idempotency_key) VALUES (?, ?, 'p', 'gps-basic', ?, '{}', ?, ?)`);
+    insert.run(1, 'logged-1', '1HGCM82633A004352', T0, 'key-1');
+    insert.run(2, 'logged-2', '1M8GDM9AXKP042788', T0 + 1, null);
+    db.prepare(`INSERT INTO intake_idempotency VALUES ('p', 'key-1', 1, ?)`).run(T0);
+    // An earlier start copied the first row into the log's file and ended before dropping the store's tables.
+    attachIntakeLog(db);
+    db.exec('INSERT INTO intake.intake_log SELECT * FROM main.intake_log WHERE seq = 1');
+    db.close();
+
+    const store = await openSqliteStore({ file });
+    const queue = openSqliteIntakeQueue(store.db);
+    assert.deepEqual(
+      store.db.prepare('SELECT seq, id FROM intake.intake_log ORDER BY seq').all(),
+      [{ seq: 1, id: 'logged-1' }, { seq: 2, id: 'logged-2' }],
+      'each payload once, in its place',
+    );
+    assert.equal(store.db.prepare("SELECT count(*) FROM main.sqlite_master WHERE name IN ('intake_log', 'intake_idempotency')").pluck().get(), 0, "the store's copies are gone");
+    assert.equal((await queue.findByIdempotencyKey('p', 'key-1', 0))?.id, 'logged-1', 'keys keep answering');
+    assert.deepEqual((await queue.nextBatch(10, T0))?.entries.map((entry) => entry.id), ['logged-1', 'logged-2']);
     await store.close();
   });
 
