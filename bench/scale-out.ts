@@ -26,7 +26,11 @@
  * backends included, over the load and the drain: `lib/service-cpu.ts`), from which docs/performance.md sizes a deployment, and the round trips each 202 cost the
  * servers (PostgreSQL queries and Redis commands, counted in the servers' processes: `pg q/202`,
  * `redis cmd/202`, by statement and command in the results file), and the machine's 1-minute load
- * average as the row ended (`load 1m`). Run alone with `npm run bench -- scale-out`
+ * average as the row ended (`load 1m`). Whether a setup is limited by CPU or by waiting: the busiest
+ * server's event-loop utilization (`loop busy`), the cores that stood idle over the load and the
+ * drain (`idle cores`, the whole machine's) and how often the servers' event loops were preempted
+ * per 202 (`preempted/202`: a write that wakes PostgreSQL or Redis on the writer's core often hands
+ * that core over). Run alone with `npm run bench -- scale-out`
  * (BENCH_SECONDS=10 by default). Needs PostgreSQL and Redis: BENCH_DATABASE_URL and BENCH_REDIS_URL,
  * by default the local ones (postgres://postgres@127.0.0.1:5432/test, redis://127.0.0.1:6379).
  */
@@ -46,7 +50,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { benchVins, gpsFixBody } from './lib/gps-load.ts';
 import { printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
-import { localProcessNamed, postmasterOfBackend, treeCpuMicros, treeRootsNamed } from './lib/service-cpu.ts';
+import { idleCoresBetween, localProcessNamed, machineTicks, postmasterOfBackend, treeCpuMicros, treeRootsNamed } from './lib/service-cpu.ts';
 import type { QueueState, RoundTrips, ScaleOutServerConfig } from './lib/scale-out-server.ts';
 
 const SERVER = new URL('./lib/scale-out-server.ts', import.meta.url).pathname;
@@ -343,12 +347,14 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
       await drained(first, performance.now());
       const before = await Promise.all(servers.map((server) => server.ask('reset')));
       const servicesBefore = serviceCpuMicros(roots);
+      const machineBefore = machineTicks();
       const result = await load(urls, token, vins, duration);
       const loadEnded = performance.now();
       const depthAtLoadEnd = (await first.ask('state')).depth;
       const drainSeconds = await drained(first, loadEnded);
       const after = await Promise.all(servers.map((server) => server.ask('state')));
       const servicesAfter = serviceCpuMicros(roots);
+      const machineAfter = machineTicks();
 
       const accepted = result['2xx'] as number;
       const seconds = result.duration as number;
@@ -359,6 +365,14 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
       const trailwireCpu = after.reduce((sum, state, i) => sum + state.cpuMicros - before[i]!.cpuMicros, 0);
       const perPayload = (micros: number) => round(micros / Math.max(1, accepted), 1);
       const roundTrips = sumRoundTrips(after.map((state) => state.roundTrips));
+      // The busiest server's event loop over the load and the drain: near 1, its requests queue for it.
+      const loopBusy = Math.max(
+        ...after.map((state, i) => {
+          const active = state.loopActiveMs - before[i]!.loopActiveMs;
+          return active / Math.max(1, active + state.loopIdleMs - before[i]!.loopIdleMs);
+        }),
+      );
+      const preemptions = after.reduce((sum, state, i) => sum + state.preemptions - before[i]!.preemptions, 0);
       const perAccepted = (counts: Record<string, number>) => round(Object.values(counts).reduce((sum, n) => sum + n, 0) / Math.max(1, accepted), 2);
       raw[`${fleet} ${setup}`] = { processes, requests: result.requests, latency: result.latency, non2xx: result.non2xx, errors: result.errors, accepted, processedBy, failed, before, after, roundTrips };
       rows.push({
@@ -379,6 +393,12 @@ export async function runScaleOutBench(options: ScaleOutBenchOptions = {}) {
         'redis µs/payload': perPayload(servicesAfter.redis - servicesBefore.redis),
         'pg q/202': perAccepted(roundTrips.postgres),
         'redis cmd/202': perAccepted(roundTrips.redis),
+        // CPU or latency: how busy the servers' event loops were, how many of the machine's cores stood
+        // idle meanwhile, and how often a server's event loop was preempted (by PostgreSQL, Redis or the
+        // load generator on its core) for each 202.
+        'loop busy': round(loopBusy, 2),
+        'idle cores': round(idleCoresBetween(machineBefore, machineAfter, availableParallelism()), 2),
+        'preempted/202': round(preemptions / Math.max(1, accepted), 3),
         'first sights': shape.firstSights ? Math.min(vins.length, result.requests.total as number) : 0,
         // The machine's 1-minute load average as the row ends: on a machine other work shares, what
         // its figures were measured beside (a CPU per payload moves with it).

@@ -16,12 +16,14 @@
  * line on stdin with one JSON line of `QueueState`: `state` as it is, `reset` after forgetting the
  * deepest queue seen so far. When stdin ends it closes the server and exits.
  */
+import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { pino } from 'pino';
 import { startServer } from '../../dist/adapters/server/index.js';
 import { benchVins } from './gps-load.ts';
+import { preemptionsOfThisThread } from './service-cpu.ts';
 
 export interface ScaleOutServerConfig {
   /** SQLite file (without `databaseUrl`). */
@@ -56,6 +58,11 @@ export interface QueueState {
   failed: number;
   /** CPU time this process has used since it started (user + system), in µs: its cost per payload. */
   cpuMicros: number;
+  /** Time its event loop has spent running callbacks, and waiting for them, since it started, in ms (`performance.eventLoopUtilization`). */
+  loopActiveMs: number;
+  loopIdleMs: number;
+  /** Times its event loop's thread was preempted since it started (`preemptionsOfThisThread`; 0 where unknown). */
+  preemptions: number;
   roundTrips: RoundTrips;
 }
 
@@ -128,7 +135,17 @@ const state = async (): Promise<QueueState> => {
   const depth = await queue.depth();
   maxDepth = Math.max(maxDepth, depth);
   const cpu = process.cpuUsage();
-  return { depth, maxDepth, ...server.intakeCounts, cpuMicros: cpu.user + cpu.system, roundTrips };
+  const loop = performance.eventLoopUtilization();
+  return {
+    depth,
+    maxDepth,
+    ...server.intakeCounts,
+    cpuMicros: cpu.user + cpu.system,
+    loopActiveMs: loop.active,
+    loopIdleMs: loop.idle,
+    preemptions: preemptionsOfThisThread() ?? 0,
+    roundTrips,
+  };
 };
 
 console.log(JSON.stringify({ url: server.url, token }));

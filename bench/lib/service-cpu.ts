@@ -106,3 +106,39 @@ export function postmasterOfBackend(backendPid: number): number | undefined {
 export function localProcessNamed(pid: number, name: string): number | undefined {
   return timesOf(pid)?.name === name ? pid : undefined;
 }
+
+/**
+ * The machine's CPU time so far, idle and in all, in USER_HZ ticks summed over its cores (the first
+ * line of /proc/stat), or undefined where it cannot be read: two samples tell how many cores stood
+ * idle between them (`idleCoresBetween`).
+ */
+export function machineTicks(): { idle: number; total: number } | undefined {
+  let line: string;
+  try {
+    line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+  } catch {
+    return undefined;
+  }
+  // cpu user nice system idle iowait irq softirq steal ...: idle and iowait are time no task could run.
+  const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+  return { idle: ticks[3]! + (ticks[4] ?? 0), total: ticks.reduce((sum, n) => sum + n, 0) };
+}
+
+/** How many of the machine's `cores` stood idle on average between two `machineTicks` samples (NaN without them). */
+export function idleCoresBetween(before: ReturnType<typeof machineTicks>, after: ReturnType<typeof machineTicks>, cores: number): number {
+  if (before === undefined || after === undefined || after.total <= before.total) return Number.NaN;
+  return ((after.idle - before.idle) / (after.total - before.total)) * cores;
+}
+
+/**
+ * How often this process's main thread (its event loop) was taken off a core while it could still
+ * run (`nonvoluntary_ctxt_switches` of /proc/self/status: preempted, mostly by a process its own
+ * write had woken on the same core), or undefined where /proc cannot be read.
+ */
+export function preemptionsOfThisThread(): number | undefined {
+  try {
+    return Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(readFileSync('/proc/thread-self/status', 'utf8'))?.[1]);
+  } catch {
+    return undefined;
+  }
+}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { it } from 'node:test';
-import { localProcessNamed, postmasterOfBackend, treeCpuMicros } from '../../../bench/lib/service-cpu.ts';
+import { idleCoresBetween, localProcessNamed, machineTicks, postmasterOfBackend, preemptionsOfThisThread, treeCpuMicros } from '../../../bench/lib/service-cpu.ts';
 
 // The scale-out bench's service figures: a child's CPU must still count once it has exited, as a
 // PostgreSQL backend's does when its pool connection closes between two samples (issue 41).
@@ -23,4 +23,17 @@ it('names a local process only when it is the service asked for', { skip: proces
   assert.equal(localProcessNamed(process.pid, 'node'), process.pid);
   // This process is no PostgreSQL backend, so it has no postmaster.
   assert.equal(postmasterOfBackend(process.pid), undefined);
+});
+
+it('tells the cores that stood idle between two samples of the machine', () => {
+  assert.equal(idleCoresBetween({ idle: 100, total: 1000 }, { idle: 250, total: 1200 }, 2), 1.5);
+  assert.ok(Number.isNaN(idleCoresBetween(undefined, { idle: 1, total: 2 }, 2)));
+  assert.ok(Number.isNaN(idleCoresBetween({ idle: 1, total: 2 }, { idle: 1, total: 2 }, 2)), 'no time between the samples');
+});
+
+it('reads the machine\'s ticks and this thread\'s preemptions from /proc', { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
+  const ticks = machineTicks();
+  assert.ok(ticks !== undefined && ticks.total > 0 && ticks.idle >= 0 && ticks.idle <= ticks.total);
+  const preemptions = preemptionsOfThisThread();
+  assert.ok(preemptions !== undefined && Number.isSafeInteger(preemptions) && preemptions >= 0);
 });
