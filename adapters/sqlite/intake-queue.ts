@@ -151,7 +151,6 @@ export const QUEUE_MIGRATIONS: readonly Migration[] = [
   },
 ];
 
-
 /** The schema the log's file is attached as, on every connection that opens the queue. */
 export const INTAKE_LOG_SCHEMA = 'intake';
 
@@ -186,7 +185,7 @@ const LOG_FILE_SCHEMA = `
 /**
  * Attaches the log's file to a store's connection as the schema `intake` (once per connection),
  * creating it owner-only, in WAL mode and with the store's synchronous setting (so `power` syncs its
- * commits too), and moves into it what an earlier version kept in the store's file.
+ * commits too), and its tables when they are not there.
  */
 export function attachIntakeLog(db: Database.Database): void {
   const attached = db.prepare<[], { name: string }>('PRAGMA database_list').all().some((row) => row.name === INTAKE_LOG_SCHEMA);
@@ -220,13 +219,12 @@ function moveLogOutOfStoreFile(db: Database.Database): void {
   db.transaction(() => db.exec('DROP TABLE main.intake_log; DROP TABLE main.intake_idempotency'))();
 }
 
-
 /**
  * A payload at or below the store's watermark counts as processed, so the log must never number a
- * new one there. Within one log file the newest row always stays (the purge keeps it); but a log
- * file lost, or restored older than the store's, would start numbering again below the watermark,
- * and every payload it took would be answered 202 and never processed. So the log's sequence is
- * raised to the watermark at each open: new payloads follow it, whatever the file holds.
+ * new one there. Within one log file AUTOINCREMENT never gives a number twice, however much the
+ * purge trims; but a log file lost, or restored older than the store's, would start numbering again
+ * below the watermark, and every payload it took would be answered 202 and never processed. So the
+ * log's sequence is raised to the watermark at each open: new payloads follow it, whatever the file holds.
  */
 function keepSequencePastWatermark(db: Database.Database): void {
   const watermark = db.prepare<[], { w: number | null }>('SELECT max(last_seq) AS w FROM main.intake_batches').get()!.w;
