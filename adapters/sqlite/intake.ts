@@ -76,31 +76,22 @@ export interface SqliteIntake extends IntakeBackend {
 export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   const { store } = options;
   const log: SqliteIntakeLog = options.log ?? (() => {});
+  // The fault log keeps each fault's state (`isFailing`) for the readiness checks as well.
   const faults = new RepeatingFaultLog({ write: log });
-  /** What the log's last refused write said, until a write succeeds. */
-  let logFault: string | undefined;
-  /** What the thread's last refused batch said, until a batch commits. */
-  let processingFault: string | undefined;
   let thread: IntakeThread | undefined;
   const queue = openSqliteIntakeQueue(store.db, {
     onEnqueued: () => thread?.notify(),
-    onWrite: (fault) => {
-      if (fault === null) {
-        if (logFault === undefined) return;
-        logFault = undefined;
-        faults.recovered('intake-log', 'the intake log takes writes again; intake resumes');
-        return;
-      }
-      logFault = fault;
-      faults.failed('intake-log', { level: 'error', message: `the intake log refuses writes: ${fault}; intake is refused until it takes them again` });
-    },
+    onWrite: (fault) =>
+      fault === null
+        ? faults.recovered('intake-log', 'the intake log takes writes again; intake resumes')
+        : faults.failed('intake-log', { level: 'error', message: `the intake log refuses writes: ${fault}; intake is refused until it takes them again` }),
   });
   const inMemory = store.file === ':memory:';
   const processes = options.process ?? true;
   const lock = processes && !inMemory ? openServerFile(store.file, queue, log) : undefined;
   const logCheck = {
     'intake-log': async () => {
-      if (logFault !== undefined) await queue.probeWrite();
+      if (faults.isFailing('intake-log')) await queue.probeWrite();
     },
   };
   if (!processes || inMemory || options.thread === false)
@@ -115,7 +106,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         if (!thread?.isRunning) throw new Error('the intake processing thread is not running (restarting)');
       },
       'intake-processing': async () => {
-        if (processingFault !== undefined) throw new TrailwireError('store_unavailable', `processing cannot write the store: ${processingFault}`);
+        if (faults.isFailing('store')) throw new TrailwireError('store_unavailable', 'processing cannot write the store (the log says why); payloads wait in the intake log');
       },
     },
     // The thread is the store file's intake writer: the webhook deliverer's writes run there too (`webhook-delivery-calls.ts`).
@@ -135,15 +126,10 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         onEvents: (events) => options.onEvents?.(events),
         onRound: options.onRound,
         onLog: log,
-        onStoreFault: (fault) => {
-          if (fault === null) {
-            processingFault = undefined;
-            faults.recovered('store', 'the store writes again; processing resumes');
-            return;
-          }
-          processingFault = fault;
-          faults.failed('store', { level: 'error', message: `the store refuses writes: ${fault}; processing waits until it writes again, payloads wait in the intake log` });
-        },
+        onStoreFault: (fault) =>
+          fault === null
+            ? faults.recovered('store', 'the store writes again; processing resumes')
+            : faults.failed('store', { level: 'error', message: `the store refuses writes: ${fault}; processing waits until it writes again, payloads wait in the intake log` }),
         onFault: (key, entry) => faults.failed(key, entry),
       });
     },
