@@ -123,7 +123,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         productModules: options.productModules,
         worker: options.worker,
         requireGrants: options.requireGrants,
-        onEvents: (events) => options.onEvents?.(events),
+        onEvents: options.onEvents,
         onRound: options.onRound,
         onLog: log,
         onStoreFault: (fault) =>
