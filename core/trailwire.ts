@@ -105,7 +105,7 @@ export interface TrailwireOptions {
   /**
    * The durable intake queue; without one the service takes no intake. With a worker (the default)
    * it must offer the process role too (`ProcessableIntakeQueue`); a queue whose backend processes
-   * it (`openSqliteIntake`'s) comes with `worker: false`.
+   * it (`processedBy: 'backend'`, as `openSqliteIntake`'s with its thread) comes with `worker: false`.
    */
   intakeQueue?: IntakeQueue;
   /**
@@ -224,7 +224,7 @@ export interface Trailwire {
 export async function createTrailwire(options: TrailwireOptions): Promise<Trailwire> {
   if (!options?.store) throw new TypeError('createTrailwire: `store` is required');
   if (options.intakeQueue && options.worker !== false && !isProcessable(options.intakeQueue))
-    throw new TypeError('createTrailwire: `intakeQueue` has no process role (nextBatch, commitBatch...); pass `worker: false` when its backend processes it');
+    throw new TypeError('createTrailwire: `intakeQueue` has no process role for the core (its backend processes it, or it lacks nextBatch, commitBatch...); pass `worker: false` when its backend processes it');
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? randomIds;
   const store = options.store;
