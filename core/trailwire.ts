@@ -305,27 +305,26 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   let intake: Trailwire['intake'];
   if (options.intakeQueue) {
     const queue = options.intakeQueue;
-    let worker: IntakeWorker | undefined;
-    if (options.worker !== false && isProcessable(queue)) {
-      const grants = { store, requireGrants: partnerRules.options.requireGrants };
-      worker = new IntakeWorker(
-        {
-          queue,
-          store,
-          products,
-          clock,
-          grants,
-          publish: (event) => live.publish(event),
-          onAttemptFailed: options.intakeEvents?.onAttemptFailed,
-          onRoundFailed: options.intakeEvents?.onRoundFailed,
-          // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
-          onRound: ({ processed }) => {
-            if (processed > 0) webhooks.deliverer.notify();
-          },
-        },
-        options.worker,
-      );
-    }
+    const worker =
+      options.worker !== false && isProcessable(queue)
+        ? new IntakeWorker(
+            {
+              queue,
+              store,
+              products,
+              clock,
+              grants: { store, requireGrants: partnerRules.options.requireGrants },
+              publish: (event) => live.publish(event),
+              onAttemptFailed: options.intakeEvents?.onAttemptFailed,
+              onRoundFailed: options.intakeEvents?.onRoundFailed,
+              // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
+              onRound: ({ processed }) => {
+                if (processed > 0) webhooks.deliverer.notify();
+              },
+            },
+            options.worker,
+          )
+        : undefined;
     const service = new IntakeService({
       queue,
       products,
@@ -334,7 +333,11 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
       ids: options.intakeIds ?? timeOrderedIds(clock),
       verifyVinCheckDigit,
       rules: partnerRules,
-      onEnqueued: () => worker?.notify(),
+      // Wakes this core's worker once the enqueue is committed: the only prompt wake of the queues it
+      // processes (SQLite's on the event loop, PostgreSQL's, whose LISTEN hears this process only after
+      // a round trip, and the partitioned one, which has no hook). A queue its backend processes
+      // (SQLite's thread) has no worker here and is woken by its own queue: nothing to wire.
+      onEnqueued: worker ? () => worker.notify() : undefined,
     });
     intake = { service, worker, queue };
   }

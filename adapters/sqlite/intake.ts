@@ -85,7 +85,9 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   let thread: IntakeThread | undefined;
   const queue = openSqliteIntakeQueue(store.db, {
     processedBy: threaded ? 'backend' : 'core',
-    onEnqueued: () => thread?.notify(),
+    // Wakes the thread after each commit. Without a thread the core's worker processes, woken by the
+    // core's intake service after the same commit: nothing to wire here.
+    onEnqueued: threaded ? () => thread?.notify() : undefined,
     onWrite: (fault) =>
       fault === null
         ? faults.recovered('intake-log', 'the intake log takes writes again; intake resumes')
