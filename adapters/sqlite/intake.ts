@@ -56,7 +56,8 @@ export interface SqliteIntakeOptions {
   worker?: IntakeWorkerOptions;
   /**
    * Pass the core's `partnerIntake.requireGrants`: the thread's worker checks partner grants again as
-   * of processing, by the accept path's rule (`core/grants-at-processing.ts`). Default false.
+   * of processing, by the accept path's rule (`refusedByGrants` in `core/partner-intake-rules.ts`).
+   * Default false.
    */
   requireGrants?: boolean;
   /** Receives the live updates of each processing round of the thread, in order. */
