@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdminService } from './admin-service.ts';
 import { AuthService } from './auth-service.ts';
-import { type Clock, type IdGenerator, randomIds, systemClock } from './clock.ts';
+import { type Clock, type IdGenerator, randomIds, systemClock, timeOrderedIds } from './clock.ts';
 import { CursorCodec } from './paging.ts';
 import { ReadService, type ReadServiceOptions } from './read-service.ts';
 import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './rate-limit.ts';
@@ -16,7 +16,6 @@ import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
 import type { TrailwireStore, WebhookDeliveryStore } from './store.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
 import { type IntakeQueue, isProcessable } from './intake-queue.ts';
-import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
@@ -116,7 +115,7 @@ export interface TrailwireOptions {
   worker?: IntakeWorkerOptions | false;
   /** Told of the worker's failed attempts (a retry or a dead letter) and failed batches, for the log. Default: nobody. */
   intakeEvents?: Pick<IntakeWorkerDependencies, 'onAttemptFailed' | 'onRoundFailed'>;
-  /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
+  /** Ids of intake payloads. Default: time-ordered UUIDv7 (`timeOrderedIds` in `core/clock.ts`). */
   intakeIds?: IdGenerator;
   /**
    * The live hub's bus (default: in-process, with a replay window of `replay`), back-pressure bound,
