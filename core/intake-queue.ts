@@ -172,21 +172,29 @@ export interface IntakeProcessing {
  * The queue the core takes intake into: accept and operate. Its processing is the backend's (SQLite's
  * processing thread) or, for a `ProcessableIntakeQueue`, the core's worker.
  */
-export interface IntakeQueue extends IntakeAcceptor, IntakeOperations {}
+export interface IntakeQueue extends IntakeAcceptor, IntakeOperations {
+  /**
+   * Who processes it. `'core'` (the default): the core's worker, so the queue offers the process role
+   * too. `'backend'`: the backend's own processing (SQLite's thread); a core given it builds no worker
+   * (`worker: false`), since one would only compete with the backend's for batches.
+   */
+  readonly processedBy?: 'core' | 'backend';
+}
 
 /** A queue in every role: one the core's worker processes (SQLite's log, PostgreSQL's, the partitioned queue). */
 export interface ProcessableIntakeQueue extends IntakeQueue, IntakeProcessing {}
 
-/** Whether the queue offers the process role (a core asked to build a worker checks it at start). */
+/** Whether the queue offers the core's worker the process role (a core asked to build a worker checks it at start). */
 export function isProcessable(queue: IntakeQueue): queue is ProcessableIntakeQueue {
-  return typeof (queue as Partial<IntakeProcessing>).nextBatch === 'function';
+  return queue.processedBy !== 'backend' && typeof (queue as Partial<IntakeProcessing>).nextBatch === 'function';
 }
 
 /**
  * An intake as a storage backend's front door opens it (`openSqliteIntake`, `openPostgresIntake`): the
  * queue the core takes intake into, and the backend's own part of intake (a processing thread, a
  * session that hears other processes' enqueues). A queue that offers the process role
- * (`ProcessableIntakeQueue`) is processed by the core's worker; one that does not, by the backend.
+ * (`ProcessableIntakeQueue`) is processed by the core's worker; one processed by the backend says so
+ * (`processedBy: 'backend'`).
  */
 export interface IntakeBackend {
   /** The queue the core takes intake into. */

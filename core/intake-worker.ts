@@ -16,7 +16,7 @@
  * then dead-lettered as `failed` with the reason. A payload dated more than `MAX_READING_LEAD_MS`
  * after it was received is dead-lettered at once: a clock that is wrong stays wrong on a retry. So is
  * a payload whose VIN's owner, as of processing, does not take intake from its partner
- * (`grants-at-processing.ts`): nothing of it is written.
+ * (`refusedByGrants` in `partner-intake-rules.ts`): nothing of it is written.
  *
  * Durability. The store's writes are idempotent (a repeated reading changes nothing), so a crash
  * between the writes and the commit only means the batch is applied again, harmlessly
@@ -28,7 +28,7 @@
 import { type CanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS } from './canonical.ts';
 import type { Clock } from './clock.ts';
 import { isTrailwireError } from './errors.ts';
-import { type GrantsAtProcessing, refusedByGrants } from './grants-at-processing.ts';
+import { type GrantsAtProcessing, refusedByGrants } from './partner-intake-rules.ts';
 import type { IntakeBatch, IntakeEntry, IntakeOutcome, IntakeProcessing } from './intake-queue.ts';
 import { liveEventOf, type LiveTrailerEvent } from './live-bus.ts';
 import type { ProductRegistry } from './products.ts';
@@ -61,9 +61,9 @@ export interface IntakeWorkerDependencies {
   products: ProductRegistry;
   clock: Clock;
   /**
-   * The partner grants, checked again as of processing (`grants-at-processing.ts`). Every
-   * composition that serves partners passes them; without them (a bench, a test of something
-   * else) no payload is refused for its partner.
+   * The partner grants, checked again as of processing (`refusedByGrants` in
+   * `partner-intake-rules.ts`). Every composition that serves partners passes them; without them (a
+   * bench, a test of something else) no payload is refused for its partner.
    */
   grants?: GrantsAtProcessing;
   /** Where live updates go (the live hub's publish). */

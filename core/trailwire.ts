@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { AdminService } from './admin-service.ts';
 import { AuthService } from './auth-service.ts';
-import { type Clock, type IdGenerator, randomIds, systemClock } from './clock.ts';
+import { type Clock, type IdGenerator, randomIds, systemClock, timeOrderedIds } from './clock.ts';
 import { CursorCodec } from './paging.ts';
 import { ReadService, type ReadServiceOptions } from './read-service.ts';
 import { FixedWindowLimiter, MemoryWindowCounter, type WindowCounter } from './rate-limit.ts';
@@ -16,7 +16,6 @@ import { type SigningAlgorithm, SigningKeyRing } from './signing-keys.ts';
 import type { TrailwireStore, WebhookDeliveryStore } from './store.ts';
 import { DEFAULT_TOKEN_TTL_SECONDS, KeyVersions, TokenService, type TokenServiceOptions } from './tokens.ts';
 import { type IntakeQueue, isProcessable } from './intake-queue.ts';
-import { timeOrderedIds } from './intake-ids.ts';
 import { IntakeService } from './intake-service.ts';
 import { IntakeWorker, type IntakeWorkerDependencies, type IntakeWorkerOptions } from './intake-worker.ts';
 import { endStreamsOnRotation, LiveHub, type LiveHubOptions } from './live-hub.ts';
@@ -105,7 +104,7 @@ export interface TrailwireOptions {
   /**
    * The durable intake queue; without one the service takes no intake. With a worker (the default)
    * it must offer the process role too (`ProcessableIntakeQueue`); a queue whose backend processes
-   * it (`openSqliteIntake`'s) comes with `worker: false`.
+   * it (`processedBy: 'backend'`, as `openSqliteIntake`'s with its thread) comes with `worker: false`.
    */
   intakeQueue?: IntakeQueue;
   /**
@@ -116,7 +115,7 @@ export interface TrailwireOptions {
   worker?: IntakeWorkerOptions | false;
   /** Told of the worker's failed attempts (a retry or a dead letter) and failed batches, for the log. Default: nobody. */
   intakeEvents?: Pick<IntakeWorkerDependencies, 'onAttemptFailed' | 'onRoundFailed'>;
-  /** Ids of intake payloads. Default: time-ordered UUIDv7 (`core/intake-ids.ts`). */
+  /** Ids of intake payloads. Default: time-ordered UUIDv7 (`timeOrderedIds` in `core/clock.ts`). */
   intakeIds?: IdGenerator;
   /**
    * The live hub's bus (default: in-process, with a replay window of `replay`), back-pressure bound,
@@ -224,7 +223,7 @@ export interface Trailwire {
 export async function createTrailwire(options: TrailwireOptions): Promise<Trailwire> {
   if (!options?.store) throw new TypeError('createTrailwire: `store` is required');
   if (options.intakeQueue && options.worker !== false && !isProcessable(options.intakeQueue))
-    throw new TypeError('createTrailwire: `intakeQueue` has no process role (nextBatch, commitBatch...); pass `worker: false` when its backend processes it');
+    throw new TypeError('createTrailwire: `intakeQueue` has no process role for the core (its backend processes it, or it lacks nextBatch, commitBatch...); pass `worker: false` when its backend processes it');
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? randomIds;
   const store = options.store;
@@ -305,27 +304,26 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
   let intake: Trailwire['intake'];
   if (options.intakeQueue) {
     const queue = options.intakeQueue;
-    let worker: IntakeWorker | undefined;
-    if (options.worker !== false && isProcessable(queue)) {
-      const grants = { store, requireGrants: partnerRules.options.requireGrants };
-      worker = new IntakeWorker(
-        {
-          queue,
-          store,
-          products,
-          clock,
-          grants,
-          publish: (event) => live.publish(event),
-          onAttemptFailed: options.intakeEvents?.onAttemptFailed,
-          onRoundFailed: options.intakeEvents?.onRoundFailed,
-          // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
-          onRound: ({ processed }) => {
-            if (processed > 0) webhooks.deliverer.notify();
-          },
-        },
-        options.worker,
-      );
-    }
+    const worker =
+      options.worker !== false && isProcessable(queue)
+        ? new IntakeWorker(
+            {
+              queue,
+              store,
+              products,
+              clock,
+              grants: { store, requireGrants: partnerRules.options.requireGrants },
+              publish: (event) => live.publish(event),
+              onAttemptFailed: options.intakeEvents?.onAttemptFailed,
+              onRoundFailed: options.intakeEvents?.onRoundFailed,
+              // A batch that changed trailers may have filled outboxes: the deliverer looks at once rather than at its next poll.
+              onRound: ({ processed }) => {
+                if (processed > 0) webhooks.deliverer.notify();
+              },
+            },
+            options.worker,
+          )
+        : undefined;
     const service = new IntakeService({
       queue,
       products,
@@ -334,7 +332,11 @@ export async function createTrailwire(options: TrailwireOptions): Promise<Trailw
       ids: options.intakeIds ?? timeOrderedIds(clock),
       verifyVinCheckDigit,
       rules: partnerRules,
-      onEnqueued: () => worker?.notify(),
+      // Wakes this core's worker once the enqueue is committed: the only prompt wake of the queues it
+      // processes (SQLite's on the event loop, PostgreSQL's, whose LISTEN hears this process only after
+      // a round trip, and the partitioned one, which has no hook). A queue its backend processes
+      // (SQLite's thread) has no worker here and is woken by its own queue: nothing to wire.
+      onEnqueued: worker ? () => worker.notify() : undefined,
     });
     intake = { service, worker, queue };
   }

@@ -7,7 +7,7 @@
  * again when it writes the response. For the intake 202 (seven headers) that cost about 45,000 of the
  * HTTP thread's 280,000 instructions per request — more than the rest of Trailwire's accept path
  * together (`npm run bench -- accept-path`). The response carries the request id itself (which is why
- * `request-id.ts` sets its header only when a response goes out), and the layers above still see its
+ * `edge.ts` sets the request id header only when a response goes out), and the layers above still see its
  * status (`ctx.status`) for metrics and the access log.
  *
  * Not at once inside an app of your own (`createTrailwireMiddleware`): there a middleware of yours may

@@ -21,8 +21,7 @@ import { createOpsRouter, type ReadinessCheck } from './ops-routes.ts';
 import { createLiveEventsRoute, type LiveEventsRoute } from './live-events-route.ts';
 import { createReadRouter } from './read-routes.ts';
 import { createWebhookRouter } from './webhook-routes.ts';
-import { createAccessLog } from './access-log.ts';
-import { edgeMiddleware } from './edge.ts';
+import { createAccessLog, edgeMiddleware } from './edge.ts';
 import { type ClientAddressOf, clientAddressResolver } from './client-address.ts';
 import type { AccessLogLevel } from '../../core/audit.ts';
 import { createPagesMiddleware, type PagesOptions } from './pages/pages-middleware.ts';
@@ -69,7 +68,7 @@ export interface TrailwireAppOptions {
    */
   logger?: TrailwireLogger;
   /**
-   * The level of the access-log lines, one per request (`access-log.ts`); audit lines are `info`
+   * The level of the access-log lines, one per request (`edge.ts`); audit lines are `info`
    * (limit hits `warn`). Default `info`.
    */
   accessLogLevel?: AccessLogLevel;

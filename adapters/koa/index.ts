@@ -46,7 +46,7 @@ export { createLiveEventsRoute, LIVE_EVENTS_PATH, type LiveEventsOptions, type L
 export { bearerAuth, type AuthenticatedState } from './bearer-auth.ts';
 /** `problemMiddleware(logger)` turns every error below it into RFC 9457 problem+json; `requestIdMiddleware()` sets `X-Request-Id`. */
 export { problemMiddleware } from './problem.ts';
-export { requestIdMiddleware } from './request-id.ts';
+export { requestIdMiddleware } from './edge.ts';
 /** `buildOpenApiDocument(options)` builds the OpenAPI 3.1 document (`OpenApiOptions`) served at `/openapi.json`. */
 export { buildOpenApiDocument, type OpenApiOptions } from './openapi.ts';
 /**

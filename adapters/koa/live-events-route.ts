@@ -41,11 +41,10 @@ import { checkLiveStreamRequest, type LiveStreamRequest, LiveStreams } from '../
 import { isPosition } from '../../core/live-replay.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { rfc3339, trailerView } from '../../core/views.ts';
-import type { AccessLogState } from './access-log.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { problemBody } from './problem.ts';
 import { setRateLimitHeaders } from './rate-limit-headers.ts';
-import { setRequestIdHeader } from './request-id.ts';
+import { type AccessLogState, setRequestIdHeader } from './edge.ts';
 
 export const LIVE_EVENTS_PATH = '/api/v1/live';
 

@@ -34,7 +34,7 @@ export { openSqliteIntake, type SqliteIntake, type SqliteIntakeLog, type SqliteI
  * `openSqliteIntakeQueue(store.db, options?)` opens the durable intake queue (`SqliteIntakeQueue`,
  * a `ProcessableIntakeQueue` the core's worker processes on the event loop) on the store's
  * connection, its log's file attached; without a queue the core takes no intake.
- * `SqliteIntakeQueueOptions.onEnqueued` is told after each commit that stored payloads.
+ * `SqliteIntakeQueueOptions.onEnqueued` is told after each commit that made payloads due (stored, or requeued).
  */
 export { openSqliteIntakeQueue, SqliteIntakeQueue, type SqliteIntakeQueueOptions } from './intake-queue.ts';
 /**

@@ -252,6 +252,8 @@ interface SqliteBatch extends IntakeBatch {
 }
 
 export class SqliteIntakeQueue implements ProcessableIntakeQueue {
+  /** Who processes this queue: the core's worker, or the intake's thread (`SqliteIntakeQueueOptions.processedBy`). */
+  readonly processedBy: 'core' | 'backend';
   private readonly sql;
   private readonly turn = new TurnBatcher<PendingEnqueue>((group) => this.flush(group));
   /** Appends a group in one transaction: each item's outcome. */
@@ -269,6 +271,7 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
     private readonly db: Database.Database,
     private readonly options: SqliteIntakeQueueOptions = {},
   ) {
+    this.processedBy = options.processedBy ?? 'core';
     attachIntakeLog(db);
     applyMigrations(db, QUEUE_COMPONENT, QUEUE_MIGRATIONS);
     moveLogOutOfStoreFile(db);
@@ -460,7 +463,10 @@ export class SqliteIntakeQueue implements ProcessableIntakeQueue {
   }
 
   async requeue(id: string, at: number): Promise<boolean> {
-    return this.sql.requeue.run(at, id).changes > 0;
+    const requeued = this.sql.requeue.run(at, id).changes > 0;
+    // A dead letter due again is work, as a new payload is: the same wake.
+    if (requeued) this.options.onEnqueued?.();
+    return requeued;
   }
 
   async purgeProcessed(before: number, limit: number): Promise<number> {
@@ -646,13 +652,18 @@ function answerEnqueue(pending: PendingEnqueue, outcome: AppendOutcome): void {
 }
 
 export interface SqliteIntakeQueueOptions {
-  /** Called after each commit that stored new payloads (to wake a worker). */
+  /** Called after each commit that made payloads due — new ones stored, or a dead letter requeued — to wake a worker. */
   onEnqueued?: () => void;
   /**
    * Told of each append the log's file refused for a storage fault (what its `store_unavailable`
    * says), and of each that succeeded (`null`): the intake's fault state for `/readyz`. Default: nobody.
    */
   onWrite?: (fault: string | null) => void;
+  /**
+   * Who processes the queue: `'core'`, the core's worker (default), or `'backend'`, the intake's
+   * processing thread through a connection of its own, so that a core given this queue builds no worker.
+   */
+  processedBy?: 'core' | 'backend';
   /**
    * Whether `nextBatch` may wait (the connection's busy timeout) for another connection's write
    * lock on the store's file: for a connection whose thread may block, the processing thread.

@@ -63,8 +63,8 @@ export interface IntakeThreadOptions {
   worker?: IntakeWorkerOptions;
   /** As the core's `partnerIntake.requireGrants`: the worker checks grants again at processing by the same rule. Default false. */
   requireGrants?: boolean;
-  /** Receives the live updates of each round, in order. */
-  onEvents: (events: LiveTrailerEvent[]) => void;
+  /** Receives the live updates of each round, in order. Default: nobody. */
+  onEvents?: (events: LiveTrailerEvent[]) => void;
   /** Told after each round how many payloads it processed and dead-lettered. */
   onRound?: (counts: { processed: number; failed: number }) => void;
   /** Receives what the thread has to say (failed attempts and restarts). */
@@ -240,7 +240,7 @@ export class IntakeThread {
   private receive(message: IntakeThreadMessage): void {
     if (message.type === 'round') {
       this.options.onRound?.({ processed: message.processed, failed: message.failed });
-      if (message.events.length > 0) this.options.onEvents(message.events);
+      if (message.events.length > 0) this.options.onEvents?.(message.events);
     } else if (message.type === 'answers') {
       for (const { requestId, value, error } of message.answers) {
         const request = this.pending.get(requestId);

@@ -9,9 +9,10 @@
  *
  * - in a worker thread (the default for a file): its own connection, the core's `IntakeWorker`, each
  *   batch one transaction of the store's file (`intake-thread.ts`); the event loop that serves
- *   requests only appends, and wakes the thread after each commit;
+ *   requests only appends, and wakes the thread after each commit (and each requeue). The queue
+ *   says so (`processedBy: 'backend'`), and the core runs no worker of its own;
  * - on the event loop (an in-memory database, product objects that cannot cross threads, an injected
- *   clock): the queue offers the process role (`ProcessableIntakeQueue`) and the core runs the worker.
+ *   clock): the core's worker processes the queue, which offers every role (`ProcessableIntakeQueue`).
  *
  * A write the log's file refuses (a full or failing disk) refuses its turn's payloads with 503
  * `store_unavailable`; `/readyz` says `intake-log` is not ready until a write succeeds again — each
@@ -25,7 +26,7 @@
  */
 import type Database from 'better-sqlite3';
 import { TrailwireError } from '../../core/errors.ts';
-import type { IntakeBackend, IntakeQueue } from '../../core/intake-queue.ts';
+import type { IntakeBackend } from '../../core/intake-queue.ts';
 import type { IntakeWorkerOptions } from '../../core/intake-worker.ts';
 import type { LiveTrailerEvent } from '../../core/live-bus.ts';
 import { type FaultLogEntry, RepeatingFaultLog } from '../../core/repeating-fault-log.ts';
@@ -55,7 +56,8 @@ export interface SqliteIntakeOptions {
   worker?: IntakeWorkerOptions;
   /**
    * Pass the core's `partnerIntake.requireGrants`: the thread's worker checks partner grants again as
-   * of processing, by the accept path's rule (`core/grants-at-processing.ts`). Default false.
+   * of processing, by the accept path's rule (`refusedByGrants` in `core/partner-intake-rules.ts`).
+   * Default false.
    */
   requireGrants?: boolean;
   /** Receives the live updates of each processing round of the thread, in order. */
@@ -78,28 +80,31 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   const log: SqliteIntakeLog = options.log ?? (() => {});
   // The fault log keeps each fault's state (`isFailing`) for the readiness checks as well.
   const faults = new RepeatingFaultLog({ write: log });
+  const inMemory = store.file === ':memory:';
+  const processes = options.process ?? true;
+  const threaded = processes && !inMemory && options.thread !== false;
   let thread: IntakeThread | undefined;
   const queue = openSqliteIntakeQueue(store.db, {
-    onEnqueued: () => thread?.notify(),
+    processedBy: threaded ? 'backend' : 'core',
+    // Wakes the thread after each commit. Without a thread the core's worker processes, woken by the
+    // core's intake service after the same commit: nothing to wire here.
+    onEnqueued: threaded ? () => thread?.notify() : undefined,
     onWrite: (fault) =>
       fault === null
         ? faults.recovered('intake-log', 'the intake log takes writes again; intake resumes')
         : faults.failed('intake-log', { level: 'error', message: `the intake log refuses writes: ${fault}; intake is refused until it takes them again` }),
   });
-  const inMemory = store.file === ':memory:';
-  const processes = options.process ?? true;
   const lock = processes && !inMemory ? openServerFile(store.file, queue, log) : undefined;
   const logCheck = {
     'intake-log': async () => {
       if (faults.isFailing('intake-log')) await queue.probeWrite();
     },
   };
-  if (!processes || inMemory || options.thread === false)
+  if (!threaded)
     return { queue, readinessChecks: logCheck, async start() {}, async stop() { lock?.close(); }, async killThread() {} };
 
   return {
-    // The thread processes: the core gets the accept and operate roles only, and runs no worker of its own.
-    queue: acceptAndOperate(queue, () => thread?.notify()),
+    queue,
     readinessChecks: {
       ...logCheck,
       'intake-thread': async () => {
@@ -123,7 +128,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         productModules: options.productModules,
         worker: options.worker,
         requireGrants: options.requireGrants,
-        onEvents: (events) => options.onEvents?.(events),
+        onEvents: options.onEvents,
         onRound: options.onRound,
         onLog: log,
         onStoreFault: (fault) =>
@@ -140,23 +145,6 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
     async killThread() {
       await thread?.kill();
     },
-  };
-}
-
-/** The queue without its process role, for a core whose processing is the backend's; a requeued dead letter wakes it. */
-function acceptAndOperate(queue: SqliteIntakeQueue, wake: () => void): IntakeQueue {
-  return {
-    enqueue: (item) => queue.enqueue(item),
-    findByIdempotencyKey: (partnerId, key, since) => queue.findByIdempotencyKey(partnerId, key, since),
-    get: (id) => queue.get(id),
-    getMany: (ids) => queue.getMany(ids),
-    listFailed: (limit) => queue.listFailed(limit),
-    requeue: async (id, at) => {
-      const requeued = await queue.requeue(id, at);
-      if (requeued) wake();
-      return requeued;
-    },
-    depth: () => queue.depth(),
   };
 }
 

@@ -14,6 +14,7 @@ import type { AccessClaims } from '../../core/tokens.ts';
 import { createTrailwire, type Trailwire } from '../../core/trailwire.ts';
 import { builtInProducts } from '../../products/index.ts';
 import { uniqueVin } from '../support/fixtures.ts';
+import { until } from '../support/until.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
 const claimsOf = (sub: string, product = 'gps-basic'): AccessClaims =>
@@ -165,5 +166,32 @@ describe('IntakeService', () => {
     });
     await assert.rejects(trailwire.intake!.service.status('partner-2', record.id), rejectsWith('not_found'));
     await assert.rejects(trailwire.intake!.service.status('partner-1', 'no-such-id'), rejectsWith('not_found'));
+  });
+});
+
+describe("IntakeService's wake of the core's worker", () => {
+  it('wakes an idle worker once the payload is committed, rather than at its idle poll', async () => {
+    const store = await openSqliteStore({ file: ':memory:' });
+    const queue = openSqliteIntakeQueue(store.db);
+    // Seen from the queue: the worker has looked, found nothing and gone idle.
+    let emptyReads = 0;
+    const nextBatch = queue.nextBatch.bind(queue);
+    queue.nextBatch = async (limit, now) => {
+      const batch = await nextBatch(limit, now);
+      if (batch === null) emptyReads++;
+      return batch;
+    };
+    // Ten minutes of idle poll: only the wake processes the payload in time.
+    const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: queue, worker: { idlePollMs: 600_000, lingerMs: 0 } });
+    try {
+      await trailwire.intake!.worker!.start();
+      await until(() => emptyReads > 0, 'the worker to go idle', 5_000);
+      const body = { ...gps(), timestamp: Math.floor(Date.now() / 1000) };
+      const { record } = await trailwire.intake!.service.accept({ claims: claimsOf('partner-1'), vin: uniqueVin(), body, rawBody: JSON.stringify(body) });
+      await until(async () => (await queue.get(record.id))?.status !== 'queued', 'the woken worker to take the payload', 5_000);
+    } finally {
+      await trailwire.intake!.worker!.stop();
+      await trailwire.close();
+    }
   });
 });

@@ -2,14 +2,18 @@
  * What the partner rules ask of the store and the window counter per payload (issue 27: on the
  * accept path, a store read or a counter round trip per payload is what made intake slower). Each
  * test counts the calls of a real SQLite store and a real in-memory counter, under a manual clock.
+ *
+ * Then the same grant rule as of processing (`refusedByGrants`): applied to a batch's payloads with
+ * the owners and grants the store holds now, and what it reads per batch.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { openSqliteStore } from '../../adapters/sqlite/index.ts';
 import { ManualClock } from '../../core/clock.ts';
-import { PartnerIntakeRules } from '../../core/partner-intake-rules.ts';
+import type { IntakeEntry } from '../../core/intake-queue.ts';
+import { type GrantsAtProcessing, PartnerIntakeRules, refusedByGrants } from '../../core/partner-intake-rules.ts';
 import { MemoryWindowCounter, type WindowCounter } from '../../core/rate-limit.ts';
-import type { TrailwireStore } from '../../core/store.ts';
+import type { PartnerGrant, TrailwireStore, VinOwner } from '../../core/store.ts';
 import { uniqueVin } from '../support/fixtures.ts';
 
 const T0 = Date.UTC(2026, 5, 1, 12, 0, 0);
@@ -114,5 +118,66 @@ describe('PartnerIntakeRules: store reads and counts per payload', () => {
     await rules.admitNewVin('partner-1', second);
     await assert.rejects(rules.admitNewVin('partner-1', uniqueVin()), (error: { code?: string }) => error.code === 'rate_limited');
     await store.close();
+  });
+});
+
+const entry = (seq: number, vin: string, partnerId: string): IntakeEntry => ({
+  seq,
+  id: `intake-${seq}`,
+  partnerId,
+  product: 'gps-basic',
+  vin,
+  payload: '{}',
+  receivedAt: 0,
+  attempts: 0,
+});
+
+/** A store of owners by VIN and grants, counting the owner reads. */
+function storeOf(owners: Record<string, string | null>, grants: Array<[customerId: string, partnerId: string]>) {
+  const reads = { owners: 0 };
+  const store: GrantsAtProcessing['store'] = {
+    async vinOwner(vin): Promise<VinOwner> {
+      reads.owners++;
+      return vin in owners ? { known: true, customerId: owners[vin]! } : { known: false, customerId: null };
+    },
+    async listPartnerGrants(query): Promise<PartnerGrant[]> {
+      assert.deepEqual(query, {}, 'every grant, in one read');
+      return grants.map(([customerId, partnerId]) => ({ customerId, partnerId, createdAt: 0 }));
+    },
+  };
+  return { store, reads };
+}
+
+describe('partner grants as of processing', () => {
+  it("refuses a payload whose VIN's owner granted other partners, and lets through the granted, the unassigned and customers without grants", async () => {
+    const { store } = storeOf({ VIN_STRICT: 'strict', VIN_OPEN: 'open', VIN_UNASSIGNED: null }, [['strict', 'trusted']]);
+    const refused = await refusedByGrants({ store, requireGrants: false }, [
+      entry(1, 'VIN_STRICT', 'stranger'),
+      entry(2, 'VIN_STRICT', 'trusted'),
+      entry(3, 'VIN_OPEN', 'stranger'),
+      entry(4, 'VIN_UNASSIGNED', 'stranger'),
+      entry(5, 'VIN_UNKNOWN', 'stranger'),
+    ]);
+    assert.deepEqual([...refused.keys()], [1]);
+    assert.match(refused.get(1)!, /^partner_not_granted: the customer that owns VIN VIN_STRICT .*has not granted this partner/);
+  });
+
+  it('with requireGrants, refuses every partner a customer did not grant, grants or none', async () => {
+    const { store } = storeOf({ VIN_STRICT: 'strict', VIN_OPEN: 'open', VIN_UNASSIGNED: null }, [['strict', 'trusted']]);
+    const refused = await refusedByGrants({ store, requireGrants: true }, [
+      entry(1, 'VIN_STRICT', 'trusted'),
+      entry(2, 'VIN_OPEN', 'trusted'),
+      entry(3, 'VIN_UNASSIGNED', 'trusted'),
+    ]);
+    assert.deepEqual([...refused.keys()], [2]);
+  });
+
+  it('reads no owner while no customer restricts intake, and each VIN once otherwise', async () => {
+    const open = storeOf({ VIN_A: 'open' }, []);
+    assert.equal((await refusedByGrants({ store: open.store, requireGrants: false }, [entry(1, 'VIN_A', 'p'), entry(2, 'VIN_A', 'p')])).size, 0);
+    assert.equal(open.reads.owners, 0);
+    const strict = storeOf({ VIN_A: 'open' }, [['strict', 'trusted']]);
+    await refusedByGrants({ store: strict.store, requireGrants: false }, [entry(1, 'VIN_A', 'p'), entry(2, 'VIN_A', 'p'), entry(3, 'VIN_B', 'p')]);
+    assert.equal(strict.reads.owners, 2);
   });
 });

@@ -72,6 +72,21 @@ describe('SQLite intake queue', () => {
     await store.close();
   });
 
+  it('wakes its processing when a dead letter is requeued, as for a new payload, and not for a requeue that changed nothing', async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    let wakes = 0;
+    const queue = openSqliteIntakeQueue(store.db, { onEnqueued: () => wakes++ });
+    const { record } = await queue.enqueue(item());
+    const batch = await queue.nextBatch(10, T0);
+    await queue.commitBatch(batch!, new Map([[batch!.entries[0]!.seq, { kind: 'failed', error: 'bad' }]]), T0);
+    assert.equal(wakes, 1);
+    assert.equal(await queue.requeue(record.id, T0 + 1), true);
+    assert.equal(wakes, 2, 'the requeued payload is due: the processing is woken');
+    assert.equal(await queue.requeue(record.id, T0 + 2), false);
+    assert.equal(wakes, 2, 'nothing requeued, nobody woken');
+    await store.close();
+  });
+
   it("resolves an enqueue only once committed, and keeps the event loop free while another connection holds the log file's write lock", async () => {
     const file = freshFile();
     const store = await openSqliteStore({ file });

@@ -128,6 +128,23 @@ describe('SQLite intake with its processing thread', () => {
     await close();
   });
 
+  it('wakes its idle thread after each commit, rather than at the idle poll', async () => {
+    const store = await openSqliteStore({ file: freshFile() });
+    let settled = 0;
+    // Ten minutes of idle poll: only the queue's wake processes a payload in time.
+    const intake = openSqliteIntake({ store, worker: { idlePollMs: 600_000, lingerMs: 0 }, onRound: (round) => (settled += round.processed + round.failed) });
+    opened.push(intake);
+    await intake.start();
+    const vin = uniqueVin();
+    for (const expected of [1, 2]) {
+      // The second payload comes after the thread's round that settled the first: the thread is idle, or about to be.
+      await intake.queue.enqueue(newIntake({ vin, payload: gpsPayload(), receivedAt: Date.now() }));
+      await until(() => settled === expected, `payload ${expected} settled by a woken thread`, 5_000);
+    }
+    await intake.stop();
+    await store.close();
+  });
+
   it('refuses to be given a core worker: its thread processes it', async () => {
     const store = await openSqliteStore({ file: freshFile() });
     const intake = openSqliteIntake({ store });

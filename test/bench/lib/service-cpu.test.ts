@@ -9,8 +9,10 @@ import { idleCoresBetween, localProcessNamed, machineTicks, postmasterOfBackend,
 it('a tree keeps counting the CPU of a child that exited between two samples', { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
   const before = treeCpuMicros([process.pid]);
   const selfBefore = process.cpuUsage();
-  // About 300 ms of CPU in a child that is gone (and reaped) by the second sample.
-  const child = spawn(process.execPath, ['-e', 'const end = Date.now() + 300; while (Date.now() < end);']);
+  // 300 ms of CPU in a child that is gone (and reaped) by the second sample. It spins until its own
+  // CPU time, not the wall clock, reaches 300 ms: on a loaded machine (the suite runs two files at
+  // once) 300 ms of wall time gave the child as little as 162 ms of CPU, and the test failed.
+  const child = spawn(process.execPath, ['-e', 'const cpu = () => { const u = process.cpuUsage(); return u.user + u.system; }; while (cpu() < 300_000);']);
   await once(child, 'exit');
   const self = process.cpuUsage(selfBefore);
   const used = treeCpuMicros([process.pid]) - before - (self.user + self.system);

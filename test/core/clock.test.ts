@@ -1,7 +1,9 @@
+/**
+ * The time and id sources of `core/clock.ts`: the time-ordered UUIDv7 ids of intake payloads.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ManualClock } from '../../core/clock.ts';
-import { timeOrderedIds } from '../../core/intake-ids.ts';
+import { ManualClock, timeOrderedIds } from '../../core/clock.ts';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
