@@ -57,7 +57,8 @@ async function resumesOnRedis(url: string, seconds: number) {
   const bus = await openRedisLiveBus({ redis, channel: `${prefix}live`, replay: { streamKey, replaySeconds: 300, maxEvents: 100_000 } });
   try {
     const first: string[] = [];
-    const stop = bus.subscribe((event) => void (first.length === 0 && first.push(event.position!)));
+    // The first update (i = 0) is customer 'quiet''s: its position is where the window starts.
+    const stop = await bus.listen('quiet', (event) => void (first.length === 0 && first.push(event.position!)));
     // Customer of each update: 'big' every 20th (3,000), 'quiet' every 2,857th (21), else one of 98 others.
     const customerOf = (i: number) => (i % 2_857 === 0 ? 'quiet' : i % 20 === 1 ? 'big' : `c${i % 98}`);
     for (let i = 0; i < WINDOW; i += 1_000) await Promise.all(Array.from({ length: 1_000 }, (_, j) => bus.publish(eventOf(customerOf(i + j), i + j))));
