@@ -15,6 +15,13 @@
  * server's CPU time over the storm, in all and per stream served. Run with the default
  * connect limits and with them lifted (every connect served: what the shared snapshot alone buys),
  * `BENCH_ROUNDS` rounds each (default 3; the median is reported beside each round).
+ *
+ * (c) What the fleet's updates cost a process that serves one customer (issue 41): a process with
+ * one stream of one of 200 customers, on the Redis bus, while another process publishes 60,000
+ * updates of all 200 at 6,000 a second. Its CPU over the publishing (the same time idle after it is
+ * shown beside), per update published: what hearing the fleet costs each process (target ≤ 2 µs;
+ * when every process heard every update it was 5.4–5.9 µs, over half a core at 100,000 updates/s).
+ * Needs `TRAILWIRE_TEST_REDIS_URL`; its keys are deleted after.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -24,6 +31,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { openRedisLiveBus } from '../dist/adapters/redis/index.js';
+import { LiveHub } from '../dist/core/live-hub.js';
 import type { LiveTrailerEvent } from '../dist/core/live-bus.js';
 import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
@@ -57,7 +65,8 @@ async function resumesOnRedis(url: string, seconds: number) {
   const bus = await openRedisLiveBus({ redis, channel: `${prefix}live`, replay: { streamKey, replaySeconds: 300, maxEvents: 100_000 } });
   try {
     const first: string[] = [];
-    const stop = bus.subscribe((event) => void (first.length === 0 && first.push(event.position!)));
+    // The first update (i = 0) is customer 'quiet''s: its position is where the window starts.
+    const stop = await bus.listen('quiet', (event) => void (first.length === 0 && first.push(event.position!)));
     // Customer of each update: 'big' every 20th (3,000), 'quiet' every 2,857th (21), else one of 98 others.
     const customerOf = (i: number) => (i % 2_857 === 0 ? 'quiet' : i % 20 === 1 ? 'big' : `c${i % 98}`);
     for (let i = 0; i < WINDOW; i += 1_000) await Promise.all(Array.from({ length: 1_000 }, (_, j) => bus.publish(eventOf(customerOf(i + j), i + j))));
@@ -173,16 +182,62 @@ async function snapshotStorm(connectsPerMinute: number, seconds: number) {
   }
 }
 
+/** (c): the CPU per update published by another process, of a process whose hub serves one customer's stream. */
+async function hearingTheFleet(url: string) {
+  const prefix = `tw_bench_${randomBytes(4).toString('hex')}:`;
+  const [count, customers, perSecond] = [60_000, 200, 6_000];
+  const redis = new Redis(url);
+  const bus = await openRedisLiveBus({ redis, channel: `${prefix}live`, replay: { streamKey: `${prefix}live:window`, replaySeconds: 300 } });
+  const hub = new LiveHub({ bus });
+  const publisher = child('./lib/fleet-publisher.ts', [url, prefix, String(count), String(customers), String(perSecond)]);
+  try {
+    let heard = 0;
+    await hub.subscribe('c0', { write: () => (heard++, true), end: () => {} });
+    await publisher.lines.next();
+    const seconds = count / perSecond;
+    const cpuMs = () => {
+      const usage = process.cpuUsage();
+      return (usage.user + usage.system) / 1000;
+    };
+    const from = cpuMs();
+    publisher.process.stdin!.write('go\n');
+    await publisher.lines.next();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const busyMs = cpuMs() - from;
+    // The same process idle as long, just after: its timers and collector, the baseline.
+    const idleFrom = cpuMs();
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000 + 200));
+    const idleMs = cpuMs() - idleFrom;
+    // All it spent while the fleet published, its idle share included (subtracting the idle run
+    // would subtract a collection that fell in it: the difference swung below zero).
+    return { updates: count, customers, perSecond, heard, idleCpuMs: round(idleMs), cpuMs: round(busyMs), usPerUpdate: round((busyMs * 1000) / count, 2) };
+  } finally {
+    publisher.process.stdin!.end();
+    await publisher.exited;
+    await hub.close();
+    await bus.close();
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    await redis.quit();
+  }
+}
+
 export async function runLiveStormBench(): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? 5);
   const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
   const redisUrl = process.env.TRAILWIRE_TEST_REDIS_URL;
+  // First, while this process has done nothing else: its CPU is what is measured.
+  const hearing = redisUrl === undefined || process.env.BENCH_SKIP_REDIS ? null : await hearingTheFleet(redisUrl);
   const redis = redisUrl === undefined || process.env.BENCH_SKIP_REDIS ? null : await resumesOnRedis(redisUrl, seconds);
   if (redis) {
     printTable(`(a) resumes on Redis from the oldest position of a ${redis.window}-update window, 10/s for ${seconds} s`, redis.resumes);
     printTable('Redis PING every 10 ms from another process (ms)', redis.pingMs);
     console.log(`SLOWLOG (threshold ${redis.slowlog.thresholdUs} µs): ${redis.slowlog.added} entries added`, redis.slowlog.entries);
   } else console.log('(a) skipped: TRAILWIRE_TEST_REDIS_URL is not set');
+  if (hearing) {
+    printTable(`(c) a process serving one customer's stream while another publishes ${hearing.updates} updates of ${hearing.customers} customers at ${hearing.perSecond}/s`, [hearing]);
+    console.log(`target hearing the fleet <= 2 µs per update published elsewhere: ${hearing.usPerUpdate} µs (${hearing.usPerUpdate <= 2 ? 'met' : 'NOT met'}); heard ${hearing.heard} (its customer's ${hearing.updates / hearing.customers})`);
+  } else console.log('(c) skipped: TRAILWIRE_TEST_REDIS_URL is not set');
 
   const storms: Array<Record<string, string | number>> = [];
   for (const [limits, perMinute] of [['default (120/60)', 120], ['lifted', 1_000_000]] as const) {
@@ -192,5 +247,5 @@ export async function runLiveStormBench(): Promise<void> {
   const median = (limits: string, field: string) => percentile(storms.filter((s) => s.limits === limits).map((s) => Number(s[field])), 50);
   const medians = ['default (120/60)', 'lifted'].map((limits) => ({ limits, healthzP99Ms: median(limits, 'healthzP99Ms'), served: median(limits, 'served') }));
   printTable('(b) medians', medians);
-  console.log(`results: ${writeResults('live-storm', { redis, storms, medians })}`);
+  console.log(`results: ${writeResults('live-storm', { redis, hearing, storms, medians })}`);
 }

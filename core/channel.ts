@@ -1,10 +1,10 @@
 /**
- * The one publish/subscribe seam of the core: `Channel<Message>`, what every cross-process path of
- * a deployment rides on. The live bus is a channel of live updates (`LiveBus`, which may add a
- * replay window), the rotation feed a channel of key-rotation notices (`RotationFeed`); both were
- * one contract written twice. `MemoryChannel` is the in-process implementation (one process needs
- * nothing more); Redis pub/sub is the networked one (`adapters/redis/json-channel.ts`). Every
- * implementation, of every message type, passes `test/conformance/channel.ts`.
+ * The core's publish/subscribe seam: `Channel<Message>`, one stream of messages every listener of
+ * every process hears — the rotation feed's key-rotation notices (`RotationFeed`). The live bus
+ * (`core/live-bus.ts`) keeps the same rules per customer (a process listens only to the customers it
+ * has streams of), and both are held to `test/conformance/channel.ts`. `MemoryChannel` is the
+ * in-process implementation (one process needs nothing more); Redis pub/sub is the networked one
+ * (`adapters/redis/json-channel.ts`).
  */
 import { TrailwireError } from './errors.ts';
 

@@ -174,9 +174,9 @@ export type { IntakeLog, LoggedIntake, LogPosition, PartitionLease } from './int
  */
 export type { IndexedIntake, IntakeIndex, KeyHolder, PartitionState } from './intake-index.ts';
 export { PartitionedIntakeQueue, type PartitionedIntakeQueueOptions } from './partitioned-intake-queue.ts';
-/** The publish/subscribe seam every cross-process path rides on: a `Channel` of messages (`ChannelListener`); the live bus and the rotation feed are channels. */
+/** The publish/subscribe seam of cross-process notices: a `Channel` of messages (`ChannelListener`); the rotation feed is one. */
 export type { Channel, ChannelListener } from './channel.ts';
-/** Cross-process fan-out: a `LiveBus` (a `Channel` of live updates) carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
+/** Cross-process fan-out: a `LiveBus` (a channel of live updates per customer) carries events between hubs (`LiveBusListener`); `MemoryLiveBus` is the in-process default. */
 export { type LiveBus, type LiveBusListener, type LiveTrailerEvent, MemoryLiveBus } from './live-bus.ts';
 /**
  * Key rotations across processes: a `RotationFeed` carries `RotationNotice`s (`RotationNoticeListener`)

@@ -10,7 +10,7 @@
  */
 import { TrailwireError } from './errors.ts';
 import { type LiveBus, type LiveTrailerEvent, MemoryLiveBus } from './live-bus.ts';
-import { LIVE_REPLAY_DEFAULTS, type LiveReplayOptions } from './live-replay.ts';
+import { comparePositions, LIVE_REPLAY_DEFAULTS, type LiveReplayOptions } from './live-replay.ts';
 import { type LiveSnapshot, type LiveSnapshotSource, SharedSnapshots, type SharedSnapshotsOptions } from './live-snapshot.ts';
 import { type LiveFilter, type LiveSink, type LiveSubscribeOptions, type LiveSubscription, Subscriber } from './live-subscriber.ts';
 import type { Clock } from './clock.ts';
@@ -50,17 +50,30 @@ const HUB_DEFAULTS = { maxPendingTrailers: 10_000 };
 export { LIVE_REPLAY_DEFAULTS };
 
 
-/** Fans events of the bus out to the subscribers of each customer. */
+/** One customer's streams on this hub, and the hub's listening to that customer on the bus. */
+interface CustomerStreams {
+  readonly subscribers: Set<Subscriber>;
+  /** Subscriptions waiting for `listening`: the entry stays while any does. */
+  joining: number;
+  /** Resolves once the bus hands this hub every event of the customer positioned after `newest`. */
+  listening: Promise<void>;
+  /** The newest position this hub's streams of the customer are covered to: the window's newest when listening began, then each event heard. */
+  newest: string | null;
+  stopListening: (() => void) | null;
+}
+
+/**
+ * Fans events of the bus out to the subscribers of each customer. The hub listens on the bus to
+ * the customers it has streams of, each from its first stream to its last: a process hears only
+ * what one of its clients wants.
+ */
 export class LiveHub {
   private readonly bus: LiveBus;
   private readonly ownsBus: boolean;
   private readonly maxPendingTrailers: number;
-  private readonly byCustomer = new Map<string, Set<Subscriber>>();
-  private readonly stopListening: () => void;
+  private readonly byCustomer = new Map<string, CustomerStreams>();
   private readonly snapshots: SharedSnapshots | undefined;
   private closed = false;
-  /** The newest position delivered here (null until a positioned event arrives). */
-  private newest: string | null = null;
 
   constructor(options: LiveHubOptions = {}) {
     const settings = { ...HUB_DEFAULTS, ...options };
@@ -71,7 +84,6 @@ export class LiveHub {
     this.bus = options.bus ?? new MemoryLiveBus({ replay: options.replay, clock: options.clock });
     const replayAfter = this.bus.replays ? (customerId: string, position: string) => this.bus.replayAfter(customerId, position) : null;
     this.snapshots = options.snapshot && new SharedSnapshots(options.snapshot, replayAfter, options.clock ?? systemClock, options.sharedSnapshots);
-    this.stopListening = this.bus.subscribe((event) => this.deliver(event));
   }
 
   /** Publishes an event through the bus (to the subscribers of every hub on it, this one included). */
@@ -80,27 +92,37 @@ export class LiveHub {
     await this.bus.publish(event);
   }
 
-  /** Starts delivering the customer's updates to `sink` (held until `start` when `options.held`). */
-  subscribe(customerId: string, sink: LiveSink, options: LiveSubscribeOptions = {}): LiveSubscription {
+  /**
+   * Starts delivering the customer's updates to `sink` (held until `start` when `options.held`).
+   * The customer's first stream on this hub waits for the bus to listen to the customer (a round
+   * trip on Redis); later ones join at once.
+   */
+  async subscribe(customerId: string, sink: LiveSink, options: LiveSubscribeOptions = {}): Promise<LiveSubscription> {
     if (this.closed) throw new TrailwireError('unavailable', 'The live hub is closed.');
-    const subscriber = new Subscriber(this.newest, customerId, sink, this.maxPendingTrailers, options, (which, reason) => this.remove(which, reason));
-    let subscribers = this.byCustomer.get(customerId);
-    if (!subscribers) {
-      subscribers = new Set();
-      this.byCustomer.set(customerId, subscribers);
+    const streams = this.byCustomer.get(customerId) ?? this.listenTo(customerId);
+    streams.joining++;
+    try {
+      await streams.listening;
+    } finally {
+      streams.joining--;
     }
-    subscribers.add(subscriber);
+    if (this.closed) {
+      this.forgetIfUnused(customerId, streams);
+      throw new TrailwireError('unavailable', 'The live hub is closed.');
+    }
+    const subscriber = new Subscriber(streams.newest, customerId, sink, this.maxPendingTrailers, options, (which, reason) => this.remove(which, reason));
+    streams.subscribers.add(subscriber);
     return subscriber;
-  }
-
-  /** The newest position delivered to this hub, or null (none yet, or the bus keeps no window). */
-  get lastPosition(): string | null {
-    return this.newest;
   }
 
   /** Whether the bus keeps a replay window (updates carry positions and can be resumed). */
   get replays(): boolean {
     return this.bus.replays;
+  }
+
+  /** The newest position the bus's window has issued (to any customer), or null (none yet, or no window). */
+  newestPosition(): Promise<string | null> {
+    return this.bus.newestPosition();
   }
 
   /** The customer's updates after `position` in the bus's window, or null when it is not resumable (or the bus keeps no window). */
@@ -120,21 +142,23 @@ export class LiveHub {
 
   /** Ends every stream of the customer with `reason` (for example after a key rotation). Answers how many. */
   endCustomer(customerId: string, reason: TrailwireError): number {
-    const subscribers = this.byCustomer.get(customerId);
-    if (!subscribers) return 0;
-    const ended = [...subscribers];
+    const streams = this.byCustomer.get(customerId);
+    if (!streams) return 0;
+    const ended = [...streams.subscribers];
     for (const subscriber of ended) subscriber.end(reason);
     return ended.length;
   }
 
-  /** How many streams the customer has open. */
+  /** How many streams the customer has open, or opening (waiting for the bus to listen): what a per-customer cap counts. */
   subscriberCount(customerId: string): number {
-    return this.byCustomer.get(customerId)?.size ?? 0;
+    const streams = this.byCustomer.get(customerId);
+    return streams ? streams.subscribers.size + streams.joining : 0;
   }
 
   stats(): LiveHubStats {
-    const stats: LiveHubStats = { subscribers: 0, customers: this.byCustomer.size, pendingTrailers: 0, congestedSubscribers: 0 };
-    for (const subscribers of this.byCustomer.values()) {
+    const stats: LiveHubStats = { subscribers: 0, customers: 0, pendingTrailers: 0, congestedSubscribers: 0 };
+    for (const { subscribers } of this.byCustomer.values()) {
+      if (subscribers.size > 0) stats.customers++;
       for (const subscriber of subscribers) {
         stats.subscribers++;
         stats.pendingTrailers += subscriber.pendingTrailers;
@@ -151,8 +175,10 @@ export class LiveHub {
   async close(reason: TrailwireError = new TrailwireError('unavailable', 'The live feed is shutting down.')): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.stopListening();
-    for (const subscribers of [...this.byCustomer.values()]) for (const subscriber of [...subscribers]) subscriber.end(reason);
+    for (const [customerId, streams] of [...this.byCustomer]) {
+      for (const subscriber of [...streams.subscribers]) subscriber.end(reason);
+      this.forgetIfUnused(customerId, streams);
+    }
     if (this.ownsBus) await this.bus.close();
   }
 
@@ -163,27 +189,60 @@ export class LiveHub {
   deliverHere(event: LiveTrailerEvent, changeId?: string): void {
     if (this.closed) return;
     if (!this.replays) {
-      this.deliver(event);
+      const streams = this.byCustomer.get(event.customerId);
+      if (streams) this.deliver(streams, event);
       return;
     }
     // With a replay window the event must be in it, and have a position, like every other: it goes
-    // through the bus, once for all processes (`changeId`). A bus that cannot take it now (Redis
+    // through the bus, once for all processes (\`changeId\`). A bus that cannot take it now (Redis
     // away) says so through its own error hook; the trailer heals at its next change.
     this.bus.publish(event, { changeId }).catch(() => {});
   }
 
-  private deliver(event: LiveTrailerEvent): void {
-    if (event.position !== undefined) this.newest = event.position;
-    const subscribers = this.byCustomer.get(event.customerId);
-    if (!subscribers) return;
-    for (const subscriber of subscribers) subscriber.offer(event);
+  /**
+   * Starts listening to the customer on the bus. The newest position its streams are covered to is
+   * the window's newest read once the bus listens: every event of the customer after it reaches
+   * this hub, and every one before it is in the store (an event is published after its write).
+   */
+  private listenTo(customerId: string): CustomerStreams {
+    const streams: CustomerStreams = { subscribers: new Set(), joining: 0, listening: Promise.resolve(), newest: null, stopListening: null };
+    this.byCustomer.set(customerId, streams);
+    streams.listening = (async () => {
+      try {
+        streams.stopListening = await this.bus.listen(customerId, (event) => this.deliver(streams, event));
+        // A window that cannot answer now (Redis away) leaves what was heard: the updates of an outage are published again after it.
+        if (this.bus.replays) advance(streams, await this.bus.newestPosition().catch(() => null));
+      } catch (error) {
+        if (this.byCustomer.get(customerId) === streams) this.byCustomer.delete(customerId);
+        throw error;
+      }
+    })();
+    return streams;
+  }
+
+  private deliver(streams: CustomerStreams, event: LiveTrailerEvent): void {
+    advance(streams, event.position ?? null);
+    for (const subscriber of streams.subscribers) subscriber.offer(event);
   }
 
   private remove(subscriber: Subscriber, reason: TrailwireError | null): void {
-    const subscribers = this.byCustomer.get(subscriber.customerId);
-    if (subscribers?.delete(subscriber) && subscribers.size === 0) this.byCustomer.delete(subscriber.customerId);
+    const streams = this.byCustomer.get(subscriber.customerId);
+    if (streams?.subscribers.delete(subscriber)) this.forgetIfUnused(subscriber.customerId, streams);
     if (reason) subscriber.sink.end(reason);
   }
+
+  /** Stops listening to a customer whose last stream ended, unless one is joining. */
+  private forgetIfUnused(customerId: string, streams: CustomerStreams): void {
+    if (streams.subscribers.size > 0 || streams.joining > 0) return;
+    streams.stopListening?.();
+    streams.stopListening = null;
+    if (this.byCustomer.get(customerId) === streams) this.byCustomer.delete(customerId);
+  }
+}
+
+/** Moves the streams' newest position forward to `position` (never back: a late message is older than the window's newest read). */
+function advance(streams: CustomerStreams, position: string | null): void {
+  if (position !== null && (streams.newest === null || comparePositions(position, streams.newest) > 0)) streams.newest = position;
 }
 
 

@@ -98,6 +98,11 @@ export class ReplayRing<T> {
     this.windowMs = settings.replaySeconds * 1000;
   }
 
+  /** The newest position issued, or null before the first. */
+  get newest(): string | null {
+    return this.newestIssued;
+  }
+
   /** How many updates are held. */
   get size(): number {
     return this.positions.length - this.head;

@@ -239,9 +239,18 @@ export class LiveStream {
   /** @internal Started by `LiveStreams#open`. */
   open(hub: LiveHub, tokens: LiveStreamsOptions['tokens'], heartbeatIntervalMs: number, clock: Clock, request: LiveStreamRequest): void {
     const held = request.snapshot === true || request.resumeAfter !== undefined;
-    let subscription: LiveSubscription;
-    try {
-      subscription = hub.subscribe(
+    // At once, before the hub listens: a stream that was sent nothing has no position to tell.
+    this.transport.writeHeartbeat(null);
+    this.heartbeat = setInterval(() => {
+      if (!this.transport.full) this.transport.writeHeartbeat(this.subscription?.caughtUpTo ?? null);
+      // Catches a rotation done by another process, once this process's key versions know of it.
+      this.recheck(tokens);
+      // The timer below ends the stream on time; this catches a clock that jumped (or a test's manual clock).
+      this.endIfExpired(clock);
+    }, heartbeatIntervalMs);
+    this.scheduleExpiry(clock);
+    void hub
+      .subscribe(
         this.claims.sub,
         {
           write: (event) => this.transport.writeUpdate(event),
@@ -250,24 +259,19 @@ export class LiveStream {
           end: (reason) => this.finish(reason),
         },
         { filter: request.filter, held },
+      )
+      .then(
+        (subscription) => {
+          // The client went away (or the token expired) while the hub started listening.
+          if (this.finished) return subscription.unsubscribe();
+          this.subscription = subscription;
+          if (held) void this.prepare(hub, subscription, request).catch((error: unknown) => this.end(error));
+        },
+        (error: unknown) => {
+          // The hub closed (shutting down) between admission and here, or the bus could not listen.
+          this.finish(error);
+        },
       );
-    } catch (error) {
-      // The hub closed (shutting down) between admission and here.
-      this.transport.writeHeartbeat(null);
-      this.finish(error);
-      return;
-    }
-    this.subscription = subscription;
-    this.transport.writeHeartbeat(subscription.caughtUpTo);
-    if (held) void this.prepare(hub, subscription, request).catch((error: unknown) => this.end(error));
-    this.heartbeat = setInterval(() => {
-      if (!this.transport.full) this.transport.writeHeartbeat(subscription.caughtUpTo);
-      // Catches a rotation done by another process, once this process's key versions know of it.
-      this.recheck(tokens);
-      // The timer below ends the stream on time; this catches a clock that jumped (or a test's manual clock).
-      this.endIfExpired(clock);
-    }, heartbeatIntervalMs);
-    this.scheduleExpiry(clock);
   }
 
   /**
@@ -298,7 +302,9 @@ export class LiveStream {
     // A snapshot shared with another stream covers an earlier position: the updates since follow it.
     const since = snapshot.since.filter((event) => subscription.matches(event));
     backlog.push(...since);
-    subscription.start(backlog, snapshot.since.at(-1)?.position ?? null);
+    // Queued updates the snapshot covers are not written again: on Redis one can arrive after the
+    // window's newest position was read (another connection), older than the snapshot's end.
+    subscription.start(backlog, snapshot.since.at(-1)?.position ?? snapshot.position);
   }
 
   /** The transport can take more again: the hub writes what waits. */

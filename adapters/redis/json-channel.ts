@@ -1,6 +1,6 @@
 /**
  * One Redis pub/sub channel of JSON messages: the core's `Channel` over Redis (`core/channel.ts`),
- * the common part of `RedisLiveBus` and `RedisRotationFeed`. Messages are
+ * the rotation feed's (`RedisRotationFeed`), with the options and connections the live bus shares. Messages are
  * published on the caller's connection and received on a subscriber connection this channel opens
  * (`redis.duplicate()`: a connection in subscriber mode can run no other command) and closes.
  *
@@ -42,7 +42,7 @@ export interface JsonChannelSettings {
   owner: string;
 }
 
-/** The base of `RedisLiveBus` and `RedisRotationFeed`; open one with `openJsonChannel`. */
+/** The base of `RedisRotationFeed`; open one with `openJsonChannel`. */
 export class JsonChannel<Message> implements Channel<Message> {
   private readonly listeners = new Set<(message: Message) => void>();
   protected closing: Promise<void> | undefined;
@@ -80,15 +80,7 @@ export class JsonChannel<Message> implements Channel<Message> {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.listeners.clear();
-      if (this.subscriber.status === 'end') return;
-      // QUIT answers before the socket is closed: wait for 'end', so that closed means released.
-      const ended = once(this.subscriber, 'end');
-      try {
-        await this.subscriber.quit();
-      } catch {
-        this.subscriber.disconnect();
-      }
-      await ended;
+      await quitSubscriber(this.subscriber);
     })();
     return this.closing;
   }
@@ -129,6 +121,20 @@ export async function openJsonChannel<Channel>(
   names: { optionsName: string; owner: string; defaultChannel: string },
   options: RedisChannelOptions,
 ): Promise<Channel> {
+  const settings = checkChannelOptions(names, options);
+  const subscriber = openSubscriber(settings);
+  const opened = make(settings, subscriber);
+  try {
+    await subscriber.subscribe(settings.channel);
+  } catch (error) {
+    subscriber.disconnect();
+    throw new TrailwireError('unavailable', `${settings.owner} could not subscribe to the Redis channel ${settings.channel}.`, { cause: error });
+  }
+  return opened;
+}
+
+/** A seam's options checked (naming the bad field as `<optionsName>.<field>`), with the defaults filled in. */
+export function checkChannelOptions(names: { optionsName: string; owner: string; defaultChannel: string }, options: RedisChannelOptions): JsonChannelSettings {
   const { optionsName, owner } = names;
   if (typeof options !== 'object' || options === null) throw badOption(optionsName, 'options', 'must be an object');
   if (typeof options.redis?.duplicate !== 'function' || typeof options.redis.publish !== 'function')
@@ -137,25 +143,37 @@ export async function openJsonChannel<Channel>(
   if (typeof channel !== 'string' || channel === '') throw badOption(optionsName, 'channel', 'must be a non-empty string');
   for (const hook of ['onListenerError', 'onError'] as const)
     if (options[hook] !== undefined && typeof options[hook] !== 'function') throw badOption(optionsName, hook, 'must be a function');
-  const settings: JsonChannelSettings = {
+  return {
     redis: options.redis,
     channel,
     onListenerError: options.onListenerError ?? rethrowLater,
     onError: options.onError ?? (() => {}),
     owner,
   };
-  // The caller's connection may fail fast while Redis is away (no offline queue); the subscriber
-  // queues its SUBSCRIBE until it is connected, and ioredis subscribes again after each reconnection.
-  const subscriber = options.redis.duplicate({ enableOfflineQueue: true });
+}
+
+/**
+ * The subscriber connection of a seam: the caller's connection may fail fast while Redis is away (no
+ * offline queue); this one queues its SUBSCRIBE until it is connected, and ioredis subscribes again
+ * after each reconnection.
+ */
+export function openSubscriber(settings: JsonChannelSettings): Redis {
+  const subscriber = settings.redis.duplicate({ enableOfflineQueue: true });
   subscriber.on('error', (error: unknown) => settings.onError(error));
-  const opened = make(settings, subscriber);
+  return subscriber;
+}
+
+/** Closes a subscriber connection and resolves once its socket is released. */
+export async function quitSubscriber(subscriber: Redis): Promise<void> {
+  if (subscriber.status === 'end') return;
+  // QUIT answers before the socket is closed: wait for 'end', so that closed means released.
+  const ended = once(subscriber, 'end');
   try {
-    await subscriber.subscribe(channel);
-  } catch (error) {
+    await subscriber.quit();
+  } catch {
     subscriber.disconnect();
-    throw new TrailwireError('unavailable', `${owner} could not subscribe to the Redis channel ${channel}.`, { cause: error });
   }
-  return opened;
+  await ended;
 }
 
 /** Re-throws asynchronously, as `MemoryLiveBus` does: a listener's bug is not lost. */

@@ -1,10 +1,13 @@
 /**
  * The Redis live bus (contract 8 and 11): a `LiveBus` shared by every Trailwire process on one Redis,
  * so that a payload taken in by one process reaches the LiveFeed subscribers of all of them. Each
- * `LiveTrailerEvent` is published as JSON on one pub/sub channel (default `trailwire:live`); every
- * process's bus is subscribed to it on its own connection and hands each event to its hub. Every
- * field of an event is a string, number, boolean or null (times are epoch ms, not `Date`s), so JSON
- * carries it unchanged. One publisher's events arrive in publish order (see `json-channel.ts`).
+ * `LiveTrailerEvent` is published as JSON on its customer's pub/sub channel (`<channel>:c:<customer
+ * id>`, default prefix `trailwire:live`), and a process's bus subscribes, on its own connection, the
+ * channels of the customers its hub listens to: a process reads only the updates of customers it has
+ * streams of (issue 41). Every field of an event is a string, number, boolean or null (times are
+ * epoch ms, not `Date`s), so JSON carries it unchanged. One publisher's events arrive in publish
+ * order, across channels too: Redis writes every message to one subscriber connection in the order
+ * it executed the PUBLISHes (see `json-channel.ts`).
  *
  * When Redis goes away (issue 28). Pub/sub keeps nothing, so the bus rides through an outage itself:
  * - `publish` never fails for the outage: an event Redis does not take is handed to this process's
@@ -29,8 +32,8 @@
  */
 import type { Redis } from 'ioredis';
 import { TrailwireError } from '../../core/errors.ts';
-import type { LiveBus, LivePublishOptions, LiveTrailerEvent } from '../../core/live-bus.ts';
-import { JsonChannel, type JsonChannelSettings, openJsonChannel } from './json-channel.ts';
+import type { LiveBus, LiveBusListener, LivePublishOptions, LiveTrailerEvent } from '../../core/live-bus.ts';
+import { checkChannelOptions, type JsonChannelSettings, openSubscriber, quitSubscriber } from './json-channel.ts';
 import { RedisReplayWindow, type RedisReplayWindowOptions } from './live-replay.ts';
 
 export interface RedisLiveBusOptions {
@@ -39,7 +42,7 @@ export interface RedisLiveBusOptions {
    * its own subscriber connection with `redis.duplicate()`; `close()` closes only the latter. Required.
    */
   redis: Redis;
-  /** The pub/sub channel; every process of one deployment uses the same one. Default `'trailwire:live'`. */
+  /** The prefix of the customers' pub/sub channels (`<channel>:c:<customer id>`); every process of one deployment uses the same one. Default `'trailwire:live'`. */
   channel?: string;
   /** An error thrown by a listener (the others are still called). Default: re-thrown asynchronously, as `MemoryLiveBus` does. */
   onListenerError?: (error: unknown) => void;
@@ -56,32 +59,40 @@ export const DEFAULT_REDIS_LIVE_BUS_OPTIONS = {
   settleMs: 1000,
 } as const satisfies Pick<Required<RedisLiveBusOptions>, 'channel' | 'settleMs'>;
 
-/** A `LiveBus` over Redis pub/sub that rides through a Redis outage; open one with `openRedisLiveBus`. */
-export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveBus {
+/** The listeners of one customer's channel, and the SUBSCRIBE that makes Redis send it here. */
+interface ChannelListeners {
+  readonly listeners: Set<LiveBusListener>;
+  readonly subscribed: Promise<unknown>;
+}
+
+/** A `LiveBus` over Redis pub/sub, a channel per customer, that rides through a Redis outage; open one with `openRedisLiveBus`. */
+export class RedisLiveBus implements LiveBus {
   /** While in trouble: the latest event of each trailer published, to publish again once Redis is back. */
   private readonly missed = new Map<string, LiveTrailerEvent>();
+  private readonly byChannel = new Map<string, ChannelListeners>();
   private troubled = false;
   private settleTimer: NodeJS.Timeout | undefined;
+  private closing: Promise<void> | undefined;
   private readonly stopWatching: () => void;
   private readonly window: RedisReplayWindow | null;
 
   /** @internal Use `openRedisLiveBus`. */
   constructor(
-    settings: JsonChannelSettings,
-    subscriber: Redis,
+    private readonly options: JsonChannelSettings,
+    private readonly subscriber: Redis,
     private readonly settleMs: number,
     replay?: RedisReplayWindowOptions,
   ) {
-    super(settings, subscriber);
-    this.window = replay ? new RedisReplayWindow(settings.redis, replay) : null;
+    this.window = replay ? new RedisReplayWindow(options.redis, replay) : null;
+    subscriber.on('message', (name: string, text: string) => this.receive(name, text));
     const trouble = () => this.enterTrouble();
     const ready = () => this.scheduleCatchUp();
-    for (const connection of [settings.redis, subscriber]) {
+    for (const connection of [options.redis, subscriber]) {
       connection.on('close', trouble);
       connection.on('ready', ready);
     }
     this.stopWatching = () => {
-      for (const connection of [settings.redis, subscriber]) {
+      for (const connection of [options.redis, subscriber]) {
         connection.off('close', trouble);
         connection.off('ready', ready);
       }
@@ -96,12 +107,52 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     return this.window ? this.window.after(customerId, position) : null;
   }
 
+  async newestPosition(): Promise<string | null> {
+    return this.window ? this.window.newest() : null;
+  }
+
   /** Whether the bus is riding through an outage (events are remembered for the catch-up). */
   get inOutage(): boolean {
     return this.troubled;
   }
 
-  override async publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void> {
+  /**
+   * Subscribes the customer's channel (its first listener here) and resolves once Redis confirms,
+   * or at once while the subscriber connection is away: ioredis sends the SUBSCRIBE when it is
+   * back, and this process's own events reach the listener meanwhile.
+   */
+  async listen(customerId: string, listener: LiveBusListener): Promise<() => void> {
+    // A fresh wrapper per call, so listening with the same function twice delivers twice and each
+    // stop removes exactly its own registration.
+    const registration: LiveBusListener = (event) => listener(event);
+    if (this.closing) return () => {};
+    const channel = this.channelOf(customerId);
+    let entry = this.byChannel.get(channel);
+    if (!entry) {
+      entry = { listeners: new Set(), subscribed: this.subscriber.subscribe(channel) };
+      // Awaited below while connected; while away it is sent on reconnection, and its failure is the outage's.
+      entry.subscribed.catch(() => {});
+      this.byChannel.set(channel, entry);
+    }
+    entry.listeners.add(registration);
+    const stop = () => {
+      const current = this.byChannel.get(channel);
+      if (!current?.listeners.delete(registration) || current.listeners.size > 0) return;
+      this.byChannel.delete(channel);
+      if (!this.closing) this.subscriber.unsubscribe(channel).catch(() => {});
+    };
+    if (this.subscriber.status === 'ready') {
+      try {
+        await entry.subscribed;
+      } catch (error) {
+        stop();
+        throw new TrailwireError('unavailable', `${this.options.owner} could not subscribe to the Redis channel ${channel}.`, { cause: error });
+      }
+    }
+    return stop;
+  }
+
+  async publish(event: LiveTrailerEvent, options?: LivePublishOptions): Promise<void> {
     if (this.closing) throw new TrailwireError('unavailable', `${this.options.owner} is closed.`);
     if (this.troubled) this.missed.set(event.trailer.id, event);
     try {
@@ -115,17 +166,58 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
     }
   }
 
-  /** Publishes on the channel, through the window's script when there is one. */
+  /** Publishes on the customer's channel, through the window's script when there is one. */
   private async send(event: LiveTrailerEvent, changeId?: string): Promise<void> {
     if (this.window) await this.window.appendAndPublish(this.options.channel, event, changeId);
-    else await super.publish(event);
+    else await this.options.redis.publish(this.channelOf(event.customerId), JSON.stringify(event));
   }
 
-  override async close(): Promise<void> {
-    clearTimeout(this.settleTimer);
-    this.stopWatching();
-    this.missed.clear();
-    return super.close();
+  /** Stops delivery and closes the subscriber connection (not the caller's `redis`). Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      clearTimeout(this.settleTimer);
+      this.stopWatching();
+      this.missed.clear();
+      this.byChannel.clear();
+      await quitSubscriber(this.subscriber);
+    })();
+    return this.closing;
+  }
+
+  /** The pub/sub channel of one customer's events (`live-replay.ts`'s scripts name it the same way). */
+  private channelOf(customerId: string): string {
+    return `${this.options.channel}:c:${customerId}`;
+  }
+
+  private receive(name: string, text: string): void {
+    const entry = this.byChannel.get(name);
+    if (!entry || this.closing) return;
+    let event: LiveTrailerEvent;
+    try {
+      event = JSON.parse(text) as LiveTrailerEvent;
+    } catch (error) {
+      this.options.onError(
+        new TrailwireError('internal', `${this.options.owner} ignored a message on ${name} that is not JSON: ${text.slice(0, 100)}`, { cause: error }),
+      );
+      return;
+    }
+    this.hand(entry, event);
+  }
+
+  /** Hands an event to this process's listeners of its customer only (what Redis would have delivered here). */
+  private deliver(event: LiveTrailerEvent): void {
+    const entry = this.byChannel.get(this.channelOf(event.customerId));
+    if (entry) this.hand(entry, event);
+  }
+
+  private hand(entry: ChannelListeners, event: LiveTrailerEvent): void {
+    for (const listener of entry.listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.options.onListenerError(error);
+      }
+    }
   }
 
   private enterTrouble(error?: unknown): void {
@@ -174,13 +266,18 @@ export class RedisLiveBus extends JsonChannel<LiveTrailerEvent> implements LiveB
   }
 }
 
-/** Checks the options, opens the subscriber connection, and resolves once the channel is subscribed. */
-export function openRedisLiveBus(options: RedisLiveBusOptions): Promise<RedisLiveBus> {
+/** Checks the options, opens the subscriber connection, and resolves once it answers. */
+export async function openRedisLiveBus(options: RedisLiveBusOptions): Promise<RedisLiveBus> {
+  const settings = checkChannelOptions({ optionsName: 'RedisLiveBusOptions', owner: 'The Redis live bus', defaultChannel: DEFAULT_REDIS_LIVE_BUS_OPTIONS.channel }, options);
   const settleMs = options?.settleMs ?? DEFAULT_REDIS_LIVE_BUS_OPTIONS.settleMs;
   if (!Number.isInteger(settleMs) || settleMs < 0) throw new TypeError(`RedisLiveBusOptions.settleMs must be a non-negative integer, got ${String(settleMs)}`);
-  return openJsonChannel((settings, subscriber) => new RedisLiveBus(settings, subscriber, settleMs, options.replay), {
-    optionsName: 'RedisLiveBusOptions',
-    owner: 'The Redis live bus',
-    defaultChannel: DEFAULT_REDIS_LIVE_BUS_OPTIONS.channel,
-  }, options);
+  const subscriber = openSubscriber(settings);
+  const bus = new RedisLiveBus(settings, subscriber, settleMs, options.replay);
+  try {
+    await subscriber.ping();
+  } catch (error) {
+    subscriber.disconnect();
+    throw new TrailwireError('unavailable', `${settings.owner} could not reach Redis.`, { cause: error });
+  }
+  return bus;
 }

@@ -10,9 +10,9 @@
  * only its customer's stream, so it costs in proportion to what it sends (issue 37: one script that
  * read the whole 60,000-update window and filtered it after blocked Redis 485-679 ms a call).
  *
- * Append and publish are one script: both XADDs, then PUBLISH of the event with its id on the live
- * bus's channel. Redis runs a script alone, so the order in which every process hears the events
- * on the channel is the order of their ids, whichever process published them: what makes "resume
+ * Append and publish are one script: both XADDs, then PUBLISH of the event with its id on its
+ * customer's channel of the live bus. Redis runs a script alone, so the order in which every process
+ * hears the events is the order of their ids, whichever process published them: what makes "resume
  * after the last position I saw" exact. The events appended in one event-loop turn (a processing
  * batch's updates) go in one call of the script, in order, which trims the window once and each of
  * their customers' streams once (issue 41: a call per update cost Redis ~30 µs a payload). An event of a change every process reads from the store is
@@ -42,15 +42,16 @@ export interface RedisReplayWindowOptions extends LiveReplayOptions {
 export const DEFAULT_REDIS_REPLAY_STREAM_KEY = 'trailwire:live:window';
 export const DEFAULT_REDIS_REPLAY_PAGE_SIZE = 100;
 
-// KEYS: window stream, then each event's customer stream. ARGV: channel, max events, window ms, then
-// each event's JSON and customer id. Answers the events' ids, in order.
+// KEYS: window stream, then each event's customer stream. ARGV: the channels' prefix (each event is
+// published on its customer's, `<prefix>:c:<customer id>`), max events, window ms, then each event's
+// JSON and customer id. Answers the events' ids, in order.
 const APPEND_MANY = `
 local ids = {}
 for i = 2, #KEYS do
   local json, customer = ARGV[2 + 2 * (i - 1)], ARGV[3 + 2 * (i - 1)]
   local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'c', customer)
   redis.call('XADD', KEYS[i], id, 'e', json)
-  redis.call('PUBLISH', ARGV[1], '{"position":"' .. id .. '",' .. string.sub(json, 2))
+  redis.call('PUBLISH', ARGV[1] .. ':c:' .. customer, '{"position":"' .. id .. '",' .. string.sub(json, 2))
   ids[i - 1] = id
 end
 local now = redis.call('TIME')
@@ -68,8 +69,8 @@ end
 return ids
 `;
 
-// KEYS: window stream, customer stream, change key. ARGV: event JSON, channel, max events, window ms,
-// a change ('1' or '0'), customer id.
+// KEYS: window stream, customer stream, change key. ARGV: event JSON, the channels' prefix, max events,
+// window ms, a change ('1' or '0'), customer id.
 const APPEND = `
 if ARGV[5] == '1' and not redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[4]) then return false end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], '*', 'c', ARGV[6])
@@ -80,7 +81,7 @@ redis.call('XADD', KEYS[2], id, 'e', ARGV[1])
 local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
 if first then redis.call('XTRIM', KEYS[2], 'MINID', '~', first[1]) end
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[4]) + 1000)
-redis.call('PUBLISH', ARGV[2], '{"position":"' .. id .. '",' .. string.sub(ARGV[1], 2))
+redis.call('PUBLISH', ARGV[2] .. ':c:' .. ARGV[6], '{"position":"' .. id .. '",' .. string.sub(ARGV[1], 2))
 return id
 `;
 
@@ -160,7 +161,7 @@ export class RedisReplayWindow {
   }
 
   /**
-   * Appends the event and publishes it, with its position, on `channel`; answers the position, or
+   * Appends the event and publishes it, with its position, on its customer's channel of `channel`'s prefix; answers the position, or
    * null when `changeId` was already published by some process within the window.
    */
   async appendAndPublish(channel: string, event: LiveTrailerEvent, changeId?: string): Promise<string | null> {
@@ -201,6 +202,12 @@ export class RedisReplayWindow {
         for (const item of group) item.reject(error);
       }
     }
+  }
+
+  /** The newest position the window holds (null when it holds none): what a stream that starts listening now is covered to. */
+  async newest(): Promise<string | null> {
+    const [entry] = await this.redis.xrevrange(this.streamKey, '+', '-', 'COUNT', 1);
+    return entry?.[0] ?? null;
   }
 
   /** The customer's events after `position`, oldest first with their positions, or null when it is not resumable. */

@@ -1,8 +1,9 @@
 /**
  * The conformance suite of the core's publish/subscribe seam (`core/channel.ts`), run against every
  * implementation of every message type: the live bus's (`MemoryLiveBus`, `RedisLiveBus` with and
- * without a replay window) through `runLiveBusConformance`, and the rotation feed's
- * (`MemoryRotationFeed`, `RedisRotationFeed`) through `runRotationFeedConformance`. The cases:
+ * without a replay window; its listeners listen to one customer, `listen`) through
+ * `runLiveBusConformance`, and the rotation feed's (`MemoryRotationFeed`, `RedisRotationFeed`)
+ * through `runRotationFeedConformance`. The cases:
  * delivery of every message to every listener of every participant sharing the channel, with all
  * fields intact; publish order kept per publisher; a throwing listener stopping no other;
  * unsubscribe; close. Each seam's own suite adds what is its alone (the live bus's replay window, a
@@ -19,7 +20,13 @@ import { TrailwireError } from '../../core/errors.ts';
 
 export type ChannelCase = 'delivers to every listener' | 'keeps publish order' | 'a throwing listener does not stop the others' | 'unsubscribe' | 'close';
 
-export interface ChannelConformanceOptions<Message, Opened extends Channel<Message> = Channel<Message>> {
+/** What the suite needs of a participant: publishing and closing (listening is `listen`'s). */
+export type ChannelParticipant<Message> = Pick<Channel<Message>, 'publish' | 'close'>;
+
+/** Adds a listener to a participant, answering (or resolving to, once it hears everything published after) the function that removes it. */
+export type ListenTo<Message, Opened> = (channel: Opened, listener: (message: Message) => void) => (() => void) | Promise<() => void>;
+
+export interface ChannelConformanceOptions<Message, Opened extends ChannelParticipant<Message> = Channel<Message>> {
   /** Names the seam and the implementation in the test titles ("LiveBus: redis"). */
   name: string;
   /**
@@ -48,12 +55,19 @@ export interface ChannelConformanceOptions<Message, Opened extends Channel<Messa
   deliveryTimeoutMs?: number;
   /** Cases this implementation skips, each with the reason. */
   skip?: Partial<Record<ChannelCase, string>>;
+  /**
+   * How a listener joins a participant. Default: `subscribe` (a `Channel`). A seam whose listening
+   * completes asynchronously (the live bus, listening to one customer) resolves once it does.
+   */
+  listen?: ListenTo<Message, Opened>;
 }
 
 /** Registers the suite's cases with `node:test`. */
-export function runChannelConformance<Message, Opened extends Channel<Message>>(options: ChannelConformanceOptions<Message, Opened>): void {
+export function runChannelConformance<Message, Opened extends ChannelParticipant<Message>>(options: ChannelConformanceOptions<Message, Opened>): void {
   const timeoutMs = options.deliveryTimeoutMs ?? 2_000;
   const { sample, numberOf } = options;
+  const listenTo: ListenTo<Message, Opened> = options.listen ?? ((channel, listener) => (channel as unknown as Channel<Message>).subscribe(listener));
+  const hear = (channel: Opened) => collect<Message>((listener) => listenTo(channel, listener));
   const asPublished = options.asPublished ?? ((received: Message) => received);
   const skips: Partial<Record<ChannelCase, string>> = {
     ...(options.checksListenerErrors ? {} : { 'a throwing listener does not stop the others': 'openChannels does not take onListenerError' }),
@@ -78,7 +92,7 @@ export function runChannelConformance<Message, Opened extends Channel<Message>>(
     caseOf('delivers to every listener', () =>
       withChannels(2, async ([publisher, peer]) => {
         // Two listeners of the publisher's own handle, one of another participant's.
-        const listeners = [collect(publisher!), collect(publisher!), collect(peer!)];
+        const listeners = [await hear(publisher!), await hear(publisher!), await hear(peer!)];
         const message = sample(1);
         await publisher!.publish(message);
         // Every field survives, whatever the channel does to carry it (JSON over a network, say).
@@ -88,8 +102,8 @@ export function runChannelConformance<Message, Opened extends Channel<Message>>(
 
     caseOf('keeps publish order', () =>
       withChannels(2, async ([publisher, peer]) => {
-        const remote = collect(peer!);
-        const local = collect(publisher!);
+        const remote = await hear(peer!);
+        const local = await hear(publisher!);
         const messages = Array.from({ length: 200 }, (_, index) => sample(index + 1));
         // Published without waiting for one another: the order is the order of the publish calls.
         await Promise.all(messages.map((message) => publisher!.publish(message)));
@@ -102,11 +116,11 @@ export function runChannelConformance<Message, Opened extends Channel<Message>>(
     caseOf('a throwing listener does not stop the others', () =>
       withChannels(2, async ([publisher, peer], reported) => {
         const failure = new Error('listener bug');
-        peer!.subscribe(() => {
+        await listenTo(peer!, () => {
           throw failure;
         });
-        const after = collect(peer!);
-        const local = collect(publisher!);
+        const after = await hear(peer!);
+        const local = await hear(publisher!);
         await publisher!.publish(sample(1));
         await publisher!.publish(sample(2));
         assert.deepEqual((await after.next(2, timeoutMs)).map(numberOf), [1, 2], 'a later listener still hears every message');
@@ -117,8 +131,8 @@ export function runChannelConformance<Message, Opened extends Channel<Message>>(
 
     caseOf('unsubscribe', () =>
       withChannels(2, async ([publisher, peer]) => {
-        const leaving = collect(peer!);
-        const staying = collect(peer!);
+        const leaving = await hear(peer!);
+        const staying = await hear(peer!);
         await publisher!.publish(sample(1));
         await leaving.next(1, timeoutMs);
         await staying.next(1, timeoutMs);
@@ -134,7 +148,7 @@ export function runChannelConformance<Message, Opened extends Channel<Message>>(
 
     caseOf('close', async () => {
       const [channel] = await options.openChannels(1);
-      const listener = collect(channel!);
+      const listener = await hear(channel!);
       await channel!.close();
       await assert.rejects(channel!.publish(sample(1)), (error: unknown) => {
         assert.ok(error instanceof TrailwireError);
@@ -155,12 +169,12 @@ export interface Collector<Message> {
   stop(): void;
 }
 
-/** Subscribes a recording listener to `channel`. */
-export function collect<Message>(channel: Channel<Message>): Collector<Message> {
+/** Adds a recording listener with `listen` (for a `Channel`: `(listener) => channel.subscribe(listener)`); resolves once it listens. */
+export async function collect<Message>(listen: (listener: (message: Message) => void) => (() => void) | Promise<() => void>): Promise<Collector<Message>> {
   const received: Message[] = [];
   let taken = 0;
   let waiter: (() => void) | undefined;
-  const stop = channel.subscribe((message) => {
+  const stop = await listen((message) => {
     received.push(message);
     waiter?.();
   });

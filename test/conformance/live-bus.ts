@@ -1,13 +1,14 @@
 /**
  * The conformance suite every `LiveBus` passes (the in-process `MemoryLiveBus`, the Redis bus with
- * and without a replay window). A live bus is a `Channel` of live updates, so the channel suite
- * (`channel.ts`) runs first — delivery to every listener of every participant with all fields
- * intact (a bus with a window adding a position to each), publish order per publisher, a throwing
- * listener stopping no other, unsubscribe, close — and then what is the live bus's alone: the replay
+ * and without a replay window). A live bus is a channel of live updates per customer, so the channel
+ * suite (`channel.ts`) runs first with its listeners listening to one customer — delivery to every
+ * listener of every participant with all fields intact (a bus with a window adding a position to
+ * each), publish order per publisher, a throwing listener stopping no other, unsubscribe, close —
+ * and then what is the live bus's alone: a listener of one customer hears no other's, and the replay
  * window's rules (one position order for every listener of every participant, replay after a
- * position, a position never issued not resumable, an event published once by several participants
- * delivered once). A test file calls `runLiveBusConformance(...)` once per implementation, naming a
- * reason for any skipped case.
+ * position, a position never issued not resumable, the newest position covering what a listener
+ * does not hear, an event published once by several participants delivered once). A test file calls
+ * `runLiveBusConformance(...)` once per implementation, naming a reason for any skipped case.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -17,6 +18,8 @@ import { type ChannelCase, collect, runChannelConformance } from './channel.ts';
 
 export type LiveBusCase =
   | ChannelCase
+  | "a listener hears its own customer's events only"
+  | 'replay: the newest position covers every event a new listener does not hear'
   | 'replay: one position order for every listener, replayed after a position'
   | 'replay: a position never issued is not resumable'
   | "replay: a customer's resume answers its own updates only, from any position the window holds"
@@ -47,6 +50,7 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
   runChannelConformance<LiveTrailerEvent, LiveBus>({
     name: `LiveBus: ${options.name}`,
     openChannels: options.openBuses,
+    listen: (bus, listener) => bus.listen('customer-a', listener),
     checksListenerErrors: options.checksListenerErrors,
     sample: sampleEvent,
     numberOf: (event) => event.ts,
@@ -58,6 +62,34 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
     },
     deliveryTimeoutMs: options.deliveryTimeoutMs,
     skip: options.skip,
+  });
+
+  /** A recording listener of the customers' events on `bus`, in the order the bus delivers them. */
+  const hear = (bus: LiveBus, ...customers: string[]) =>
+    collect<LiveTrailerEvent>(async (listener) => {
+      const stops: Array<() => void> = [];
+      for (const customer of customers.length > 0 ? customers : ['customer-a']) stops.push(await bus.listen(customer, listener));
+      return () => stops.forEach((stop) => stop());
+    });
+
+  describe(`LiveBus: ${options.name}`, () => {
+    it("a listener hears its own customer's events only", { skip: options.skip?.["a listener hears its own customer's events only"] ?? false }, async () => {
+      const buses = await options.openBuses(2);
+      try {
+        const [one, two] = buses;
+        const ofB = await hear(two!, 'customer-b');
+        const ofA = await hear(two!, 'customer-a');
+        await one!.publish(sampleEvent(1, { customerId: 'customer-a' }));
+        await one!.publish(sampleEvent(2, { customerId: 'customer-b' }));
+        await one!.publish(sampleEvent(3, { customerId: 'customer-a' }));
+        await one!.publish(sampleEvent(4, { customerId: 'customer-b' })); // the marker: b's listener has heard all it will
+        assert.deepEqual((await ofB.next(2, timeoutMs)).map((event) => event.ts), [2, 4]);
+        assert.deepEqual((await ofA.next(2, timeoutMs)).map((event) => event.ts), [1, 3]);
+        assert.equal(ofB.received.length, 2, "customer a's events never reached b's listener");
+      } finally {
+        await Promise.all([...new Set(buses)].map((bus) => bus.close()));
+      }
+    });
   });
 
   const replayCase = (name: LiveBusCase, body: (buses: LiveBus[]) => Promise<void>) =>
@@ -74,8 +106,8 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
 
   describe(`LiveBus replay window: ${options.name}`, () => {
     replayCase('replay: one position order for every listener, replayed after a position', async ([one, two]) => {
-      const hearOne = collect(one!);
-      const hearTwo = collect(two!);
+      const hearOne = await hear(one!);
+      const hearTwo = await hear(two!);
       // Two participants (two processes) publishing at once: their events may interleave, but every
       // listener hears one order, the order of the positions, and the window replays exactly it.
       await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? one! : two!).publish(sampleEvent(i))));
@@ -88,6 +120,22 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
       assert.deepEqual(replayed?.map(({ position: _, ...event }) => event), hearOne.received.slice(10).map(({ position: _, ...event }) => event));
     });
 
+    replayCase('replay: the newest position covers every event a new listener does not hear', async ([one, two]) => {
+      assert.equal(await two!.newestPosition(), null, 'a window that issued nothing has no newest position');
+      await one!.publish(sampleEvent(1, { customerId: 'customer-b' }));
+      await one!.publish(sampleEvent(2));
+      // Listening from here: the newest position read now covers events 1 and 2 (the replay has them), the listener hears what follows.
+      const late = await hear(two!);
+      const newest = await two!.newestPosition();
+      assert.ok(newest !== null && isPosition(newest));
+      await one!.publish(sampleEvent(3));
+      const [third] = await late.next(1, timeoutMs);
+      assert.equal(third!.ts, 3);
+      assert.ok(comparePositions(third!.position!, newest) > 0, 'what the listener hears is after the newest position it read');
+      assert.deepEqual((await two!.replayAfter('customer-a', newest))?.map((event) => event.ts), [3]);
+      assert.equal(late.received.filter((event) => comparePositions(event.position!, newest) <= 0).length, 0, 'nothing at or before it is heard: it was published before listening');
+    });
+
     replayCase('replay: a position never issued is not resumable', async ([bus]) => {
       await bus!.publish(sampleEvent(1));
       assert.equal(await bus!.replayAfter('customer-a', '1-0'), null);
@@ -95,10 +143,10 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
     });
 
     replayCase("replay: a customer's resume answers its own updates only, from any position the window holds", async ([one, two]) => {
-      const hear = collect(one!);
+      const both = await hear(one!, 'customer-a', 'customer-b');
       // Customer b's updates surround a's: a's resume after b's first position answers a's after it.
       for (let i = 0; i < 30; i++) await (i % 2 ? one! : two!).publish(sampleEvent(i, { customerId: i % 3 === 0 ? 'customer-a' : 'customer-b' }));
-      const heard = await hear.next(30, timeoutMs);
+      const heard = await both.next(30, timeoutMs);
       const from = heard.find((event) => event.customerId === 'customer-b')!.position!;
       const expected = heard.filter((event) => event.customerId === 'customer-a' && comparePositions(event.position!, from) > 0);
       assert.deepEqual((await two!.replayAfter('customer-a', from))?.map((event) => event.position), expected.map((event) => event.position));
@@ -106,7 +154,7 @@ export function runLiveBusConformance(options: LiveBusConformanceOptions): void 
     });
 
     replayCase('replay: an event published once by several participants is delivered once', async ([one, two]) => {
-      const heard = collect(one!);
+      const heard = await hear(one!);
       const key = `change:${Math.random()}`;
       await one!.publish(sampleEvent(1), { changeId: key });
       await two!.publish(sampleEvent(1), { changeId: key });

@@ -132,20 +132,18 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
     }
 
     /** Publishes one update of `trailer` per call, 2 ms apart on the clock (500 updates/s); answers what the hub gave the event. */
-    function publisher(customerId: string, fleet: Pick<Fleet, 'id' | 'name'>) {
+    async function publisher(customerId: string, fleet: Pick<Fleet, 'id' | 'name'>) {
       const published: LiveTrailerEvent[] = [];
-      const stop = (() => {
-        // What the bus delivered, positions included: the reference the streams are held to.
-        const sink = {
-          write: (event: LiveTrailerEvent) => {
-            published.push(event);
-            return true;
-          },
-          end: () => {},
-        };
-        const subscription = server.trailwire.live.subscribe(customerId, sink);
-        return () => subscription.unsubscribe();
-      })();
+      // What the bus delivered, positions included: the reference the streams are held to.
+      const sink = {
+        write: (event: LiveTrailerEvent) => {
+          published.push(event);
+          return true;
+        },
+        end: () => {},
+      };
+      const subscription = await server.trailwire.live.subscribe(customerId, sink);
+      const stop = () => subscription.unsubscribe();
       return {
         published,
         stop,
@@ -161,7 +159,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       // newest state (core/live-hub.ts), which would merge two updates of one trailer; the replay
       // itself is never merged, and this case counts every update.
       const c = await customer(0);
-      const feed = publisher(c.id, SYNTHETIC_FLEET);
+      const feed = await publisher(c.id, SYNTHETIC_FLEET);
       let n = 0;
       const next = () => syntheticTrailer(n++);
       const first = await open(c.token);
@@ -188,7 +186,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
 
     it('answers a position outside the window with the reset signal, then a snapshot, then live updates', async () => {
       const c = await customer(3);
-      const feed = publisher(c.id, c.fleet);
+      const feed = await publisher(c.id, c.fleet);
       const stream = await open(c.token, { resumeAfter: '1-0' });
       await stream.until((m) => m.some((message) => message.kind === 'snapshot-end'));
       await feed.publish(c.trailers[0]!);
@@ -206,7 +204,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       let started!: () => void;
       const snapshotStarted = new Promise<void>((resolve) => (started = resolve));
       bigSnapshot = { customerId: c.id, reading: new Promise<void>((resolve) => (release = resolve)), release: () => started() };
-      const feed = publisher(c.id, SYNTHETIC_FLEET);
+      const feed = await publisher(c.id, SYNTHETIC_FLEET);
       await feed.publish(syntheticTrailer(1)); // before: the snapshot covers it
       const stream = await open(c.token, { snapshot: true });
       await snapshotStarted;
@@ -232,7 +230,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       const byFleet = await open(c.token, { snapshot: true, filter: { fleetIds: [other.id] } });
       const byTrailer = await open(c.token, { filter: { trailerIds: [c.trailers[1]!.id] } });
       await byFleet.until((m) => m.some((message) => message.kind === 'snapshot-end'));
-      const feed = publisher(c.id, c.fleet);
+      const feed = await publisher(c.id, c.fleet);
       await feed.publish(c.trailers[0]!);
       await feed.publish(c.trailers[1]!);
       server.clock.advance(2);
@@ -252,9 +250,9 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
       const b = await customer(1);
       const streamB = await open(b.token, { snapshot: true });
       await streamB.until((m) => m.some((message) => message.kind === 'snapshot-end'));
-      await publisher(a.id, a.fleet).publish(a.trailers[0]!);
+      await (await publisher(a.id, a.fleet)).publish(a.trailers[0]!);
       // B's own update arrives after A's was published: had A's reached B, it would be first.
-      await publisher(b.id, b.fleet).publish(b.trailers[0]!);
+      await (await publisher(b.id, b.fleet)).publish(b.trailers[0]!);
       await streamB.until((m) => updates(m).length >= 1);
       assert.deepEqual(
         streamB.messages.filter((m) => m.kind === 'update' || m.kind === 'snapshot').map((m) => m.trailerId),
@@ -358,7 +356,7 @@ export function runLiveStreamConformance(harness: LiveStreamHarness): void {
         server.clock.advance(2);
         await server.trailwire.live.publish(eventOf(busy.id, busy.fleet, busy.trailers[0]!));
       }
-      assert.notEqual(server.trailwire.live.lastPosition, own, "the other tenant's updates moved the system's position");
+      assert.notEqual(await server.trailwire.live.newestPosition(), own, "the other tenant's updates moved the system's position");
       mock.timers.tick(HEARTBEAT_MS);
       await stream.until((m) => m.filter((message) => message.kind === 'heartbeat').length === 2);
       assert.equal(stream.messages.at(-1)!.position, own);

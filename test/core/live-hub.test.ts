@@ -53,12 +53,12 @@ describe('LiveHub fan-out', () => {
     const bus = new MemoryLiveBus();
     const hub = new LiveHub({ bus });
     const earlier = new FakeSink();
-    hub.subscribe('customer-a', earlier);
+    await hub.subscribe('customer-a', earlier);
     await hub.publish(eventFor('customer-a', 't1', 1));
     await hub.publish(eventFor('customer-a', 't2', 2));
     const [first, second] = earlier.written as [LiveTrailerEvent, LiveTrailerEvent];
     const resumed = new FakeSink();
-    const subscription = hub.subscribe('customer-a', resumed, { held: true });
+    const subscription = await hub.subscribe('customer-a', resumed, { held: true });
     // The replay after `first` holds `second`; its bus message reaches this hub only after start.
     subscription.start([second], second.position!);
     (subscription as unknown as { offer(event: LiveTrailerEvent): void }).offer(second);
@@ -72,9 +72,9 @@ describe('LiveHub fan-out', () => {
     const a1 = new FakeSink();
     const a2 = new FakeSink();
     const b = new FakeSink();
-    hub.subscribe('customer-a', a1);
-    hub.subscribe('customer-a', a2);
-    hub.subscribe('customer-b', b);
+    await hub.subscribe('customer-a', a1);
+    await hub.subscribe('customer-a', a2);
+    await hub.subscribe('customer-b', b);
 
     const event = eventFor('customer-a', 't1', 1);
     await hub.publish(event);
@@ -92,8 +92,8 @@ describe('LiveHub fan-out', () => {
     const there = new LiveHub({ bus });
     const sinkHere = new FakeSink();
     const sinkThere = new FakeSink();
-    here.subscribe('customer-a', sinkHere);
-    there.subscribe('customer-a', sinkThere);
+    await here.subscribe('customer-a', sinkHere);
+    await there.subscribe('customer-a', sinkThere);
 
     await here.publish(eventFor('customer-a', 't1', 1));
     assert.equal(sinkHere.written.length, 1);
@@ -109,7 +109,7 @@ describe('LiveHub fan-out', () => {
   it('stops delivering after unsubscribe, without ending the sink, and forgets the customer', async () => {
     const hub = new LiveHub();
     const sink = new FakeSink();
-    const subscription = hub.subscribe('customer-a', sink);
+    const subscription = await hub.subscribe('customer-a', sink);
     subscription.unsubscribe();
     subscription.unsubscribe();
     await hub.publish(eventFor('customer-a', 't1', 1));
@@ -132,8 +132,8 @@ describe('LiveHub fan-out', () => {
       },
     };
     const healthy = new FakeSink();
-    hub.subscribe('customer-a', broken);
-    hub.subscribe('customer-a', healthy);
+    await hub.subscribe('customer-a', broken);
+    await hub.subscribe('customer-a', healthy);
     await hub.publish(eventFor('customer-a', 't1', 1));
     await hub.publish(eventFor('customer-a', 't1', 2));
     assert.equal(broken.ended.length, 1);
@@ -148,8 +148,8 @@ describe('LiveHub back-pressure', () => {
     const hub = new LiveHub();
     const slow = new FakeSink(1); // full after one write
     const fast = new FakeSink();
-    const subscription = hub.subscribe('customer-a', slow);
-    hub.subscribe('customer-a', fast);
+    const subscription = await hub.subscribe('customer-a', slow);
+    await hub.subscribe('customer-a', fast);
 
     const published = [
       eventFor('customer-a', 't1', 1), // written; the transport is now full
@@ -192,8 +192,8 @@ describe('LiveHub back-pressure', () => {
     const hub = new LiveHub({ maxPendingTrailers: 3 });
     const slow = new FakeSink(1);
     const fast = new FakeSink();
-    const subscription = hub.subscribe('customer-a', slow);
-    hub.subscribe('customer-a', fast);
+    const subscription = await hub.subscribe('customer-a', slow);
+    await hub.subscribe('customer-a', fast);
 
     await hub.publish(eventFor('customer-a', 't0', 0)); // fills the transport
     for (const [index, trailer] of ['t1', 't2', 't3'].entries()) await hub.publish(eventFor('customer-a', trailer, index + 1));
@@ -214,6 +214,48 @@ describe('LiveHub back-pressure', () => {
     assert.equal(slow.written.length, 1);
   });
 
+  it("listens on the bus to a customer only while it has streams here, so a process hears only its clients' customers (issue 41)", async () => {
+    const bus = new MemoryLiveBus();
+    const listening = new Map<string, number>();
+    const listen = bus.listen.bind(bus);
+    bus.listen = async (customerId, listener) => {
+      listening.set(customerId, (listening.get(customerId) ?? 0) + 1);
+      const stop = await listen(customerId, listener);
+      return () => {
+        listening.set(customerId, listening.get(customerId)! - 1);
+        stop();
+      };
+    };
+    const hub = new LiveHub({ bus });
+    const [first, second] = [new FakeSink(), new FakeSink()];
+    const one = await hub.subscribe('customer-a', first);
+    const two = await hub.subscribe('customer-a', second);
+    assert.deepEqual([...listening], [['customer-a', 1]], "one listening per customer, not per stream, and none for customers without streams");
+    await bus.publish(sampleEvent(1));
+    await bus.publish(sampleEvent(2, { customerId: 'customer-b' }));
+    assert.deepEqual([first.written.map((event) => event.ts), second.written.map((event) => event.ts)], [[1], [1]]);
+    one.unsubscribe();
+    assert.equal(listening.get('customer-a'), 1, 'still listening while a stream is open');
+    two.unsubscribe();
+    assert.equal(listening.get('customer-a'), 0, 'no longer listening once the last stream ended');
+    const again = new FakeSink();
+    await hub.subscribe('customer-a', again);
+    await bus.publish(sampleEvent(3));
+    assert.deepEqual(again.written.map((event) => event.ts), [3]);
+    await hub.close();
+    assert.equal(listening.get('customer-a'), 0, 'close stops listening');
+  });
+
+  it("gives a customer's first stream the window's newest position, whoever's update it was", async () => {
+    const hub = new LiveHub();
+    await hub.publish(sampleEvent(1, { customerId: 'customer-b' }));
+    const newest = await hub.newestPosition();
+    assert.ok(newest !== null);
+    const subscription = await hub.subscribe('customer-a', new FakeSink());
+    assert.equal(subscription.positionAtSubscribe, newest, "what a snapshot read now covers: every update before it, of every customer");
+    await hub.close();
+  });
+
   it('rejects a bad maxPendingTrailers by name', () => {
     assert.throws(() => new LiveHub({ maxPendingTrailers: 0 }), /maxPendingTrailers/);
     assert.throws(() => new LiveHub({ maxPendingTrailers: 1.5 }), /maxPendingTrailers/);
@@ -226,9 +268,9 @@ describe('LiveHub ending streams', () => {
     const a1 = new FakeSink();
     const a2 = new FakeSink();
     const b = new FakeSink();
-    hub.subscribe('customer-a', a1);
-    hub.subscribe('customer-a', a2);
-    hub.subscribe('customer-b', b);
+    await hub.subscribe('customer-a', a1);
+    await hub.subscribe('customer-a', a2);
+    await hub.subscribe('customer-b', b);
     const reason = new TrailwireError('invalid_token', 'rotated');
 
     assert.equal(hub.endCustomer('customer-a', reason), 2);
@@ -247,17 +289,17 @@ describe('LiveHub ending streams', () => {
     const hub = new LiveHub();
     const a = new FakeSink();
     const b = new FakeSink();
-    hub.subscribe('customer-a', a);
-    hub.subscribe('customer-b', b);
+    await hub.subscribe('customer-a', a);
+    await hub.subscribe('customer-b', b);
     await hub.close();
     await hub.close();
     assert.deepEqual([...a.ended, ...b.ended].map((reason) => reason.code), ['unavailable', 'unavailable']);
     assert.equal(hub.stats().subscribers, 0);
     await assert.rejects(hub.publish(eventFor('customer-a', 't1', 1)), { code: 'unavailable' });
-    assert.throws(() => hub.subscribe('customer-a', new FakeSink()), { code: 'unavailable' });
+    await assert.rejects(hub.subscribe('customer-a', new FakeSink()), { code: 'unavailable' });
   });
 
-  it('endStreamsOnRotation ends a rotated customer\'s streams with invalid_token and ignores partners', () => {
+  it('endStreamsOnRotation ends a rotated customer\'s streams with invalid_token and ignores partners', async () => {
     const listeners = new Set<(audience: Audience, id: string) => void>();
     const auth: RotationSource = {
       onRotation(listener) {
@@ -268,7 +310,7 @@ describe('LiveHub ending streams', () => {
     const rotate = (audience: Audience, id: string) => listeners.forEach((listener) => listener(audience, id));
     const hub = new LiveHub();
     const sink = new FakeSink();
-    hub.subscribe('principal-1', sink);
+    await hub.subscribe('principal-1', sink);
 
     const undo = endStreamsOnRotation(auth, hub);
     rotate('partners', 'principal-1'); // same id, other audience: not this customer
@@ -278,7 +320,7 @@ describe('LiveHub ending streams', () => {
 
     undo();
     const later = new FakeSink();
-    hub.subscribe('principal-1', later);
+    await hub.subscribe('principal-1', later);
     rotate('customers', 'principal-1');
     assert.deepEqual(later.ended, []);
   });
@@ -307,10 +349,10 @@ describe('MemoryLiveBus', () => {
     const errors: unknown[] = [];
     const bus = new MemoryLiveBus({ onListenerError: (error) => errors.push(error) });
     const received: number[] = [];
-    bus.subscribe(() => {
+    await bus.listen('customer-a', () => {
       throw new Error('listener bug');
     });
-    bus.subscribe((event) => received.push(event.ts));
+    await bus.listen('customer-a', (event) => received.push(event.ts));
     await bus.publish(sampleEvent(1));
     assert.deepEqual(received, [1]);
     assert.equal((errors[0] as Error).message, 'listener bug');

@@ -40,6 +40,9 @@ function recordingTransport() {
 
 const notRevoked = { assertNotRevoked: async () => {} };
 
+/** Lets the streams opened so far finish subscribing (the hub listens to a customer asynchronously). */
+const subscribed = () => new Promise((resolve) => setImmediate(resolve));
+
 describe('LiveStreams', () => {
   let hub: LiveHub;
   let clock: ManualClock;
@@ -66,11 +69,15 @@ describe('LiveStreams', () => {
     assert.equal(record.heartbeats, 4, 'a client that is behind needs no keep-alive');
   });
 
-  it('counts the streams of every LiveStreams on one hub against one per-customer cap', () => {
+  it('counts the streams of every LiveStreams on one hub against one per-customer cap', async () => {
     const grpcLike = new LiveStreams({ hub, tokens: notRevoked, clock, maxStreamsPerCustomer: 2, streamName: 'a' });
     const sseLike = new LiveStreams({ hub, tokens: notRevoked, clock, maxStreamsPerCustomer: 2, streamName: 'b' });
     const first = grpcLike.open(claimsOf('c1'), recordingTransport().transport, () => {});
     sseLike.open(claimsOf('c1'), recordingTransport().transport, () => {});
+    // Counted from the open on, before the hub listens to the customer: a burst of opens is capped too.
+    for (const streams of [grpcLike, sseLike])
+      assert.throws(() => streams.admit(claimsOf('c1')), (error: unknown) => isTrailwireError(error) && error.code === 'rate_limited');
+    await subscribed();
     for (const streams of [grpcLike, sseLike])
       assert.throws(
         () => streams.open(claimsOf('c1'), recordingTransport().transport, () => {}),
@@ -79,6 +86,11 @@ describe('LiveStreams', () => {
     // Another customer is not affected; a stream that ends frees its slot for either transport.
     sseLike.open(claimsOf('c2'), recordingTransport().transport, () => {});
     first.clientGone();
+    assert.doesNotThrow(() => sseLike.admit(claimsOf('c1')));
+    // One that goes before the hub listens frees its slot once it has (and is never written to).
+    const early = grpcLike.open(claimsOf('c1'), recordingTransport().transport, () => {});
+    early.clientGone();
+    await subscribed();
     assert.doesNotThrow(() => sseLike.admit(claimsOf('c1')));
   });
 
@@ -97,7 +109,7 @@ describe('LiveStreams', () => {
         return true;
       };
       streams.open(claimsOf('c1'), transport, () => {}, { resumeAfter: '1-0' });
-      for (let i = 0; i < 10 && signals.length < 2; i++) await Promise.resolve();
+      for (let i = 0; i < 10 && signals.length < 2; i++) await subscribed();
       assert.deepEqual(signals, ['resume-reset', 'snapshot-end']);
       assert.deepEqual(record.ended, []);
     } finally {
@@ -167,11 +179,12 @@ describe('LiveStreams', () => {
     }
   });
 
-  it("ends a stream with invalid_token at its token's exp, and tells onFinish once", () => {
+  it("ends a stream with invalid_token at its token's exp, and tells onFinish once", async () => {
     const streams = new LiveStreams({ hub, tokens: notRevoked, clock, heartbeatIntervalMs: 60_000, streamName: 'test' });
     const { transport, record } = recordingTransport();
     const finished: unknown[] = [];
     streams.open(claimsOf('c1', 10), transport, (reason) => finished.push(reason));
+    await subscribed();
     clock.advance(10_000);
     mock.timers.tick(10_000);
     assert.equal(finished.length, 1);
@@ -203,6 +216,7 @@ describe('LiveStreams', () => {
     const theirs = recordingTransport();
     const stream = streams.open(claimsOf('c1'), mine.transport, () => {});
     streams.open(claimsOf('c2'), theirs.transport, () => {});
+    await subscribed();
     const event = { customerId: 'c1', fleet: { id: 1, name: 'F' }, trailer: { id: 't1' }, ts: START } as LiveTrailerEvent;
     await hub.publish(event);
     assert.deepEqual(mine.record.updates.map(withoutPosition), [event]);

@@ -131,7 +131,7 @@ async function assemble(): Promise<Trailwire> {
 }
 // A backend implements the seams structurally; these are the shapes it must meet.
 assertType<Equals<Parameters<WindowCounter['increment']>, [key: string, expiresAt: number]>>();
-assertType<Equals<ReturnType<LiveBus['subscribe']>, () => void>>();
+assertType<Equals<ReturnType<LiveBus['listen']>, Promise<() => void>>>();
 
 // ── Transports ───────────────────────────────────────────────────────────────────────────────────
 function mount(trailwire: Trailwire): void {

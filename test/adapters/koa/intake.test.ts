@@ -357,7 +357,7 @@ describe('partner intake over HTTP', () => {
     await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin });
     const events: unknown[] = [];
     const sink = { write: (event: unknown) => (events.push(event), true), end: () => {} };
-    const subscription = app.trailwire.live.subscribe(customer.id, sink as never);
+    const subscription = await app.trailwire.live.subscribe(customer.id, sink as never);
     await post(gpsPartner.token, vin, gps(3600));
     await drain();
     subscription.unsubscribe();
@@ -369,7 +369,7 @@ describe('partner intake over HTTP', () => {
     assert.equal(event.trailer.telemetry.speed, 62.1);
     const other = await customerWithToken(app, 'Other Live Co');
     const otherEvents: unknown[] = [];
-    const otherSubscription = app.trailwire.live.subscribe(other.id, { write: (e: unknown) => (otherEvents.push(e), true), end: () => {} } as never);
+    const otherSubscription = await app.trailwire.live.subscribe(other.id, { write: (e: unknown) => (otherEvents.push(e), true), end: () => {} } as never);
     await post(gpsPartner.token, vin, gps(3601));
     await drain();
     otherSubscription.unsubscribe();

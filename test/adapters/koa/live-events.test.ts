@@ -395,7 +395,7 @@ describe('GET /api/v1/live (Server-Sent Events)', () => {
     for (let i = 0; i < 40; i++) trailers.push(await app.trailwire.admin.registerTrailer({ fleetId: fleet.id, vin: uniqueVin(), unitId: `DV-${i}` }));
     // An update in the window: the position the snapshot covers, so that one read serves both streams.
     await app.trailwire.live.publish({ customerId: customer.id, fleet: { id: fleet.id, name: 'Dry vans' }, trailer: trailers[0]!, ts: Date.now() });
-    const position = app.trailwire.live.lastPosition;
+    const position = await app.trailwire.live.newestPosition();
     assert.ok(position !== null);
 
     const [first, second] = await Promise.all([snapshotChunks(app.url, customer.token), snapshotChunks(app.url, customer.token)]);

@@ -29,12 +29,12 @@ import {
 import { createPostgresPool } from '../../../adapters/postgres/pool.ts';
 import { TrailwireError } from '../../../core/errors.ts';
 import type { LiveTrailerEvent } from '../../../core/live-bus.ts';
-import { MemoryLiveBus } from '../../../core/live-bus.ts';
 import { createTrailwire, type Trailwire } from '../../../core/trailwire.ts';
 import { builtInProducts } from '../../../products/index.ts';
 import { runIntakeQueueConformance } from '../../conformance/intake-queue.ts';
 import { INTAKE_TIME, newIntake, uniqueVin } from '../../support/fixtures.ts';
 import { assertLateRegistrationRefused } from '../../support/late-registration.ts';
+import { RecordingLiveBus } from '../../support/recording-live-bus.ts';
 import { until } from '../../support/until.ts';
 
 const DATABASE_URL = process.env.TRAILWIRE_TEST_DATABASE_URL;
@@ -416,9 +416,8 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
   it('dead-letters a payload accepted before its VIN was registered to a customer that did not grant its partner (issue 37)', async () => {
     const store = await openPostgresStore({ connectionString, schema: newSchema(), poolSize: 4 });
     const queue = await openPostgresIntakeQueue(store);
-    const bus = new MemoryLiveBus();
-    const events: LiveTrailerEvent[] = [];
-    bus.subscribe((event) => events.push(event));
+    const bus = new RecordingLiveBus();
+    const events = bus.published;
     const trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: queue, live: { bus }, partnerIntake: { requireGrants: true } });
     try {
       // The worker is not started: processing runs when the scenario says.
@@ -437,9 +436,8 @@ describe('PostgreSQL intake queue', { skip: DATABASE_URL === undefined ? 'TRAILW
       const store = await openPostgresStore({ connectionString, schema, poolSize: 4 });
       let trailwire: Trailwire | undefined;
       const queue = await openPostgresIntakeQueue(store, { onEnqueued: () => trailwire?.intake?.worker!.notify() });
-      const bus = new MemoryLiveBus();
-      const events: LiveTrailerEvent[] = [];
-      bus.subscribe((event) => events.push(event));
+      const bus = new RecordingLiveBus();
+      const events = bus.published;
       trailwire = await createTrailwire({ store, products: builtInProducts, intakeQueue: queue, worker: { idlePollMs: 600_000 }, live: { bus } });
       return { trailwire, queue, events };
     }

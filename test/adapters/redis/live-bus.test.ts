@@ -90,9 +90,9 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     const redis = connect();
     const bus = await openRedisLiveBus({ redis, channel, replay: { streamKey: `${channel}:window`, replaySeconds: 60, pageSize: 10 } });
     try {
-      const heard = nextEvents(bus, 1);
+      const heard = await nextEvents(bus, 1);
       await bus.publish(sampleEvent(0, { customerId: 'customer-a' }));
-      const from = (await heard)[0]!.position!;
+      const from = (await heard())[0]!.position!;
       // 25 updates of customer a among 2,000 of customer b.
       for (let i = 1; i <= 2_025; i++) await bus.publish(sampleEvent(i, { customerId: i % 81 === 0 ? 'customer-a' : 'customer-b' }));
       const pages: number[] = [];
@@ -116,20 +116,20 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     const redis = connect();
     const bus = await openRedisLiveBus({ redis, channel, replay: { streamKey: `${channel}:window`, replaySeconds: 60 } });
     try {
-      const heard = nextEvents(bus, 1);
+      const heard = await nextEvents(bus, 1);
       await bus.publish(sampleEvent(0, { customerId: 'customer-a' }));
-      const from = (await heard)[0]!.position!;
+      const from = (await heard())[0]!.position!;
+      const turn = await nextEvents(bus, 6, ['customer-a', 'customer-b']);
       const sent: string[] = [];
       const send = redis.sendCommand.bind(redis);
       redis.sendCommand = ((command: Parameters<Redis['sendCommand']>[0], stream?: Parameters<Redis['sendCommand']>[1]) => {
         sent.push(command.name);
         return send(command, stream);
       }) as Redis['sendCommand'];
-      const turn = nextEvents(bus, 6);
       await Promise.all([1, 2, 3, 4, 5, 6].map((i) => bus.publish(sampleEvent(i, { customerId: i % 2 === 0 ? 'customer-a' : 'customer-b' }))));
       redis.sendCommand = send;
       assert.deepEqual(sent, ['evalsha'], 'one script call for the turn');
-      const delivered = await turn;
+      const delivered = await turn();
       assert.deepEqual(delivered.map((event) => event.ts), [1, 2, 3, 4, 5, 6], 'heard in the order published');
       const positions = delivered.map((event) => event.position!);
       assert.deepEqual([...positions].sort(comparePositions), positions, 'positions in that order');
@@ -139,10 +139,20 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     }
   });
 
-  it('listens on trailwire:live unless told otherwise', async () => {
+  it("publishes a customer's events on <channel>:c:<customer id>, trailwire:live by default", async () => {
     const bus = await openRedisLiveBus({ redis: connect() });
-    assert.equal(bus.channelName, 'trailwire:live');
-    await bus.close();
+    const raw = connect();
+    try {
+      const customerId = `customer-${Math.random()}`;
+      const heard = once(raw, 'message');
+      await raw.subscribe(`trailwire:live:c:${customerId}`);
+      await bus.publish(sampleEvent(5, { customerId }));
+      const [name, text] = (await heard) as [string, string];
+      assert.equal(name, `trailwire:live:c:${customerId}`);
+      assert.deepEqual(JSON.parse(text), sampleEvent(5, { customerId }));
+    } finally {
+      await bus.close();
+    }
   });
 
   it('closes the subscriber connection it opened, and leaves the caller\'s open', async () => {
@@ -160,10 +170,10 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     const errors: unknown[] = [];
     const bus = await openRedisLiveBus({ redis: connect(), channel, onError: (error) => errors.push(error) });
     try {
-      const received = nextEvents(bus, 1);
-      await connect().publish(channel, 'not json {');
+      const received = await nextEvents(bus, 1);
+      await connect().publish(`${channel}:c:customer-a`, 'not json {');
       await bus.publish(sampleEvent(2));
-      assert.deepEqual((await received).map((event) => event.ts), [2]);
+      assert.deepEqual((await received()).map((event) => event.ts), [2]);
       assert.equal(errors.length, 1);
       assert.ok(errors[0] instanceof TrailwireError && /not JSON/.test(errors[0].message));
     } finally {
@@ -178,7 +188,8 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     const publisher = await openRedisLiveBus({ redis: connect(), channel });
     try {
       const received: LiveTrailerEvent[] = [];
-      bus.subscribe((event) => received.push(event));
+      await bus.listen('customer-a', (event) => received.push(event));
+      await publisher.listen('customer-a', () => {});
       const subscriber = redis.duplicates[0]!;
       const closed = once(subscriber, 'close');
       subscriber.disconnect(true); // the connection drops; ioredis reconnects and resubscribes
@@ -186,7 +197,7 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
       // Published during the outage (ioredis waits 50 ms before its first reconnection): only the
       // other bus's subscriber is there to hear it, and nothing brings it back later.
       const raw = connect();
-      assert.equal(await raw.publish(channel, JSON.stringify(sampleEvent(0))), 1, 'one subscriber (the other bus) heard it');
+      assert.equal(await raw.publish(`${channel}:c:customer-a`, JSON.stringify(sampleEvent(0))), 1, 'one subscriber (the other bus) heard it');
       // Publish markers until one arrives: the reconnection takes an unknown few milliseconds.
       const deadline = Date.now() + 5_000;
       const waitUntil = async (done: () => boolean, publishing?: () => Promise<void>) => {
@@ -219,15 +230,15 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
     const hubs = buses.map((bus) => new LiveHub({ bus }));
     try {
       const written: LiveTrailerEvent[] = [];
-      const arrived = new Promise<void>((resolve) => {
-        hubs[1]!.subscribe('customer-a', {
-          write: (event) => {
-            written.push(event);
-            resolve();
-            return true;
-          },
-          end: () => {},
-        });
+      let arrive: () => void = () => {};
+      const arrived = new Promise<void>((resolve) => (arrive = resolve));
+      await hubs[1]!.subscribe('customer-a', {
+        write: (event) => {
+          written.push(event);
+          arrive();
+          return true;
+        },
+        end: () => {},
       });
       const event = sampleEvent(42, { trailer: { ...sampleEvent(42).trailer, unitId: 'U-17', telemetry: null } });
       await hubs[0]!.publish(event);
@@ -240,17 +251,27 @@ describe('RedisLiveBus', { skip: REDIS_URL === undefined ? 'TRAILWIRE_TEST_REDIS
   });
 });
 
-/** The next `count` events the bus delivers (after a subscription made now). */
-function nextEvents(bus: RedisLiveBus, count: number, timeoutMs = 2_000): Promise<LiveTrailerEvent[]> {
-  return new Promise((resolve, reject) => {
-    const events: LiveTrailerEvent[] = [];
-    const timer = setTimeout(() => reject(new Error(`expected ${count} events within ${timeoutMs} ms, got ${events.length}`)), timeoutMs);
-    const stop = bus.subscribe((event) => {
-      events.push(event);
-      if (events.length < count) return;
-      clearTimeout(timer);
-      stop();
-      resolve(events);
+/** Listens to the customers' events now (one connection: in the order Redis published them); answers a function resolving with the next `count`. */
+async function nextEvents(bus: RedisLiveBus, count: number, customers = ['customer-a'], timeoutMs = 2_000): Promise<() => Promise<LiveTrailerEvent[]>> {
+  const events: LiveTrailerEvent[] = [];
+  let heard: () => void = () => {};
+  const stops: Array<() => void> = [];
+  for (const customer of customers)
+    stops.push(
+      await bus.listen(customer, (event) => {
+        events.push(event);
+        if (events.length >= count) heard();
+      }),
+    );
+  const stop = () => stops.forEach((one) => one());
+  return () =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`expected ${count} events within ${timeoutMs} ms, got ${events.length}`)), timeoutMs);
+      heard = () => {
+        clearTimeout(timer);
+        stop();
+        resolve(events.slice(0, count));
+      };
+      if (events.length >= count) heard();
     });
-  });
 }

@@ -47,8 +47,8 @@ describe('Redis seams through a Redis outage', { skip, timeout: 60_000 }, () => 
     );
     const heardByA: LiveTrailerEvent[] = [];
     const heardByB: LiveTrailerEvent[] = [];
-    a!.subscribe((event) => heardByA.push(event));
-    b!.subscribe((event) => heardByB.push(event));
+    await a!.listen('customer-a', (event) => heardByA.push(event));
+    await b!.listen('customer-a', (event) => heardByB.push(event));
     try {
       await a!.publish(sampleEvent(1));
       await until(() => heardByB.length === 1, 'B hears A while Redis is up', 10_000);
