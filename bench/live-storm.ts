@@ -33,30 +33,13 @@ import { Redis } from 'ioredis';
 import { openRedisLiveBus } from '../dist/adapters/redis/index.js';
 import { LiveHub } from '../dist/core/live-hub.js';
 import type { LiveTrailerEvent } from '../dist/core/live-bus.js';
+import { benchLiveEvent } from './lib/live-event.ts';
 import { percentile, printTable, round, SERVER_NODE_FLAGS, writeResults } from './lib/results.ts';
 
 const WINDOW = 60_000;
 
-function eventOf(customerId: string, n: number): LiveTrailerEvent {
-  return {
-    customerId,
-    fleet: { id: 1, name: 'Fleet' },
-    trailer: {
-      id: `trailer-${customerId}-${n % 3_000}`,
-      fleetId: 1,
-      unitId: `U-${n}`,
-      vin: '1M8GDM9AXKP042788',
-      active: true,
-      statusName: 'OK',
-      statusDate: 1_780_000_000_000,
-      faultedDevices: 0,
-      warningDevices: 0,
-      telemetry: { timestamp: 1_780_000_000_000, lat: 41.5, long: -87.25, speed: 55, heading: 'NE' },
-      createdAt: 1_770_000_000_000,
-    },
-    ts: n,
-  };
-}
+/** An update of one of the customer's 3,000 trailers. */
+const eventOf = (customerId: string, n: number): LiveTrailerEvent => benchLiveEvent(customerId, `trailer-${customerId}-${n % 3_000}`, n);
 
 async function resumesOnRedis(url: string, seconds: number) {
   const prefix = `tw_bench_${randomBytes(4).toString('hex')}:`;

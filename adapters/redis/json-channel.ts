@@ -87,16 +87,8 @@ export class JsonChannel<Message> implements Channel<Message> {
 
   private receive(name: string, text: string): void {
     if (name !== this.options.channel || this.closing) return;
-    let message: Message;
-    try {
-      message = JSON.parse(text) as Message;
-    } catch (error) {
-      this.options.onError(
-        new TrailwireError('internal', `${this.options.owner} ignored a message on ${name} that is not JSON: ${text.slice(0, 100)}`, { cause: error }),
-      );
-      return;
-    }
-    this.deliver(message);
+    const message = parseMessage<Message>(this.options, name, text);
+    if (message !== undefined) this.deliver(message);
   }
 
   /** Hands a message to this process's listeners only (what Redis would have delivered here). */
@@ -174,6 +166,16 @@ export async function quitSubscriber(subscriber: Redis): Promise<void> {
     subscriber.disconnect();
   }
   await ended;
+}
+
+/** A message received on `name`, or undefined (told to `onError`) when it is not JSON: one bad publisher stops no delivery. */
+export function parseMessage<Message>(settings: JsonChannelSettings, name: string, text: string): Message | undefined {
+  try {
+    return JSON.parse(text) as Message;
+  } catch (error) {
+    settings.onError(new TrailwireError('internal', `${settings.owner} ignored a message on ${name} that is not JSON: ${text.slice(0, 100)}`, { cause: error }));
+    return undefined;
+  }
 }
 
 /** Re-throws asynchronously, as `MemoryLiveBus` does: a listener's bug is not lost. */

@@ -33,7 +33,7 @@
 import type { Redis } from 'ioredis';
 import { TrailwireError } from '../../core/errors.ts';
 import type { LiveBus, LiveBusListener, LivePublishOptions, LiveTrailerEvent } from '../../core/live-bus.ts';
-import { checkChannelOptions, type JsonChannelSettings, openSubscriber, quitSubscriber } from './json-channel.ts';
+import { checkChannelOptions, type JsonChannelSettings, openSubscriber, parseMessage, quitSubscriber } from './json-channel.ts';
 import { RedisReplayWindow, type RedisReplayWindowOptions } from './live-replay.ts';
 
 export interface RedisLiveBusOptions {
@@ -192,16 +192,8 @@ export class RedisLiveBus implements LiveBus {
   private receive(name: string, text: string): void {
     const entry = this.byChannel.get(name);
     if (!entry || this.closing) return;
-    let event: LiveTrailerEvent;
-    try {
-      event = JSON.parse(text) as LiveTrailerEvent;
-    } catch (error) {
-      this.options.onError(
-        new TrailwireError('internal', `${this.options.owner} ignored a message on ${name} that is not JSON: ${text.slice(0, 100)}`, { cause: error }),
-      );
-      return;
-    }
-    this.hand(entry, event);
+    const event = parseMessage<LiveTrailerEvent>(this.options, name, text);
+    if (event !== undefined) this.hand(entry, event);
   }
 
   /** Hands an event to this process's listeners of its customer only (what Redis would have delivered here). */

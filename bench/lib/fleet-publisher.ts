@@ -7,29 +7,12 @@
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { openRedisLiveBus } from '../../dist/adapters/redis/index.js';
-import type { LiveTrailerEvent } from '../../dist/core/live-bus.js';
+import { benchLiveEvent } from './live-event.ts';
 
 const [url, prefix, count, customers, perSecond] = process.argv.slice(2) as [string, string, string, string, string];
 const redis = new Redis(url);
 const bus = await openRedisLiveBus({ redis, channel: `${prefix}live`, replay: { streamKey: `${prefix}live:window`, replaySeconds: 300 } });
-const eventOf = (n: number): LiveTrailerEvent => ({
-  customerId: `c${n % Number(customers)}`,
-  fleet: { id: 1, name: 'Fleet' },
-  trailer: {
-    id: `trailer-${n % 20_000}`,
-    fleetId: 1,
-    unitId: `U-${n}`,
-    vin: '1M8GDM9AXKP042788',
-    active: true,
-    statusName: 'OK',
-    statusDate: 1_780_000_000_000,
-    faultedDevices: 0,
-    warningDevices: 0,
-    telemetry: { timestamp: 1_780_000_000_000, lat: 41.5, long: -87.25, speed: 55, heading: 'NE' },
-    createdAt: 1_770_000_000_000,
-  },
-  ts: n,
-});
+const eventOf = (n: number) => benchLiveEvent(`c${n % Number(customers)}`, `trailer-${n % 20_000}`, n);
 console.log('ready');
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 await lines.next();
