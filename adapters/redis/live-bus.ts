@@ -119,7 +119,9 @@ export class RedisLiveBus implements LiveBus {
   /**
    * Subscribes the customer's channel (its first listener here) and resolves once Redis confirms,
    * or at once while the subscriber connection is away: ioredis sends the SUBSCRIBE when it is
-   * back, and this process's own events reach the listener meanwhile.
+   * back, and this process's own events reach the listener meanwhile. A SUBSCRIBE Redis does not
+   * confirm (frozen: the connection's command timeout) is an outage too, told to `onError`: the
+   * listener stays, hears this process's events, and every process's once Redis has the SUBSCRIBE.
    */
   async listen(customerId: string, listener: LiveBusListener): Promise<() => void> {
     // A fresh wrapper per call, so listening with the same function twice delivers twice and each
@@ -145,8 +147,10 @@ export class RedisLiveBus implements LiveBus {
       try {
         await entry.subscribed;
       } catch (error) {
-        stop();
-        throw new TrailwireError('unavailable', `${this.options.owner} could not subscribe to the Redis channel ${channel}.`, { cause: error });
+        if (this.closing) throw new TrailwireError('unavailable', `${this.options.owner} is closed.`, { cause: error });
+        this.options.onError(
+          new TrailwireError('unavailable', `${this.options.owner} has no answer to its SUBSCRIBE of ${channel} yet: the channel's listeners hear this process's updates until Redis takes it.`, { cause: error }),
+        );
       }
     }
     return stop;

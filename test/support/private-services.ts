@@ -85,6 +85,16 @@ export class PrivateRedis {
     await untilListening(this.port);
   }
 
+  /** SIGSTOP: the server keeps its connections but answers nothing, as a frozen one does. */
+  freeze(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `freeze`. */
+  thaw(): void {
+    this.child?.kill('SIGCONT');
+  }
+
   /** SIGKILL, and resolves once the process is gone. */
   async kill(): Promise<void> {
     const child = this.child;

@@ -78,6 +78,36 @@ describe('Redis seams through a Redis outage', { skip, timeout: 60_000 }, () => 
     }
   });
 
+  it("RedisLiveBus: a customer's first listener while Redis is frozen is taken within the command timeout, hears this process's updates, and every process's once Redis answers", async () => {
+    const errors: unknown[] = [];
+    const [a, b]: RedisLiveBus[] = await Promise.all(
+      [await connect(), await connect()].map((redis) => openRedisLiveBus({ redis, channel: 'frozen:live', settleMs: 200, onError: (error) => errors.push(error) })),
+    );
+    const heard: LiveTrailerEvent[] = [];
+    try {
+      server.freeze();
+      const started = Date.now();
+      await b!.listen('customer-z', (event) => heard.push(event));
+      assert.ok(Date.now() - started < 5_000, `listening waited ${Date.now() - started} ms`);
+      assert.ok(errors.some((error) => String((error as Error).message).includes('SUBSCRIBE')), 'the unanswered SUBSCRIBE is reported');
+      // Its own process's update reaches it while Redis answers nothing (the publish fails after the timeout).
+      await b!.publish(sampleEvent(1, { customerId: 'customer-z' }));
+      assert.deepEqual(heard.map((event) => event.ts), [1]);
+
+      server.thaw();
+      // Once Redis has taken the SUBSCRIBE, another process's updates arrive too.
+      let n = 100;
+      await until(async () => {
+        await a!.publish(sampleEvent(++n, { customerId: 'customer-z' }));
+        return heard.some((event) => event.ts > 100);
+      }, "another process's update after Redis answers again", 10_000, 100);
+    } finally {
+      server.thaw();
+      await a!.close();
+      await b!.close();
+    }
+  });
+
   it('RedisProcessRegistry: counts the live processes, forgets a closed one, keeps the last count while Redis is away', async () => {
     const redis = await connect();
     const one = new RedisProcessRegistry({ redis, key: 'outage:processes', intervalMs: 100 });
