@@ -149,8 +149,8 @@ export function createLiveFeedService(options: LiveFeedServiceOptions): LiveFeed
     const stream = streams.open(
       claims,
       {
-        writeUpdate: (event) => call.write(encode(event)),
-        writeSignal: (signal) => call.write(encodeLiveUpdateResponse(signalMessageOf(signal))),
+        write: (event) => call.write(encode(event)),
+        signal: (signal) => call.write(encodeLiveUpdateResponse(signalMessageOf(signal))),
         // No `writeSnapshot`: the contract sends one trailer a message, and grpc-js frames each
         // message itself (a copy behind a 5-byte prefix, one HTTP/2 write) with no public way to
         // hand it framed bytes. A shared snapshot's states are the same objects for every stream,

@@ -136,8 +136,8 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
       const stream = streams.open(
         claims,
         {
-          writeUpdate: (event) => res.write(encode(event)),
-          writeSignal: (which) => res.write(signal(which)),
+          write: (event) => res.write(encode(event)),
+          signal: (which) => res.write(signal(which)),
           // One write of the shared Buffer, which the socket queues by reference (no copy per
           // stream). A reader that does not read holds that reference only: the write answers
           // false, and the hub then coalesces its live updates (bounded) until 'drain'.
