@@ -23,8 +23,7 @@ import type { RateLimitState } from '../../core/rate-limit.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
-import { rateLimitHeaderList, setRateLimitHeaders } from './rate-limit-headers.ts';
-import { answerJson } from './answer-json.ts';
+import { answerJson, rateLimitHeaderList, setRateLimitHeaders } from './answer-headers.ts';
 import { mountPathOf } from './mount-path.ts';
 
 export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
@@ -39,7 +38,7 @@ export interface IntakeRouteOptions {
   pathPrefix?: string;
   /**
    * Write the 202 at once, in one `writeHead`, rather than through Koa's response: much cheaper
-   * (`answer-json.ts`), but a middleware above that adds headers after the route returns no longer
+   * (`answer-headers.ts`), but a middleware above that adds headers after the route returns no longer
    * reaches it. Default false; Trailwire's own app (`createTrailwireApp`) turns it on.
    */
   writeAtOnce?: boolean;

@@ -43,7 +43,7 @@ import type { Trailwire } from '../../core/trailwire.ts';
 import { rfc3339, trailerView } from '../../core/views.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { problemBody } from './problem.ts';
-import { setRateLimitHeaders } from './rate-limit-headers.ts';
+import { setRateLimitHeaders } from './answer-headers.ts';
 import { type AccessLogState, setRequestIdHeader } from './edge.ts';
 
 export const LIVE_EVENTS_PATH = '/api/v1/live';
