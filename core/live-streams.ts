@@ -25,7 +25,6 @@
  */
 import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
-import type { LiveTrailerEvent } from './live-bus.ts';
 import type { LiveHub } from './live-hub.ts';
 import type { LiveBacklogItem, LiveFilter, LiveSignal, LiveSink, LiveSubscription } from './live-subscriber.ts';
 import { isPosition } from './live-replay.ts';
