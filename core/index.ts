@@ -55,8 +55,8 @@ export { MAX_READING_LEAD_MS } from './canonical.ts';
  * `createProductRegistry` / `ProductRegistry` (what `Trailwire.products` is), `loadProductModule`
  * (a product module by path or package name), `isProduct`.
  */
+export { checkCanonicalTelemetry } from './canonical.ts';
 export {
-  checkCanonicalTelemetry,
   createProductRegistry,
   defineProduct,
   EXAMPLE_RECEIVED_AT,
@@ -82,7 +82,7 @@ export {
  * the only `$schema` a product schema may name (draft 2020-12).
  */
 export { JSON_SCHEMA_DIALECT, parseRfc3339, type JsonSchema, type JsonSchemaObject } from './json-schema.ts';
-export { cardinalHeading } from './heading.ts';
+export { cardinalHeading } from './canonical.ts';
 /** VINs (contract 2): `parseVin` normalises and checks one (400 on a bad one), `vinCheckDigit` and `withCheckDigit` compute position 9. */
 export { parseVin, vinCheckDigit, withCheckDigit } from './vin.ts';
 

@@ -5,8 +5,8 @@
  * revoked (its key rotated, its signing key revoked); a customer holds at most
  * `maxStreamsPerCustomer` streams in this process; and on shutdown every stream ends and no new one
  * starts. A transport adapter verifies the token, asks `LiveStreams#open` for a stream, and
- * implements `LiveStreamTransport` (write an update, write a heartbeat, end with a reason); it calls
- * `drained()` when its buffer empties and `clientGone()` when the client leaves.
+ * implements `LiveStreamTransport` (the hub's `LiveSink` writes, a heartbeat, an end with a
+ * reason); it calls `drained()` when its buffer empties and `clientGone()` when the client leaves.
  *
  * The per-customer cap counts the hub's subscribers, not this object's streams: every transport of a
  * process subscribes to the same hub, so a gRPC stream and an SSE stream of one customer count
@@ -25,28 +25,20 @@
  */
 import type { Clock } from './clock.ts';
 import { TrailwireError } from './errors.ts';
-import type { LiveTrailerEvent } from './live-bus.ts';
 import type { LiveHub } from './live-hub.ts';
-import type { LiveBacklogItem, LiveFilter, LiveSignal, LiveSubscription } from './live-subscriber.ts';
+import type { LiveBacklogItem, LiveFilter, LiveSignal, LiveSink, LiveSubscription } from './live-subscriber.ts';
 import { isPosition } from './live-replay.ts';
 import type { FixedWindowLimiter, RateLimitState } from './rate-limit.ts';
 import type { AccessClaims, TokenService } from './tokens.ts';
 
-/** One stream's wire, implemented by a transport adapter. */
-export interface LiveStreamTransport {
-  /**
-   * Writes one update (with its `position` when it has one; `snapshot` set on a snapshot's); answers
-   * false when the transport's buffer is full (see `LiveSink.write`).
-   */
-  writeUpdate(event: LiveTrailerEvent): boolean;
-  /** Writes a signal (`snapshot-end`, `resume-reset`), only ever to a stream that asked for a snapshot or to resume; answers as `writeUpdate`. */
-  writeSignal(signal: LiveSignal): boolean;
-  /**
-   * Writes a snapshot's states at once (see `LiveSink.writeSnapshot`): the same array for every
-   * stream sharing the snapshot, so a transport can serialize it once and send the same bytes to
-   * each. Left out, each state goes to `writeUpdate`.
-   */
-  writeSnapshot?(states: readonly LiveTrailerEvent[]): boolean;
+/**
+ * One stream's wire, implemented by a transport adapter: the hub's `LiveSink` names (`write` an
+ * update, `signal`, `writeSnapshot`), which the stream hands to the hub as they are, plus what only a
+ * stream needs (a heartbeat, whether the buffer is full, and an end whatever the reason).
+ */
+export interface LiveStreamTransport extends Omit<LiveSink, 'signal' | 'end'> {
+  /** Writes a signal (`snapshot-end`, `resume-reset`), only ever to a stream that asked for a snapshot or to resume; answers as `write`. */
+  signal(signal: LiveSignal): boolean;
   /** Writes a heartbeat; `position`: what the client has caught up to, when known. */
   writeHeartbeat(position: string | null): void;
   /** Whether the transport's buffer is full now: a client that is behind needs no keep-alive. */
@@ -252,12 +244,9 @@ export class LiveStream {
     void hub
       .subscribe(
         this.claims.sub,
-        {
-          write: (event) => this.transport.writeUpdate(event),
-          signal: (signal) => this.transport.writeSignal(signal),
-          writeSnapshot: this.transport.writeSnapshot && ((states) => this.transport.writeSnapshot!(states)),
-          end: (reason) => this.finish(reason),
-        },
+        // The transport is the hub's sink, its writes called straight (no forwarder per update per
+        // stream); only `end` is the stream's own, which stops the timers before the transport ends.
+        Object.create(this.transport, { end: { value: (reason: TrailwireError) => this.finish(reason) } }) as LiveSink,
         { filter: request.filter, held },
       )
       .then(

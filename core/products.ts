@@ -12,20 +12,18 @@
  */
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { isAheadOfClock, MAX_READING_LEAD_MS, type CanonicalTelemetry } from './canonical.ts';
+import { checkCanonicalTelemetry, isAheadOfClock, MAX_READING_LEAD_MS, type CanonicalTelemetry } from './canonical.ts';
 import { TrailwireError, type FieldError } from './errors.ts';
 import {
   compileJsonSchema,
   JSON_SCHEMA_DIALECT,
   MAX_FIELD_ERRORS,
-  pointerTo,
   type DescribeOptions,
   type JsonSchema,
   type JsonSchemaObject,
   type SchemaValidator,
 } from './json-schema.ts';
 import { jsonShapeBoundsOf, type JsonShapeBounds } from './json-shape.ts';
-import { HEADINGS } from './model.ts';
 
 /** A product name: lower case, digits and dashes, 2 to 41 characters (it appears in token scopes). */
 export const PRODUCT_NAME_PATTERN = /^[a-z][a-z0-9-]{1,40}$/;
@@ -246,7 +244,7 @@ const LATEST_DATE_MS = 8.64e15;
 function problemOfReadingTimes(times: unknown): string | null {
   if (!Array.isArray(times)) return `must answer an array of { pointer, at }, got ${describeValue(times)}`;
   for (const [index, time] of times.entries()) {
-    if (!isPlainObject(time)) return `must answer objects { pointer, at }; [${index}] is ${describeValue(time)}`;
+    if (typeof time !== 'object' || time === null || Array.isArray(time)) return `must answer objects { pointer, at }; [${index}] is ${describeValue(time)}`;
     if (typeof time.pointer !== 'string' || !(time.pointer === '' || time.pointer.startsWith('/')))
       return `[${index}].pointer must be a JSON pointer into the payload ("" or starting with "/"), got ${JSON.stringify(time.pointer)}`;
     if (typeof time.at !== 'number' || !Number.isSafeInteger(time.at) || time.at < 0 || time.at > LATEST_DATE_MS)
@@ -279,96 +277,6 @@ function checkLimit(limit: unknown, field: string, fail: (field: string, problem
 
 function isPositiveInteger(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
-}
-
-/**
- * Every problem of a transform's output, as field errors with JSON pointer paths (`/gps/0/lat`);
- * `[]` when it is valid canonical telemetry: finite numbers in range (lat −90..90, long −180..180,
- * speed ≥ 0, percentages 0..100), headings from `HEADINGS`, timestamps non-negative integer epoch
- * ms, non-empty device kinds and serials, boolean states where a fault is not also a warning (a fault
- * wins, as in the trailer status), finite numeric metrics, and no two records of the same source
- * (GPS, one device, one cargosafe unit) with the same timestamp — the store keeps one per timestamp.
- */
-export function checkCanonicalTelemetry(value: unknown): FieldError[] {
-  if (!isPlainObject(value)) return [{ path: '', message: 'must be an object { gps, devices, cargosafe }' }];
-  const errors: FieldError[] = [];
-  const check = (ok: boolean, path: string, message: string): void => {
-    if (!ok) errors.push({ path, message });
-  };
-  const arrays: Record<string, unknown[]> = {};
-  for (const key of ['gps', 'devices', 'cargosafe']) {
-    const list = value[key];
-    check(Array.isArray(list), `/${key}`, 'must be an array');
-    arrays[key] = Array.isArray(list) ? list : [];
-  }
-
-  const seen = new Map<string, string>();
-  const checkUnique = (key: string, path: string): void => {
-    const first = seen.get(key);
-    if (first === undefined) seen.set(key, path);
-    else errors.push({ path, message: `repeats the source and timestamp of ${first} (one record per source and timestamp)` });
-  };
-
-  arrays.gps!.forEach((fix, index) => {
-    const at = `/gps/${index}`;
-    if (!isPlainObject(fix)) return check(false, at, 'must be an object');
-    checkTimestamp(fix.timestamp, `${at}/timestamp`, check);
-    check(isNumberIn(fix.lat, -90, 90), `${at}/lat`, 'must be a finite number from -90 to 90');
-    check(isNumberIn(fix.long, -180, 180), `${at}/long`, 'must be a finite number from -180 to 180');
-    check(isNumberIn(fix.speed, 0, Infinity), `${at}/speed`, 'must be a finite number of mph, at least 0');
-    check((HEADINGS as readonly unknown[]).includes(fix.heading), `${at}/heading`, `must be one of ${HEADINGS.join(', ')}`);
-    checkUnique(`gps\u0000${String(fix.timestamp)}`, at);
-  });
-
-  arrays.devices!.forEach((reading, index) => {
-    const at = `/devices/${index}`;
-    if (!isPlainObject(reading)) return check(false, at, 'must be an object');
-    check(isNonEmptyString(reading.kind), `${at}/kind`, 'must be a non-empty string');
-    check(isNonEmptyString(reading.serial), `${at}/serial`, 'must be a non-empty string');
-    check(reading.position === null || isNonEmptyString(reading.position), `${at}/position`, 'must be a non-empty string or null');
-    checkTimestamp(reading.timestamp, `${at}/timestamp`, check);
-    if (!isPlainObject(reading.metrics)) check(false, `${at}/metrics`, 'must be an object of named numbers');
-    else
-      for (const [metric, number] of Object.entries(reading.metrics))
-        check(metric !== '' && isNumberIn(number, -Infinity, Infinity), pointerTo(`${at}/metrics`, metric), 'must be a finite number');
-    const state = reading.state;
-    if (!isPlainObject(state)) check(false, `${at}/state`, 'must be an object { isWarning, isFault }');
-    else {
-      check(typeof state.isWarning === 'boolean', `${at}/state/isWarning`, 'must be a boolean');
-      check(typeof state.isFault === 'boolean', `${at}/state/isFault`, 'must be a boolean');
-      check(!(state.isWarning === true && state.isFault === true), `${at}/state`, 'must not be both a warning and a fault (a fault wins: isWarning false)');
-    }
-    checkUnique(`device\u0000${String(reading.kind)}\u0000${String(reading.serial)}\u0000${String(reading.timestamp)}`, at);
-  });
-
-  arrays.cargosafe!.forEach((reading, index) => {
-    const at = `/cargosafe/${index}`;
-    if (!isPlainObject(reading)) return check(false, at, 'must be an object');
-    check(isNonEmptyString(reading.serial), `${at}/serial`, 'must be a non-empty string');
-    checkTimestamp(reading.timestamp, `${at}/timestamp`, check);
-    check(typeof reading.doorOpen === 'boolean', `${at}/doorOpen`, 'must be a boolean');
-    check(isNumberIn(reading.loadPercent, 0, 100), `${at}/loadPercent`, 'must be a finite number from 0 to 100');
-    check(isNumberIn(reading.temperatureC, -Infinity, Infinity), `${at}/temperatureC`, 'must be a finite number');
-    check(isNumberIn(reading.humidityPercent, 0, 100), `${at}/humidityPercent`, 'must be a finite number from 0 to 100');
-    checkUnique(`cargosafe\u0000${String(reading.serial)}\u0000${String(reading.timestamp)}`, at);
-  });
-  return errors;
-}
-
-function checkTimestamp(value: unknown, path: string, check: (ok: boolean, path: string, message: string) => void): void {
-  check(typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, path, 'must be an integer of epoch milliseconds, at least 0');
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function isNonEmptyString(value: unknown): value is string {
-  return typeof value === 'string' && value.trim() !== '';
-}
-
-function isNumberIn(value: unknown, min: number, max: number): value is number {
-  return typeof value === 'number' && Number.isFinite(value) && value >= min && value <= max;
 }
 
 /** Options of a `ProductRegistry`. */

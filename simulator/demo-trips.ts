@@ -12,7 +12,7 @@
  * driver was held to.
  */
 import type { Faker } from '@faker-js/faker';
-import { cardinalHeading } from '../core/heading.ts';
+import { cardinalHeading } from '../core/canonical.ts';
 import type { GpsFix } from '../core/model.ts';
 import { citiesOf, type Region } from './demo-geography.ts';
 import { RouteCursor } from './demo-roads.ts';

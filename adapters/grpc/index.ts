@@ -29,4 +29,4 @@ export { GRPC_STATUS_BY_CODE, grpcStatusOf, type GrpcStatusObject } from './stat
  * its shape (the proto's snake_case field names).
  */
 export { decodeLiveUpdateResponse, PROTO_ROOT } from './proto.ts';
-export type { LiveUpdateResponseMessage } from './live-update-message.ts';
+export type { LiveUpdateResponseMessage } from './live-feed-service.ts';

@@ -143,9 +143,9 @@ class TrailwireKoa extends Koa {
  * answered at once with a problem+json 500 (`body_already_read`) and a log line.
  */
 export function createTrailwireHandler(trailwire: Trailwire, options: TrailwireAppOptions = {}): TrailwireHandler {
-  const answer = createTrailwireApp(trailwire, options).callback();
-  // Koa's answer never rejects: whatever fails is answered, and logged, by the edge layer.
-  return (req, res) => void answer(req, res);
+  // The app's own callback, with nothing between it and node:http: the promise it answers never
+  // rejects (whatever fails is answered, and logged, by the edge layer), so a host may drop it.
+  return createTrailwireApp(trailwire, options).callback();
 }
 
 /** A node:http request handler (`createTrailwireHandler`). */

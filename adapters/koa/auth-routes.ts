@@ -10,7 +10,7 @@ import type { Audience } from '../../core/model.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { rfc3339 } from '../../core/views.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
-import { setRateLimitHeaders } from './rate-limit-headers.ts';
+import { setRateLimitHeaders } from './answer-headers.ts';
 
 const AUDIENCES: Audience[] = ['partners', 'customers'];
 

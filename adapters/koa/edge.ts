@@ -9,7 +9,7 @@
  * The request id: every request gets one, echoed in `X-Request-Id` and in problem bodies, so a caller
  * can quote it and an operator can find the log line. A well-formed id sent by the caller (or a proxy)
  * is kept. The header is set when the response is about to go out, not when the request comes in: a
- * route that writes its whole response in one go (`answer-json.ts`) is fastest when no header was set
+ * route that writes its whole response in one go (`answer-headers.ts`) is fastest when no header was set
  * on the response before it, and it sends the id itself.
  *
  * The access log, the HTTP side of the audit trail (issue 17), is written here rather than by

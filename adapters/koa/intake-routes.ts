@@ -23,15 +23,14 @@ import type { RateLimitState } from '../../core/rate-limit.ts';
 import type { AccessClaims } from '../../core/tokens.ts';
 import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
-import { rateLimitHeaderList, setRateLimitHeaders } from './rate-limit-headers.ts';
-import { answerJson } from './answer-json.ts';
+import { answerJson, rateLimitHeaderList, setRateLimitHeaders } from './answer-headers.ts';
 import { mountPathOf } from './mount-path.ts';
 
 export const DEFAULT_INTAKE_BODY_LIMIT = 256 * 1024;
 export const INTAKE_PATH = '/api/v1/telemetry/intake';
 export const DEFAULT_REFUSAL_DELAY_MS = 1000;
 
-/** Options of the intake endpoints (`createIntakeRouter`) and of their POST handler (`createIntakePostHandler`). */
+/** Options of the intake endpoints (`createIntakeRouter`) and of their POST route (`createIntakePostRoute`). */
 export interface IntakeRouteOptions {
   /** Largest body in bytes. Default 256 KiB. */
   bodyLimitBytes?: number;
@@ -39,7 +38,7 @@ export interface IntakeRouteOptions {
   pathPrefix?: string;
   /**
    * Write the 202 at once, in one `writeHead`, rather than through Koa's response: much cheaper
-   * (`answer-json.ts`), but a middleware above that adds headers after the route returns no longer
+   * (`answer-headers.ts`), but a middleware above that adds headers after the route returns no longer
    * reaches it. Default false; Trailwire's own app (`createTrailwireApp`) turns it on.
    */
   writeAtOnce?: boolean;
@@ -57,57 +56,91 @@ export interface IntakeRouteOptions {
   refusalDelayMs?: number;
 }
 
-/** One intake POST as the route hands it over, the partner's token already checked. */
-interface IntakePost {
-  req: IncomingMessage;
-  res: ServerResponse;
-  /** The path's VIN, decoded. */
-  vin: string;
-  claims: AccessClaims;
-  /** Whether the body is declared `application/json` (`isJsonBody`). */
-  jsonBody: boolean;
-  requestId?: string;
-  /** Where the host mounted Trailwire (`mount-path.ts`), or '': the `Location` starts with it. */
-  mountPath: string;
-  /** The client's address, for the audit line of a refusal (asked only then). */
-  clientAddress(): string;
-}
-
-/** The 202 of an accepted payload: its headers (name, value, ...) and its body. */
-interface IntakeAccepted {
-  headers: string[];
-  body: { id: string; status: 'queued' };
-}
-
-/** Takes one intake POST: answers its 202, or throws the refusal (a `TrailwireError`) for the transport to answer. */
-type IntakePostHandler = (post: IntakePost) => Promise<IntakeAccepted>;
-
 /**
  * The intake POST route (`POST .../intake/{VIN}`), as Koa middleware: the partner's bearer check, then
- * the POST handler, answering the 202. One route, mounted twice over: in the intake router (and so in
- * every app, under the 404/405 and OpenAPI the router gives) and behind the intake door of an app
- * Trailwire owns (`intake-door.ts`), which serves the same request without Koa's routing.
+ * the partner's budget (contract 4: every request counts, refusals too, before its body is read), the
+ * body (JSON only, uncompressed, at most `bodyLimitBytes`, a large one scanned as it arrives), the
+ * core's `accept`, and the 202, whose headers are the tighter of the two limits, `Location` and
+ * `Idempotent-Replayed`; a refusal is thrown (a `TrailwireError`) for the edge layer to answer. One
+ * route, mounted twice over: in the intake router (and so in every app, under the 404/405 and OpenAPI
+ * the router gives) and behind the intake door of an app Trailwire owns (`intake-door.ts`), which
+ * serves the same request without Koa's routing.
  */
 export function createIntakePostRoute(trailwire: Trailwire, options: IntakeRouteOptions = {}): Middleware {
-  const takePost = createIntakePostHandler(trailwire, options);
+  const intake = trailwire.intake;
+  if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
+  const bodyLimit = options.bodyLimitBytes ?? DEFAULT_INTAKE_BODY_LIMIT;
+  const statusPath = `${options.pathPrefix ?? ''}${INTAKE_PATH}/status`;
   const writeAtOnce = options.writeAtOnce ?? false;
+  const refusalDelayMs = options.refusalDelayMs ?? DEFAULT_REFUSAL_DELAY_MS;
+  if (!Number.isSafeInteger(refusalDelayMs) || refusalDelayMs < 0)
+    throw new TypeError(`createIntakeRouter: \`refusalDelayMs\` must be a whole number of ms ≥ 0, got ${String(refusalDelayMs)}`);
   const partnerOnly = bearerAuth(trailwire.tokens, 'partners');
-  const answer = async (ctx: Context) => {
-    const accepted = await takePost({
-      req: ctx.req,
-      res: ctx.res,
-      vin: (ctx.params as { VIN: string }).VIN,
-      claims: (ctx.state as AuthenticatedState).claims,
-      jsonBody: isJsonBody(ctx),
-      requestId: ctx.state.requestId as string | undefined,
-      mountPath: mountPathOf(ctx),
-      clientAddress: () => ctx.ip,
-    });
-    answerJson(ctx, 202, accepted.body, accepted.headers, writeAtOnce);
-  };
-  return (ctx) => partnerOnly(ctx, () => answer(ctx));
-}
 
+  const largeBodies = new OnePerTurn();
+  const refusals = new OncePerWindow({ windowMs: 60_000, clock: trailwire.clock });
+  const auditRefusal = (ctx: Context, claims: AccessClaims, vin: string, error: unknown) => {
+    if (!options.auditLogger || !isTrailwireError(error) || error.code !== 'partner_not_granted') return;
+    const partnerId = claims.sub;
+    const suppressed = refusals.admit(partnerId);
+    if (suppressed === null) return;
+    const requestId = ctx.state.requestId as string | undefined;
+    options.auditLogger.warn(
+      { audit: true, event: 'intake.refused', reason: error.code, partnerId, vin: vin.slice(0, 17), requestId, clientAddress: ctx.ip, suppressed },
+      'intake refused',
+    );
+  };
+
+  const take = async (ctx: Context) => {
+    const { req, res } = ctx;
+    const vin = (ctx.params as { VIN: string }).VIN;
+    const { claims } = ctx.state as AuthenticatedState;
+    const jsonBody = isJsonBody(ctx);
+    // Where the host mounted Trailwire (`mount-path.ts`), or '': the `Location` starts with it.
+    const mountPath = mountPathOf(ctx);
+    // A parser of the host's above the mount took the body (its stream is read): waiting for it would
+    // wait until the client gives up. Not the partner's doing, so not counted against its budget.
+    if (req.readableDidRead) throw new TrailwireError('body_already_read', BODY_ALREADY_READ);
+    let budget: RateLimitState;
+    let rawBody: string;
+    try {
+      // Before anything else, the body included: every request counts, refusals too (contract 4).
+      budget = await intake.service.admit(claims);
+      if (!jsonBody) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
+      const encoding = req.headers['content-encoding'];
+      if (encoding !== undefined && encoding !== '' && encoding.toLowerCase() !== 'identity')
+        throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
+      rawBody = await readBody(req, bodyLimit, () => intake.service.largeBodyScan(claims));
+    } catch (error) {
+      if (isTrailwireError(error) && HTTP_STATUS_BY_CODE[error.code].status < 500) await refuseUnread(res, refusalDelayMs);
+      throw error;
+    }
+    if (rawBody.length > LARGE_BODY_BYTES) await largeBodies.nextTurn();
+    let body: unknown;
+    try {
+      body = JSON.parse(rawBody);
+    } catch (error) {
+      throw new TrailwireError('validation_failed', 'The body is not valid JSON.', {
+        errors: [{ path: '', message: (error as Error).message }],
+        cause: error,
+      });
+    }
+    let accepted;
+    try {
+      // Node joins a repeated header of this kind with ", ": always a string here.
+      const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
+      accepted = await intake.service.accept({ claims, vin, body, rawBody, idempotencyKey: idempotencyKey || undefined });
+    } catch (error) {
+      auditRefusal(ctx, claims, vin, error);
+      throw error;
+    }
+    const headers = rateLimitHeaderList(tighterOf(budget, accepted.rateLimit));
+    headers.push('Location', `${mountPath}${statusPath}/${accepted.record.id}`);
+    if (accepted.replayed) headers.push('Idempotent-Replayed', 'true');
+    answerJson(ctx, 202, { id: accepted.record.id, status: 'queued' }, headers, writeAtOnce);
+  };
+  return (ctx) => partnerOnly(ctx, () => take(ctx));
+}
 /**
  * The intake endpoints, for partner tokens: `POST .../intake/{VIN}` (`postRoute`, by default one built
  * with `options`), `GET .../intake/status/{id}` and `GET .../intake/status?ids=…`.
@@ -144,79 +177,6 @@ export function createIntakeRouter(trailwire: Trailwire, options: IntakeRouteOpt
 /** The `ids` of a bulk status read: comma-separated, or the parameter repeated; none when absent. */
 function idsOf(query: string | string[] | undefined): string[] {
   return ([] as string[]).concat(query ?? []).flatMap((value) => value.split(','));
-}
-
-/**
- * The intake POST: the partner's budget first (contract 4: every
- * request counts, refusals too, before its body is read), then the body (JSON only, uncompressed, at
- * most `bodyLimitBytes`, a large one scanned as it arrives), then the core's `accept`; the 202's
- * headers are the tighter of the two limits, `Location` and `Idempotent-Replayed`.
- */
-function createIntakePostHandler(trailwire: Trailwire, options: IntakeRouteOptions = {}): IntakePostHandler {
-  const intake = trailwire.intake;
-  if (!intake) throw new TypeError('createIntakeRouter: the Trailwire core has no intake queue (pass `intakeQueue` to createTrailwire)');
-  const bodyLimit = options.bodyLimitBytes ?? DEFAULT_INTAKE_BODY_LIMIT;
-  const statusPath = `${options.pathPrefix ?? ''}${INTAKE_PATH}/status`;
-  const refusalDelayMs = options.refusalDelayMs ?? DEFAULT_REFUSAL_DELAY_MS;
-  if (!Number.isSafeInteger(refusalDelayMs) || refusalDelayMs < 0)
-    throw new TypeError(`createIntakeRouter: \`refusalDelayMs\` must be a whole number of ms ≥ 0, got ${String(refusalDelayMs)}`);
-
-  const largeBodies = new OnePerTurn();
-  const refusals = new OncePerWindow({ windowMs: 60_000, clock: trailwire.clock });
-  const auditRefusal = (post: IntakePost, error: unknown) => {
-    if (!options.auditLogger || !isTrailwireError(error) || error.code !== 'partner_not_granted') return;
-    const partnerId = post.claims.sub;
-    const suppressed = refusals.admit(partnerId);
-    if (suppressed === null) return;
-    options.auditLogger.warn(
-      { audit: true, event: 'intake.refused', reason: error.code, partnerId, vin: post.vin.slice(0, 17), requestId: post.requestId, clientAddress: post.clientAddress(), suppressed },
-      'intake refused',
-    );
-  };
-
-  return async (post) => {
-    const { claims, req } = post;
-    // A parser of the host's above the mount took the body (its stream is read): waiting for it would
-    // wait until the client gives up. Not the partner's doing, so not counted against its budget.
-    if (req.readableDidRead) throw new TrailwireError('body_already_read', BODY_ALREADY_READ);
-    let budget: RateLimitState;
-    let rawBody: string;
-    try {
-      // Before anything else, the body included: every request counts, refusals too (contract 4).
-      budget = await intake.service.admit(claims);
-      if (!post.jsonBody) throw new TrailwireError('unsupported_media_type', 'The body must be JSON with Content-Type: application/json.');
-      const encoding = req.headers['content-encoding'];
-      if (encoding !== undefined && encoding !== '' && encoding.toLowerCase() !== 'identity')
-        throw new TrailwireError('unsupported_media_type', `Content-Encoding ${JSON.stringify(encoding.slice(0, 40))} is not supported; send the JSON uncompressed.`);
-      rawBody = await readBody(req, bodyLimit, () => intake.service.largeBodyScan(claims));
-    } catch (error) {
-      if (isTrailwireError(error) && HTTP_STATUS_BY_CODE[error.code].status < 500) await refuseUnread(post.res, refusalDelayMs);
-      throw error;
-    }
-    if (rawBody.length > LARGE_BODY_BYTES) await largeBodies.nextTurn();
-    let body: unknown;
-    try {
-      body = JSON.parse(rawBody);
-    } catch (error) {
-      throw new TrailwireError('validation_failed', 'The body is not valid JSON.', {
-        errors: [{ path: '', message: (error as Error).message }],
-        cause: error,
-      });
-    }
-    let accepted;
-    try {
-      // Node joins a repeated header of this kind with ", ": always a string here.
-      const idempotencyKey = req.headers['idempotency-key'] as string | undefined;
-      accepted = await intake.service.accept({ claims, vin: post.vin, body, rawBody, idempotencyKey: idempotencyKey || undefined });
-    } catch (error) {
-      auditRefusal(post, error);
-      throw error;
-    }
-    const headers = rateLimitHeaderList(tighterOf(budget, accepted.rateLimit));
-    headers.push('Location', `${post.mountPath}${statusPath}/${accepted.record.id}`);
-    if (accepted.replayed) headers.push('Idempotent-Replayed', 'true');
-    return { headers, body: { id: accepted.record.id, status: 'queued' } };
-  };
 }
 
 const BODY_ALREADY_READ =

@@ -43,7 +43,7 @@ import type { Trailwire } from '../../core/trailwire.ts';
 import { rfc3339, trailerView } from '../../core/views.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import { problemBody } from './problem.ts';
-import { setRateLimitHeaders } from './rate-limit-headers.ts';
+import { setRateLimitHeaders } from './answer-headers.ts';
 import { type AccessLogState, setRequestIdHeader } from './edge.ts';
 
 export const LIVE_EVENTS_PATH = '/api/v1/live';
@@ -136,8 +136,8 @@ export function createLiveEventsRoute(trailwire: Trailwire, options: LiveEventsO
       const stream = streams.open(
         claims,
         {
-          writeUpdate: (event) => res.write(encode(event)),
-          writeSignal: (which) => res.write(signal(which)),
+          write: (event) => res.write(encode(event)),
+          signal: (which) => res.write(signal(which)),
           // One write of the shared Buffer, which the socket queues by reference (no copy per
           // stream). A reader that does not read holds that reference only: the write answers
           // false, and the hub then coalesces its live updates (bounded) until 'drain'.

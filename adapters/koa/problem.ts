@@ -14,7 +14,7 @@ import {
   problemType,
   TrailwireError,
 } from '../../core/errors.ts';
-import { setRateLimitHeaders } from './rate-limit-headers.ts';
+import { setRateLimitHeaders } from './answer-headers.ts';
 
 interface HttpLikeError {
   status?: number;

@@ -13,7 +13,7 @@ import type { Trailwire } from '../../core/trailwire.ts';
 import { type AuthenticatedState, bearerAuth } from './bearer-auth.ts';
 import type { TrailwireLogger } from './logger.ts';
 import { matchedRouteOf } from './metrics.ts';
-import { setRateLimitHeaders } from './rate-limit-headers.ts';
+import { setRateLimitHeaders } from './answer-headers.ts';
 
 /** `logger`: where an export that fails after its first byte is logged (its client only sees the transfer cut off). */
 export function createReadRouter(trailwire: Trailwire, options: { logger?: TrailwireLogger } = {}): Router {

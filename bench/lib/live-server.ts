@@ -24,7 +24,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
 import { pino } from 'pino';
-import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from '../../dist/adapters/grpc/live-update-message.js';
+import { HEARTBEAT_MESSAGE, liveUpdateResponseOf } from '../../dist/adapters/grpc/live-feed-service.js';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from '../../dist/adapters/grpc/proto.js';
 import { startServer } from '../../dist/adapters/server/index.js';
 import { openSqliteStore } from '../../dist/adapters/sqlite/index.js';

@@ -14,8 +14,7 @@
  * 5 minutes after the server's clock at `/timestamp`. Late fixes are fine: trackers upload buffered
  * fixes after a coverage gap.
  */
-import type { CanonicalTelemetry } from '../../core/canonical.ts';
-import { cardinalHeading } from '../../core/heading.ts';
+import { type CanonicalTelemetry, cardinalHeading } from '../../core/canonical.ts';
 import { defineProduct } from '../../core/products.ts';
 
 /** One fix as the tracker sends it. */

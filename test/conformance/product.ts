@@ -11,11 +11,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { CanonicalTelemetry } from '../../core/canonical.ts';
+import { type CanonicalTelemetry, checkCanonicalTelemetry } from '../../core/canonical.ts';
 import type { FieldError } from '../../core/errors.ts';
 import { pointerTo } from '../../core/json-schema.ts';
 import {
-  checkCanonicalTelemetry,
   createProductRegistry,
   EXAMPLE_RECEIVED_AT,
   EXAMPLE_VIN,

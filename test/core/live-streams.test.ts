@@ -24,11 +24,11 @@ function claimsOf(customerId: string, ttlSeconds = 1800): AccessClaims {
 function recordingTransport() {
   const record = { heartbeats: 0, updates: [] as LiveTrailerEvent[], ended: [] as unknown[], full: false };
   const transport: LiveStreamTransport = {
-    writeUpdate: (event) => {
+    write: (event) => {
       record.updates.push(event);
       return !record.full;
     },
-    writeSignal: () => true,
+    signal: () => true,
     writeHeartbeat: () => void record.heartbeats++,
     get full() {
       return record.full;
@@ -104,7 +104,7 @@ describe('LiveStreams', () => {
       const streams = new LiveStreams({ hub: failing, tokens: notRevoked, clock, streamName: 'test' });
       const signals: string[] = [];
       const { transport, record } = recordingTransport();
-      transport.writeSignal = (signal) => {
+      transport.signal = (signal) => {
         signals.push(signal.kind);
         return true;
       };
@@ -131,8 +131,8 @@ describe('LiveStreams', () => {
         const taken: Array<readonly LiveTrailerEvent[]> = [];
         const record = { full: false };
         const transport: LiveStreamTransport = {
-          writeUpdate: (event) => (log.push(`update ${event.trailer.id}`), !record.full),
-          writeSignal: (signal) => (log.push(signal.kind), !record.full),
+          write: (event) => (log.push(`update ${event.trailer.id}`), !record.full),
+          signal: (signal) => (log.push(signal.kind), !record.full),
           writeSnapshot: (written) => (log.push(`snapshot of ${written.length}`), taken.push(written), !record.full),
           writeHeartbeat: () => void log.push('heartbeat'),
           get full() {
@@ -169,7 +169,7 @@ describe('LiveStreams', () => {
       // A transport that cannot take a snapshot whole is handed its states one by one, as before.
       const oneByOne = recordingTransport();
       const signals: string[] = [];
-      oneByOne.transport.writeSignal = (signal) => (signals.push(signal.kind), true);
+      oneByOne.transport.signal = (signal) => (signals.push(signal.kind), true);
       streams.open(claimsOf('c1'), oneByOne.transport, () => {}, { snapshot: true });
       await settle();
       assert.deepEqual(oneByOne.record.updates.map((event) => event.trailer.id), ['t1', 't2', 't3', 't2']);

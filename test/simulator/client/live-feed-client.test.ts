@@ -10,7 +10,7 @@ import { startServer, type RunningServer } from '../../../adapters/server/index.
 import { TrailwireClient } from '../../../simulator/client/http-client.ts';
 import { subscribeLiveFeed, subscribeWithClient, type LiveUpdate } from '../../../simulator/client/live-feed-client.ts';
 import { encodeLiveUpdateResponse, liveFeedServiceDefinition } from '../../../adapters/grpc/proto.ts';
-import { liveUpdateResponseOf } from '../../../adapters/grpc/live-update-message.ts';
+import { liveUpdateResponseOf } from '../../../adapters/grpc/live-feed-service.ts';
 import { ManualClock, systemClock } from '../../../core/clock.ts';
 import { TrailwireError } from '../../../core/errors.ts';
 import { sampleEvent } from '../../conformance/live-bus.ts';

@@ -1,6 +1,7 @@
 /**
- * A JSON answer with its headers (name, value, name, value, ...), written either through Koa, as any
- * route answers, or at once, with every header in one `writeHead`.
+ * An answer's headers, kept as a list (name, value, name, value, ...): the RateLimit-* headers
+ * (contract 7), and a JSON answer with its list, written either through Koa, as any route answers,
+ * or at once, with every header in one `writeHead`.
  *
  * At once is for the hot path of a server Trailwire owns: Koa sets each header through
  * `res.setHeader`, where Node validates, lower-cases and stores it, then lays the stored headers out
@@ -15,6 +16,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
+import type { RateLimitState } from '../../core/rate-limit.ts';
 
 export function answerJson(ctx: Context, status: number, body: unknown, headers: string[], atOnce: boolean): void {
   if (!atOnce) {
@@ -44,4 +46,17 @@ export function writeJsonAtOnce(res: ServerResponse, status: number, body: unkno
 /** Sets headers given as name, value, name, value, ... on a response Koa will write. */
 export function setHeaderList(ctx: Context, headers: readonly string[]): void {
   for (let i = 0; i < headers.length; i += 2) ctx.set(headers[i]!, headers[i + 1]!);
+}
+
+/**
+ * The RateLimit-* headers (IETF draft "RateLimit header fields") as a list: the limit, what remains
+ * of it in the current window, and the seconds until the window resets.
+ */
+export function rateLimitHeaderList(state: RateLimitState): string[] {
+  return ['RateLimit-Limit', String(state.limit), 'RateLimit-Remaining', String(state.remaining), 'RateLimit-Reset', String(state.resetSeconds)];
+}
+
+/** Sets the RateLimit-* headers on a response Koa will write. */
+export function setRateLimitHeaders(ctx: Context, state: RateLimitState): void {
+  setHeaderList(ctx, rateLimitHeaderList(state));
 }
