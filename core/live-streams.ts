@@ -241,14 +241,18 @@ export class LiveStream {
       this.endIfExpired(clock);
     }, heartbeatIntervalMs);
     this.scheduleExpiry(clock);
+    // The transport's writes are the hub's sink, bound to it (no forwarder per update per stream,
+    // and a transport written as a class keeps its `this`); only `end` is the stream's own, which
+    // stops the timers before the transport ends.
+    const { transport } = this;
+    const sink: LiveSink = {
+      write: transport.write.bind(transport),
+      signal: transport.signal.bind(transport),
+      writeSnapshot: transport.writeSnapshot?.bind(transport),
+      end: (reason) => this.finish(reason),
+    };
     void hub
-      .subscribe(
-        this.claims.sub,
-        // The transport is the hub's sink, its writes called straight (no forwarder per update per
-        // stream); only `end` is the stream's own, which stops the timers before the transport ends.
-        Object.create(this.transport, { end: { value: (reason: TrailwireError) => this.finish(reason) } }) as LiveSink,
-        { filter: request.filter, held },
-      )
+      .subscribe(this.claims.sub, sink, { filter: request.filter, held })
       .then(
         (subscription) => {
           // The client went away (or the token expired) while the hub started listening.
