@@ -27,6 +27,8 @@ interface FaultState {
   unsaid: number;
   /** Failures since the fault began. */
   total: number;
+  /** The latest failure's entry: what `failure` answers. */
+  latest: FaultLogEntry;
 }
 
 export class RepeatingFaultLog {
@@ -44,12 +46,13 @@ export class RepeatingFaultLog {
     const now = this.clock.now();
     const state = this.faults.get(key);
     if (!state) {
-      this.faults.set(key, { lastLineAt: now, unsaid: 0, total: 1 });
+      this.faults.set(key, { lastLineAt: now, unsaid: 0, total: 1, latest: entry });
       this.options.write(entry);
       return;
     }
     state.total++;
     state.unsaid++;
+    state.latest = entry;
     if (now - state.lastLineAt < this.intervalMs) return;
     this.options.write({ ...entry, message: `${entry.message} (${state.unsaid} more times in ${Math.round((now - state.lastLineAt) / 1000)} s)`, repeated: state.unsaid });
     state.lastLineAt = now;
@@ -64,8 +67,8 @@ export class RepeatingFaultLog {
     this.options.write({ level: 'warn', message: `${message} (after ${state.total} failures)`, failures: state.total });
   }
 
-  /** Whether the fault `key` is going on. */
-  isFailing(key: string): boolean {
-    return this.faults.has(key);
+  /** The latest failure of the fault `key` while it goes on (what a readiness check says), else undefined. */
+  failure(key: string): FaultLogEntry | undefined {
+    return this.faults.get(key)?.latest;
   }
 }

@@ -78,7 +78,7 @@ export interface SqliteIntake extends IntakeBackend {
 export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   const { store } = options;
   const log: SqliteIntakeLog = options.log ?? (() => {});
-  // The fault log keeps each fault's state (`isFailing`) for the readiness checks as well.
+  // The fault log keeps each fault's latest failure (`failure`) for the readiness checks as well.
   const faults = new RepeatingFaultLog({ write: log });
   const inMemory = store.file === ':memory:';
   const processes = options.process ?? true;
@@ -97,7 +97,7 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
   const lock = processes && !inMemory ? openServerFile(store.file, queue, log) : undefined;
   const logCheck = {
     'intake-log': async () => {
-      if (faults.isFailing('intake-log')) await queue.probeWrite();
+      if (faults.failure('intake-log')) await queue.probeWrite();
     },
   };
   if (!threaded)
@@ -111,7 +111,8 @@ export function openSqliteIntake(options: SqliteIntakeOptions): SqliteIntake {
         if (!thread?.isRunning) throw new Error('the intake processing thread is not running (restarting)');
       },
       'intake-processing': async () => {
-        if (faults.isFailing('store')) throw new TrailwireError('store_unavailable', 'processing cannot write the store (the log says why); payloads wait in the intake log');
+        const failure = faults.failure('store');
+        if (failure) throw new TrailwireError('store_unavailable', failure.message);
       },
     },
     // The thread is the store file's intake writer: the webhook deliverer's writes run there too (`webhook-delivery-calls.ts`).
